@@ -1,0 +1,240 @@
+package rundb
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// UserStats are a contributor's totals (fishtest's user_cache collection). Among other things
+// they decide whether a user's workers may stop a run (1000 CPU hours).
+type UserStats struct {
+	Username     string    `bson:"username" json:"username"`
+	CPUHours     float64   `bson:"cpu_hours" json:"cpu_hours"`
+	Games        int       `bson:"games" json:"games"`
+	GamesPerHour float64   `bson:"games_per_hour" json:"games_per_hour"`
+	Tests        int       `bson:"tests" json:"tests"`
+	TestsRepo    string    `bson:"tests_repo" json:"tests_repo"`
+	LastUpdated  time.Time `bson:"last_updated" json:"last_updated"`
+
+	Extra Extra `bson:",inline" json:"-"`
+}
+
+// UserCacheStore reads and writes the user_cache collection. Safe for concurrent use.
+type UserCacheStore struct {
+	coll *mongo.Collection
+}
+
+// Get returns a contributor's totals; ErrNotFound if the user has none yet.
+func (s *UserCacheStore) Get(ctx context.Context, username string) (*UserStats, error) {
+	var st UserStats
+	if err := s.coll.FindOne(ctx, bson.D{{Key: "username", Value: username}}).Decode(&st); err != nil {
+		return nil, fmt.Errorf("get user stats %s: %w", username, mapError(err))
+	}
+	return &st, nil
+}
+
+// Put creates or replaces a contributor's totals.
+func (s *UserCacheStore) Put(ctx context.Context, st *UserStats) error {
+	_, err := s.coll.ReplaceOne(ctx, bson.D{{Key: "username", Value: st.Username}}, st, options.Replace().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("put user stats %s: %w", st.Username, mapError(err))
+	}
+	return nil
+}
+
+// maxActionMessage is the longest message an action keeps, as in fishtest.
+const maxActionMessage = 5120
+
+// Action is one entry of the event log: who did what to which run, task, worker or user.
+type Action struct {
+	ID       ObjectID `bson:"_id" json:"_id"`
+	Time     float64  `bson:"time" json:"time"` // Unix seconds
+	Action   string   `bson:"action" json:"action"`
+	Username string   `bson:"username" json:"username"`
+	RunID    string   `bson:"run_id,omitempty" json:"run_id,omitempty"`
+	Run      string   `bson:"run,omitempty" json:"run,omitempty"`
+	TaskID   *int     `bson:"task_id,omitempty" json:"task_id,omitempty"`
+	Worker   string   `bson:"worker,omitempty" json:"worker,omitempty"`
+	User     string   `bson:"user,omitempty" json:"user,omitempty"`
+	NN       string   `bson:"nn,omitempty" json:"nn,omitempty"`
+	Message  string   `bson:"message,omitempty" json:"message,omitempty"`
+
+	Extra Extra `bson:",inline" json:"-"`
+}
+
+// ActionStore appends to and reads the actions collection. Safe for concurrent use.
+type ActionStore struct {
+	coll *mongo.Collection
+}
+
+// Insert appends a to the log, stamping its ID and time if unset and truncating its message.
+func (s *ActionStore) Insert(ctx context.Context, a *Action) error {
+	if a.ID.IsZero() {
+		a.ID = NewObjectID()
+	}
+	if a.Time == 0 {
+		a.Time = float64(time.Now().UnixMicro()) / 1e6
+	}
+	if len(a.Message) > maxActionMessage {
+		a.Message = a.Message[:maxActionMessage]
+	}
+	if _, err := s.coll.InsertOne(ctx, a); err != nil {
+		return fmt.Errorf("insert %s action: %w", a.Action, mapError(err))
+	}
+	return nil
+}
+
+// Recent returns up to limit actions, newest first, optionally only of one kind.
+func (s *ActionStore) Recent(ctx context.Context, action string, limit int) ([]*Action, error) {
+	filter := bson.D{}
+	if action != "" {
+		filter = bson.D{{Key: "action", Value: action}}
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "time", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit))
+	cur, err := s.coll.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	var out []*Action
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	return out, nil
+}
+
+// maxWorkerMessage is the longest block message kept for a worker, as in fishtest.
+const maxWorkerMessage = 500
+
+// Worker is what Shoal remembers about a worker machine by its short name
+// ("user-8cores-abcd1234"): whether it is blocked and why.
+type Worker struct {
+	WorkerName  string    `bson:"worker_name" json:"worker_name"`
+	Blocked     bool      `bson:"blocked" json:"blocked"`
+	Message     string    `bson:"message" json:"message"`
+	LastUpdated time.Time `bson:"last_updated" json:"last_updated"`
+
+	Extra Extra `bson:",inline" json:"-"`
+}
+
+// WorkerStore reads and writes the workers collection. Safe for concurrent use.
+type WorkerStore struct {
+	coll *mongo.Collection
+}
+
+// Get returns a worker by short name; ErrNotFound if it was never blocked or noted.
+func (s *WorkerStore) Get(ctx context.Context, name string) (*Worker, error) {
+	var w Worker
+	if err := s.coll.FindOne(ctx, bson.D{{Key: "worker_name", Value: name}}).Decode(&w); err != nil {
+		return nil, fmt.Errorf("get worker %s: %w", name, mapError(err))
+	}
+	return &w, nil
+}
+
+// Put creates or replaces a worker's record, truncating its message and stamping the time.
+func (s *WorkerStore) Put(ctx context.Context, w *Worker) error {
+	if len(w.Message) > maxWorkerMessage {
+		w.Message = w.Message[:maxWorkerMessage]
+	}
+	w.LastUpdated = time.Now().UTC()
+	_, err := s.coll.ReplaceOne(ctx, bson.D{{Key: "worker_name", Value: w.WorkerName}}, w, options.Replace().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("put worker %s: %w", w.WorkerName, mapError(err))
+	}
+	return nil
+}
+
+// PGN is the gzip-compressed PGN of one task's games; RunID is "<run id>-<task id>".
+type PGN struct {
+	RunID  string `bson:"run_id" json:"run_id"`
+	PGNZip []byte `bson:"pgn_zip" json:"-"`
+	Size   int    `bson:"size" json:"size"`
+}
+
+// PGNStore reads and writes the pgns collection. Safe for concurrent use.
+type PGNStore struct {
+	coll *mongo.Collection
+}
+
+// Insert stores one task's PGN.
+func (s *PGNStore) Insert(ctx context.Context, p *PGN) error {
+	if _, err := s.coll.InsertOne(ctx, p); err != nil {
+		return fmt.Errorf("insert pgn %s: %w", p.RunID, mapError(err))
+	}
+	return nil
+}
+
+// Get returns one task's PGN by "<run id>-<task id>".
+func (s *PGNStore) Get(ctx context.Context, runTask string) (*PGN, error) {
+	var p PGN
+	if err := s.coll.FindOne(ctx, bson.D{{Key: "run_id", Value: runTask}}).Decode(&p); err != nil {
+		return nil, fmt.Errorf("get pgn %s: %w", runTask, mapError(err))
+	}
+	return &p, nil
+}
+
+// NN is a neural network file known to Shoal (the file itself lives on disk).
+type NN struct {
+	Name      string `bson:"name" json:"name"`
+	User      string `bson:"user" json:"user"`
+	Downloads int    `bson:"downloads" json:"downloads"`
+	IsMaster  bool   `bson:"is_master,omitempty" json:"is_master,omitempty"`
+
+	Extra Extra `bson:",inline" json:"-"`
+}
+
+// NNStore reads and writes the nns collection. Safe for concurrent use.
+type NNStore struct {
+	coll *mongo.Collection
+}
+
+// Insert records a new network; ErrConflict is not raised by the database (the index on name
+// is not unique, as in fishtest), so callers check Get first.
+func (s *NNStore) Insert(ctx context.Context, n *NN) error {
+	if _, err := s.coll.InsertOne(ctx, n); err != nil {
+		return fmt.Errorf("insert nn %s: %w", n.Name, mapError(err))
+	}
+	return nil
+}
+
+// Get returns a network by name.
+func (s *NNStore) Get(ctx context.Context, name string) (*NN, error) {
+	var n NN
+	if err := s.coll.FindOne(ctx, bson.D{{Key: "name", Value: name}}).Decode(&n); err != nil {
+		return nil, fmt.Errorf("get nn %s: %w", name, mapError(err))
+	}
+	return &n, nil
+}
+
+// KVStore is the kvstore collection: small named values such as worker_runs and books.
+// Safe for concurrent use.
+type KVStore struct {
+	coll *mongo.Collection
+}
+
+// Get decodes the value stored under key into out; ErrNotFound if there is none.
+func (s *KVStore) Get(ctx context.Context, key string, out any) error {
+	var doc struct {
+		Value bson.RawValue `bson:"value"`
+	}
+	if err := s.coll.FindOne(ctx, idFilter(key)).Decode(&doc); err != nil {
+		return fmt.Errorf("get kv %s: %w", key, mapError(err))
+	}
+	if err := doc.Value.Unmarshal(out); err != nil {
+		return fmt.Errorf("decode kv %s: %w", key, err)
+	}
+	return nil
+}
+
+// Put stores value under key, replacing what was there.
+func (s *KVStore) Put(ctx context.Context, key string, value any) error {
+	doc := bson.D{{Key: "_id", Value: key}, {Key: "value", Value: value}}
+	if _, err := s.coll.ReplaceOne(ctx, idFilter(key), doc, options.Replace().SetUpsert(true)); err != nil {
+		return fmt.Errorf("put kv %s: %w", key, mapError(err))
+	}
+	return nil
+}

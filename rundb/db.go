@@ -1,0 +1,191 @@
+// Package rundb owns every MongoDB call Shoal makes: one store type per collection, with
+// fishtest's document shapes so that an existing fishtest database opens unchanged, and the
+// write-behind run cache that keeps active runs in memory on the primary.
+//
+// Every method takes a context first. A missing document is ErrNotFound and a unique-key
+// violation is ErrConflict; callers test them with errors.Is. No BSON types appear in the
+// exported API.
+package rundb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+var (
+	// ErrNotFound means the document asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a write would break a unique index (an existing username, say).
+	ErrConflict = errors.New("already exists")
+)
+
+// DefaultDatabase is fishtest's database name, so that Shoal opens a fishtest database as is.
+const DefaultDatabase = "fishtest_new"
+
+// Options says which database to open.
+type Options struct {
+	// URI of a MongoDB deployment. Empty means: start the embedded database in DataDir.
+	URI string
+	// DataDir holds the embedded database's files and its lock file. Unused with a URI.
+	DataDir string
+	// EmbeddedAddr is the loopback HOST:PORT the embedded database listens on ("127.0.0.1:0"
+	// picks a free port).
+	EmbeddedAddr string
+	// Database is the database name; empty means DefaultDatabase.
+	Database string
+	// Logger receives the database's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// PasswordHashCost is the bcrypt cost of new password hashes; 0 means bcrypt's default.
+	// Tests lower it to keep the race detector fast.
+	PasswordHashCost int
+}
+
+// DB is an open database with one store per collection. It is safe for concurrent use.
+type DB struct {
+	client   *mongo.Client
+	db       *mongo.Database
+	embedded *embedded
+	uri      string
+	logger   *slog.Logger
+
+	Runs      *RunStore
+	Users     *UserStore
+	UserCache *UserCacheStore
+	Actions   *ActionStore
+	Workers   *WorkerStore
+	PGNs      *PGNStore
+	NNs       *NNStore
+	KV        *KVStore
+}
+
+// Open connects to the database that opts name, starting the embedded one when opts.URI is
+// empty, and checks that it answers. It does not create indexes: see EnsureIndexes.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	name := opts.Database
+	if name == "" {
+		name = DefaultDatabase
+	}
+	d := &DB{logger: logger, uri: opts.URI}
+	if opts.URI == "" {
+		e, err := startEmbedded(opts.DataDir, opts.EmbeddedAddr, logger)
+		if err != nil {
+			return nil, err
+		}
+		d.embedded = e
+		d.uri = e.uri
+	}
+	client, err := mongo.Connect(options.Client().
+		ApplyURI(d.uri).
+		SetBSONOptions(&options.BSONOptions{UseJSONStructTags: false}).
+		SetTimeout(30 * time.Second))
+	if err == nil {
+		pingCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err = client.Ping(pingCtx, nil)
+		cancel()
+		if err != nil {
+			_ = client.Disconnect(context.Background())
+		}
+	}
+	if err != nil {
+		if d.embedded != nil {
+			d.embedded.close()
+		}
+		return nil, fmt.Errorf("connect to %s: %w", redactURI(d.uri), err)
+	}
+	d.client = client
+	d.db = client.Database(name)
+	ferret, err := isFerretDB(ctx, client)
+	if err != nil {
+		_ = d.Close(context.Background())
+		return nil, fmt.Errorf("ask %s what it is: %w", redactURI(d.uri), err)
+	}
+	// FerretDB (the embedded database, or another Shoal's embedded database reached by URI)
+	// cannot store arrays of arrays.
+	d.Runs = &RunStore{coll: d.db.Collection("runs"), flatHistory: ferret}
+	d.Users = newUserStore(d.db.Collection("users"), opts.PasswordHashCost)
+	d.UserCache = &UserCacheStore{coll: d.db.Collection("user_cache")}
+	d.Actions = &ActionStore{coll: d.db.Collection("actions")}
+	d.Workers = &WorkerStore{coll: d.db.Collection("workers")}
+	d.PGNs = &PGNStore{coll: d.db.Collection("pgns")}
+	d.NNs = &NNStore{coll: d.db.Collection("nns")}
+	d.KV = &KVStore{coll: d.db.Collection("kvstore")}
+	return d, nil
+}
+
+// isFerretDB reports whether the server is FerretDB rather than MongoDB.
+func isFerretDB(ctx context.Context, client *mongo.Client) (bool, error) {
+	var info bson.M
+	err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
+	if err != nil {
+		return false, err
+	}
+	_, ferret := info["ferretdbVersion"]
+	return ferret, nil
+}
+
+// Describe says in a few words which database is in use, for the start-up log.
+func (d *DB) Describe() string {
+	if d.embedded != nil {
+		return fmt.Sprintf("embedded database (FerretDB, SQLite) in %s at %s, database %q",
+			d.embedded.dir, d.uri, d.db.Name())
+	}
+	return fmt.Sprintf("MongoDB at %s, database %q", redactURI(d.uri), d.db.Name())
+}
+
+// URI is the address other processes use to reach this database; for the embedded database it
+// is the loopback mongodb:// address it listens on.
+func (d *DB) URI() string { return d.uri }
+
+// Embedded reports whether this DB started the embedded database.
+func (d *DB) Embedded() bool { return d.embedded != nil }
+
+// Name is the database name.
+func (d *DB) Name() string { return d.db.Name() }
+
+// Drop deletes the whole database. Tests use it to clean up after themselves.
+func (d *DB) Drop(ctx context.Context) error {
+	if err := d.db.Drop(ctx); err != nil {
+		return fmt.Errorf("drop database %s: %w", d.db.Name(), err)
+	}
+	return nil
+}
+
+// Close disconnects and, for the embedded database, stops it and releases its lock. It waits for
+// in-flight operations up to ctx's deadline.
+func (d *DB) Close(ctx context.Context) error {
+	err := d.client.Disconnect(ctx)
+	if d.embedded != nil {
+		d.embedded.close()
+	}
+	if err != nil {
+		return fmt.Errorf("disconnect from database: %w", err)
+	}
+	return nil
+}
+
+// mapError turns driver errors callers act on into this package's sentinels.
+func mapError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return ErrNotFound
+	case mongo.IsDuplicateKeyError(err):
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	return err
+}
+
+// idFilter selects one document by _id.
+func idFilter(id any) bson.D { return bson.D{{Key: "_id", Value: id}} }

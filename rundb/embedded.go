@@ -1,0 +1,139 @@
+package rundb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+// ErrDatabaseInUse means another process (normally a running `shoal serve`) holds the embedded
+// database in the data directory.
+var ErrDatabaseInUse = errors.New("embedded database is in use by another process")
+
+// embedded is an in-process FerretDB with the SQLite handler, listening on a loopback port. Its
+// data directory is locked for as long as it runs, because two FerretDB processes writing the
+// same SQLite files would corrupt them.
+type embedded struct {
+	dir    string
+	uri    string
+	lock   *os.File
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// lockFileName is the file in the data directory that a running Shoal holds an exclusive flock
+// on; it contains that process's pid so that the error message can name it.
+const lockFileName = "shoal.lock"
+
+// startEmbedded locks dataDir, starts FerretDB on addr (a loopback HOST:PORT) with its SQLite
+// files under dataDir/db, and returns once it accepts connections.
+func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error) {
+	if dataDir == "" {
+		dataDir = "data"
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	dbDir := filepath.Join(abs, "db")
+	if err := os.MkdirAll(dbDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	lock, err := lockDataDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	// FerretDB logs every error reply it sends (a duplicate key, say) as a warning, which would
+	// drown Shoal's own log; its errors still reach us through the driver.
+	fdbLogger := slog.New(levelFloor{Handler: logger.With("component", "ferretdb").Handler(), min: slog.LevelError})
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: addr},
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + dbDir + "/",
+		Logger:    fdbLogger,
+	})
+	if err != nil {
+		unlockDataDir(lock)
+		return nil, fmt.Errorf("start embedded database on %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &embedded{dir: abs, lock: lock, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		_ = f.Run(ctx)
+	}()
+	e.uri = f.MongoDBURI()
+	return e, nil
+}
+
+// close stops FerretDB, waits for it to close its files, then releases the lock. It is safe to
+// call more than once.
+func (e *embedded) close() {
+	e.once.Do(func() {
+		e.cancel()
+		<-e.done
+		unlockDataDir(e.lock)
+	})
+}
+
+// lockDataDir takes an exclusive, non-blocking flock on dir's lock file. The kernel releases it
+// when the process dies, so a crashed server never leaves a stale lock behind.
+func lockDataDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		_ = f.Close()
+		holder := strings.TrimSpace(string(b))
+		if _, perr := strconv.Atoi(holder); perr != nil || holder == "" {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("%w: %s is locked by pid %s; stop that server first, or point at a MongoDB server with --mongo-uri",
+			ErrDatabaseInUse, dir, holder)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+func unlockDataDir(f *os.File) {
+	_ = f.Truncate(0)
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	_ = f.Close()
+}
+
+// levelFloor drops records below min; it lets the embedded database share Shoal's handler
+// while saying less than Shoal does.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFloor{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h levelFloor) WithGroup(name string) slog.Handler {
+	return levelFloor{Handler: h.Handler.WithGroup(name), min: h.min}
+}

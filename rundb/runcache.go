@@ -1,0 +1,297 @@
+package rundb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Prio is how urgently a changed run must reach the database. Each level above Normal counts as
+// one minute of age when the flusher picks the next run to write.
+type Prio int
+
+// Write priorities, fishtest's values.
+const (
+	PrioNormal  Prio = 0    // everything else (a result, a beat)
+	PrioMedium  Prio = 1    // a task finished
+	PrioHigh    Prio = 2    // a task was created
+	PrioSaveNow Prio = 1000 // written before Update returns: run created, finished, modified, approved or purged
+)
+
+// prioAge is what one priority level is worth in the flush order.
+const prioAge = 60 * time.Second
+
+// RunCache keeps runs in memory on the primary and writes changed ones behind to the database,
+// one per FlushOne call, most overdue first; PrioSaveNow changes are written synchronously.
+// A failed write leaves the run dirty, so it is retried and nothing is lost; FlushAll writes
+// everything on shutdown.
+//
+// Safe for concurrent use. Each cached run has its own lock, held while a View or Update
+// callback runs, so callbacks must be short and must not call back into the cache.
+//
+// Lock order: entry.write before entry.mu; RunCache.mu is a leaf, never held while taking
+// another lock.
+type RunCache struct {
+	store  *RunStore
+	now    func() time.Time
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	entries map[ObjectID]*cacheEntry
+}
+
+type cacheEntry struct {
+	// write serialises database writes of this run, so an older encoding never overwrites a
+	// newer one.
+	write sync.Mutex
+	// mu guards run.
+	mu  sync.Mutex
+	run *Run
+
+	// Guarded by RunCache.mu.
+	dirty      bool
+	priority   Prio
+	lastSync   time.Time
+	lastAccess time.Time
+}
+
+// NewRunCache returns an empty cache that writes to store. now is the clock (time.Now in
+// production; tests pass a fake one).
+func NewRunCache(store *RunStore, now func() time.Time, logger *slog.Logger) *RunCache {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &RunCache{store: store, now: now, logger: logger, entries: make(map[ObjectID]*cacheEntry)}
+}
+
+// entry returns the cache entry for id, loading the run from the database on a miss.
+func (c *RunCache) entry(ctx context.Context, id ObjectID) (*cacheEntry, error) {
+	c.mu.Lock()
+	e, ok := c.entries[id]
+	if ok {
+		e.lastAccess = c.now()
+		c.mu.Unlock()
+		return e, nil
+	}
+	c.mu.Unlock()
+
+	run, err := c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[id]; ok { // loaded concurrently: keep the first
+		e.lastAccess = c.now()
+		return e, nil
+	}
+	now := c.now()
+	e = &cacheEntry{run: run, lastSync: now, lastAccess: now}
+	c.entries[id] = e
+	return e, nil
+}
+
+// View calls fn with the run, loading it if needed. fn must not keep the pointer or change the
+// run.
+func (c *RunCache) View(ctx context.Context, id ObjectID, fn func(*Run)) error {
+	e, err := c.entry(ctx, id)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(e.run)
+	return nil
+}
+
+// Update calls fn to change the run and marks it for writing with priority prio; with
+// PrioSaveNow it is written before Update returns. If fn returns an error the run is taken as
+// unchanged (fn must not have changed it) and the error is returned.
+func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*Run) error) error {
+	e, err := c.entry(ctx, id)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	err = fn(e.run)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.markDirty(e, prio)
+	if prio >= PrioSaveNow {
+		return c.flushEntry(ctx, id, e)
+	}
+	return nil
+}
+
+// Create stores a new run, writing it at once, and caches it. The cache owns r afterwards.
+func (c *RunCache) Create(ctx context.Context, r *Run) error {
+	if r.ID.IsZero() {
+		r.ID = NewObjectID()
+	}
+	doc, err := c.store.encode(r)
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", r.ID, err)
+	}
+	if err := c.store.replaceRaw(ctx, r.ID, doc, true); err != nil {
+		return err
+	}
+	now := c.now()
+	c.mu.Lock()
+	c.entries[r.ID] = &cacheEntry{run: r, lastSync: now, lastAccess: now}
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *RunCache) markDirty(e *cacheEntry, prio Prio) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.lastAccess = c.now()
+	if !e.dirty {
+		e.dirty = true
+		e.priority = prio
+		return
+	}
+	e.priority = max(e.priority, prio)
+}
+
+// FlushOne writes the dirty run whose last write is oldest once each priority level counts as
+// a minute of age, and returns its ID. It returns false if nothing is dirty. On a write error
+// the run stays dirty with its priority.
+func (c *RunCache) FlushOne(ctx context.Context) (ObjectID, bool, error) {
+	c.mu.Lock()
+	var (
+		bestID ObjectID
+		best   *cacheEntry
+		bestAt time.Time
+	)
+	for id, e := range c.entries {
+		if !e.dirty {
+			continue
+		}
+		at := e.lastSync.Add(-time.Duration(e.priority) * prioAge)
+		if best == nil || at.Before(bestAt) || (at.Equal(bestAt) && id.Hex() < bestID.Hex()) {
+			bestID, best, bestAt = id, e, at
+		}
+	}
+	c.mu.Unlock()
+	if best == nil {
+		return ObjectID{}, false, nil
+	}
+	return bestID, true, c.flushEntry(ctx, bestID, best)
+}
+
+// flushEntry writes e's run if it is dirty. The dirty flag is cleared before the run is encoded,
+// so a change made during the write marks it dirty again and is written later.
+func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) error {
+	e.write.Lock()
+	defer e.write.Unlock()
+
+	c.mu.Lock()
+	if !e.dirty {
+		c.mu.Unlock()
+		return nil // written by a concurrent flush
+	}
+	prio := e.priority
+	e.dirty, e.priority = false, PrioNormal
+	c.mu.Unlock()
+
+	e.mu.Lock()
+	doc, err := c.store.encode(e.run)
+	e.mu.Unlock()
+	if err == nil {
+		err = c.store.replaceRaw(ctx, id, doc, true)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		e.dirty = true
+		e.priority = max(e.priority, prio)
+		if prio >= PrioSaveNow {
+			// Keep it first in line for the flusher.
+			e.priority = PrioSaveNow
+		}
+		return fmt.Errorf("flush run %s: %w", id, err)
+	}
+	e.lastSync = c.now()
+	return nil
+}
+
+// FlushAll writes every dirty run, for shutdown. It tries them all and returns the errors of
+// those that failed (they stay dirty).
+func (c *RunCache) FlushAll(ctx context.Context) error {
+	c.mu.Lock()
+	dirty := make(map[ObjectID]*cacheEntry)
+	for id, e := range c.entries {
+		if e.dirty {
+			dirty[id] = e
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for id, e := range dirty {
+		if err := c.flushEntry(ctx, id, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Dirty returns the number of runs waiting to be written.
+func (c *RunCache) Dirty() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, e := range c.entries {
+		if e.dirty {
+			n++
+		}
+	}
+	return n
+}
+
+// Len returns the number of cached runs.
+func (c *RunCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// Evict drops runs that are clean, have no cores working on them (or are finished), and have not
+// been accessed for idle. It returns how many it dropped.
+func (c *RunCache) Evict(idle time.Duration) int {
+	cutoff := c.now().Add(-idle)
+	c.mu.Lock()
+	candidates := make(map[ObjectID]*cacheEntry)
+	for id, e := range c.entries {
+		if !e.dirty && e.lastAccess.Before(cutoff) {
+			candidates[id] = e
+		}
+	}
+	c.mu.Unlock()
+
+	n := 0
+	for id, e := range candidates {
+		e.mu.Lock()
+		idleRun := e.run.Cores <= 0 || e.run.Finished
+		e.mu.Unlock()
+		if !idleRun {
+			continue
+		}
+		c.mu.Lock()
+		if cur, ok := c.entries[id]; ok && cur == e && !e.dirty && e.lastAccess.Before(cutoff) {
+			delete(c.entries, id)
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return n
+}

@@ -1,0 +1,361 @@
+package rundb_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/rundbtest"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// storedGames reads a run's committed_games from the database, behind the cache.
+func storedGames(t *testing.T, db *rundb.DB, id rundb.ObjectID) int {
+	t.Helper()
+	r, err := db.Runs.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.CommittedGames
+}
+
+func setGames(n int) func(*rundb.Run) error {
+	return func(r *rundb.Run) error { r.CommittedGames = n; return nil }
+}
+
+func TestRunCacheFlushOrder(t *testing.T) {
+	type change struct {
+		run  string
+		prio rundb.Prio
+	}
+	type created struct {
+		run string
+		at  time.Duration // after the first
+	}
+	cases := []struct {
+		name    string
+		runs    []created // each run is last written when it is created
+		changes []change
+		want    []string
+	}{
+		{
+			name:    "equal priorities go oldest write first",
+			runs:    []created{{"a", 0}, {"b", 30 * time.Second}, {"c", time.Minute}},
+			changes: []change{{"c", rundb.PrioNormal}, {"a", rundb.PrioNormal}, {"b", rundb.PrioNormal}},
+			want:    []string{"a", "b", "c"},
+		},
+		{
+			name:    "a new task outranks a finished task outranks a result",
+			runs:    []created{{"a", 0}, {"b", 30 * time.Second}, {"c", time.Minute}},
+			changes: []change{{"a", rundb.PrioNormal}, {"b", rundb.PrioMedium}, {"c", rundb.PrioHigh}},
+			want:    []string{"c", "b", "a"},
+		},
+		{
+			name: "each priority level is worth one minute of age",
+			// c is 50 s younger than a but MEDIUM; e is 130 s younger and HIGH.
+			runs:    []created{{"a", 0}, {"c", 50 * time.Second}, {"e", 130 * time.Second}},
+			changes: []change{{"e", rundb.PrioHigh}, {"a", rundb.PrioNormal}, {"c", rundb.PrioMedium}},
+			want:    []string{"c", "a", "e"},
+		},
+		{
+			name:    "a run keeps the highest priority of its pending changes",
+			runs:    []created{{"a", 0}, {"b", 30 * time.Second}},
+			changes: []change{{"b", rundb.PrioHigh}, {"b", rundb.PrioNormal}, {"a", rundb.PrioMedium}},
+			want:    []string{"b", "a"},
+		},
+		{
+			name:    "clean runs are not written",
+			runs:    []created{{"a", 0}, {"b", 30 * time.Second}, {"c", time.Minute}},
+			changes: []change{{"b", rundb.PrioNormal}},
+			want:    []string{"b"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := rundbtest.Open(t)
+			ctx := context.Background()
+			clock := newFakeClock()
+			cache := rundb.NewRunCache(db.Runs, clock.Now, nil)
+			ids := map[string]rundb.ObjectID{}
+			names := map[rundb.ObjectID]string{}
+			start := clock.Now()
+			for _, c := range tc.runs {
+				clock.Advance(start.Add(c.at).Sub(clock.Now()))
+				r := &rundb.Run{ID: rundb.NewObjectID(), Args: rundb.RunArgs{Info: c.run}}
+				if err := cache.Create(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				ids[c.run], names[r.ID] = r.ID, c.run
+			}
+			clock.Advance(10 * time.Minute)
+			for i, ch := range tc.changes {
+				if err := cache.Update(ctx, ids[ch.run], ch.prio, setGames(i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := cache.Dirty(); got != len(tc.want) {
+				t.Errorf("Dirty() = %d before flushing, want %d", got, len(tc.want))
+			}
+			var order []string
+			for {
+				id, ok, err := cache.FlushOne(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				order = append(order, names[id])
+				if len(order) > len(tc.runs) {
+					t.Fatalf("FlushOne keeps finding work: %v", order)
+				}
+			}
+			if len(order) != len(tc.want) {
+				t.Fatalf("flush order %v, want %v", order, tc.want)
+			}
+			for i := range order {
+				if order[i] != tc.want[i] {
+					t.Fatalf("flush order %v, want %v", order, tc.want)
+				}
+			}
+			// Each written run holds its last change.
+			for i, ch := range tc.changes {
+				last := true
+				for _, later := range tc.changes[i+1:] {
+					last = last && later.run != ch.run
+				}
+				if last {
+					if got := storedGames(t, db, ids[ch.run]); got != i+1 {
+						t.Errorf("run %s stored committed_games %d, want %d", ch.run, got, i+1)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRunCacheWritesBehind(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	r := &rundb.Run{ID: rundb.NewObjectID()}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Update(ctx, r.ID, rundb.PrioHigh, setGames(10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedGames(t, db, r.ID); got != 0 {
+		t.Errorf("a HIGH change reached the database before a flush: committed_games %d", got)
+	}
+	var seen int
+	if err := cache.View(ctx, r.ID, func(r *rundb.Run) { seen = r.CommittedGames }); err != nil {
+		t.Fatal(err)
+	}
+	if seen != 10 {
+		t.Errorf("View sees committed_games %d, want the cached 10", seen)
+	}
+	if err := cache.Update(ctx, r.ID, rundb.PrioSaveNow, setGames(20)); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedGames(t, db, r.ID); got != 20 {
+		t.Errorf("after a SAVE_NOW change the database has committed_games %d, want 20", got)
+	}
+	if got := cache.Dirty(); got != 0 {
+		t.Errorf("Dirty() = %d after SAVE_NOW, want 0", got)
+	}
+}
+
+func TestRunCacheUpdateErrorChangesNothing(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	r := &rundb.Run{ID: rundb.NewObjectID()}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	refuse := errors.New("refused")
+	if err := cache.Update(ctx, r.ID, rundb.PrioHigh, func(*rundb.Run) error { return refuse }); !errors.Is(err, refuse) {
+		t.Errorf("Update returned %v, want the callback's error", err)
+	}
+	if got := cache.Dirty(); got != 0 {
+		t.Errorf("a refused update left %d dirty runs", got)
+	}
+	if err := cache.Update(ctx, rundb.NewObjectID(), rundb.PrioNormal, setGames(1)); !errors.Is(err, rundb.ErrNotFound) {
+		t.Errorf("Update of an unknown run: %v, want ErrNotFound", err)
+	}
+}
+
+func TestRunCacheLoadsFromDatabase(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	r := sampleRun()
+	if err := db.Runs.Insert(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	var tasks int
+	if err := cache.View(ctx, r.ID, func(run *rundb.Run) { tasks = len(run.Tasks) }); err != nil {
+		t.Fatal(err)
+	}
+	if tasks != len(r.Tasks) || cache.Len() != 1 {
+		t.Errorf("after a miss the cache holds %d runs with %d tasks, want 1 with %d", cache.Len(), tasks, len(r.Tasks))
+	}
+}
+
+// Shutdown writes every dirty run; a failed write keeps the run dirty so that a later flush
+// still writes it.
+func TestRunCacheFlushAllLosesNothing(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	var ids []rundb.ObjectID
+	for i := range 5 {
+		r := &rundb.Run{ID: rundb.NewObjectID()}
+		if err := cache.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.Update(ctx, r.ID, rundb.Prio(i%3), setGames(100+i)); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := cache.FlushAll(dead); err == nil {
+		t.Fatal("FlushAll with a dead context reported success")
+	}
+	if got := cache.Dirty(); got != 5 {
+		t.Fatalf("after failed writes Dirty() = %d, want all 5 still dirty", got)
+	}
+
+	if err := cache.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := cache.Dirty(); got != 0 {
+		t.Errorf("Dirty() = %d after FlushAll", got)
+	}
+	// A new process (a new connection, no cache) sees every change.
+	fresh := rundbtest.OpenNamed(t, db.Name())
+	for i, id := range ids {
+		r, err := fresh.Runs.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.CommittedGames != 100+i {
+			t.Errorf("run %d: stored committed_games %d, want %d", i, r.CommittedGames, 100+i)
+		}
+	}
+}
+
+// Updates racing with the flusher are never lost: the last value written is the last value set.
+func TestRunCacheConcurrentUpdatesAndFlushes(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	r := &rundb.Run{ID: rundb.NewObjectID()}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	const writers, perWriter = 4, 25
+	stop := make(chan struct{})
+	var flusher sync.WaitGroup
+	flusher.Add(1)
+	go func() {
+		defer flusher.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, _, err := cache.FlushOne(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perWriter {
+				err := cache.Update(ctx, r.ID, rundb.PrioNormal, func(r *rundb.Run) error {
+					r.CommittedGames++
+					r.Tasks = append(r.Tasks, rundb.Task{NumGames: 2, Stats: rundb.NewResults()})
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	flusher.Wait()
+	if err := cache.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := db.Runs.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.CommittedGames != writers*perWriter || len(stored.Tasks) != writers*perWriter {
+		t.Errorf("stored %d games and %d tasks, want %d of each", stored.CommittedGames, len(stored.Tasks), writers*perWriter)
+	}
+}
+
+func TestRunCacheEvict(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	clock := newFakeClock()
+	cache := rundb.NewRunCache(db.Runs, clock.Now, nil)
+	mk := func(cores int, finished bool) rundb.ObjectID {
+		r := &rundb.Run{ID: rundb.NewObjectID(), Cores: cores, Finished: finished}
+		if err := cache.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	idle := mk(0, false)
+	finished := mk(0, true)
+	busy := mk(8, false)
+	dirty := mk(0, false)
+	recent := mk(0, false)
+	if err := cache.Update(ctx, dirty, rundb.PrioNormal, setGames(1)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Minute)
+	if err := cache.View(ctx, recent, func(*rundb.Run) {}); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.Evict(5 * time.Minute); n != 2 {
+		t.Errorf("Evict dropped %d runs, want 2 (the idle and the finished one)", n)
+	}
+	if cache.Len() != 3 {
+		t.Errorf("cache holds %d runs after eviction, want 3 (busy, dirty, recently used)", cache.Len())
+	}
+	// An evicted run is loaded again on demand.
+	if err := cache.View(ctx, idle, func(*rundb.Run) {}); err != nil {
+		t.Fatal(err)
+	}
+	_ = finished
+	_ = busy
+}

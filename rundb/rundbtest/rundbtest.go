@@ -1,0 +1,121 @@
+// Package rundbtest gives tests a real database: one embedded database per test binary, and a
+// fresh database in it for each test, dropped when the test ends. When SHOAL_TEST_MONGO_URI is
+// set, the databases are created on that server instead.
+package rundbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// server is the database server the test binary shares; set up by Main.
+var server struct {
+	sync.Mutex
+	uri string
+	db  *rundb.DB // the embedded database's own handle, nil with SHOAL_TEST_MONGO_URI
+	dir string
+}
+
+// Main runs m with a database server: the one SHOAL_TEST_MONGO_URI names, or an embedded
+// database in a temporary directory that is removed afterwards. Call it from TestMain.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if uri := os.Getenv("SHOAL_TEST_MONGO_URI"); uri != "" {
+		server.uri = uri
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "shoal-test-db-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rundbtest:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	db, err := rundb.Open(ctx, rundb.Options{DataDir: dir, Database: "shoal_test_admin", Logger: quietLogger()})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rundbtest: start embedded database:", err)
+		return 1
+	}
+	server.uri, server.db, server.dir = db.URI(), db, dir
+	defer db.Close(context.Background())
+	return m.Run()
+}
+
+// URI returns the address of the test database server. Main must be running.
+func URI(t testing.TB) string {
+	t.Helper()
+	server.Lock()
+	defer server.Unlock()
+	if server.uri == "" {
+		t.Fatal("rundbtest: no database server; call rundbtest.Main from TestMain")
+	}
+	return server.uri
+}
+
+// NewName returns a database name no other test uses.
+func NewName(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := strings.NewReplacer("/", "_", " ", "_", ".", "_").Replace(t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return "t_" + name + "_" + hex.EncodeToString(b[:])
+}
+
+// Open returns a connection to a new, empty database with its indexes, dropped and closed when
+// the test ends. Password hashing uses bcrypt's minimum cost so tests stay fast.
+func Open(t testing.TB) *rundb.DB {
+	t.Helper()
+	return OpenNamed(t, NewName(t))
+}
+
+// OpenNamed is Open with a chosen database name; the database is dropped when the test ends.
+func OpenNamed(t testing.TB, name string) *rundb.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := rundb.Open(ctx, rundb.Options{
+		URI: URI(t), Database: name, Logger: quietLogger(), PasswordHashCost: bcrypt.MinCost,
+	})
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := db.Drop(ctx); err != nil {
+			t.Errorf("drop test database: %v", err)
+		}
+		if err := db.Close(ctx); err != nil {
+			t.Errorf("close test database: %v", err)
+		}
+	})
+	if _, err := db.EnsureIndexes(ctx); err != nil {
+		t.Fatalf("create indexes: %v", err)
+	}
+	return db
+}
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("SHOAL_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}

@@ -1,0 +1,280 @@
+package rundb_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/rundbtest"
+)
+
+// rawCollection opens a driver handle on a test database, to write and read documents as
+// fishtest would, behind rundb's back.
+func rawCollection(t *testing.T, db *rundb.DB, coll string) *mongo.Collection {
+	t.Helper()
+	client, err := mongo.Connect(options.Client().ApplyURI(rundbtest.URI(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client.Database(db.Name()).Collection(coll)
+}
+
+// at returns a UTC time with millisecond precision, what BSON datetimes keep.
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+func intp(i int) *int           { return &i }
+func floatp(f float64) *float64 { return &f }
+
+func sampleWorkerInfo() rundb.WorkerInfo {
+	return rundb.WorkerInfo{
+		Uname: "Linux 6.1.0", Architecture: []string{"64bit", "ELF"}, Concurrency: 8, MaxMemory: 8192,
+		MinThreads: 1, Username: "alice", Version: 325, PythonVersion: []int{3, 11, 2},
+		GCCVersion: []int{12, 2, 0}, Compiler: "g++", UniqueKey: "ab12cd34-5a28-4b7d-b27b-d78d97ecf11a",
+		WorkerArch: "x86-64-avx2", ARCH: "?", NPS: 1.25e6, RemoteAddr: "192.0.2.7", CountryCode: "DE",
+	}
+}
+
+// sampleRun has every part of fishtest's run shape filled in: tasks, bad_tasks, SPRT state and
+// SPSA parameters (a real run has one of the two; the shape allows testing both at once).
+func sampleRun() *rundb.Run {
+	wi := sampleWorkerInfo()
+	return &rundb.Run{
+		Version: rundb.RunVersion, StartTime: at("2026-11-01T10:00:00.123Z"), LastUpdated: at("2026-11-01T11:30:00Z"),
+		TCBase: 10, Approved: true, Approver: "bob", Failures: 0,
+		Workers: 1, Cores: 8, CommittedGames: 480, TotalGames: 960,
+		Results: rundb.Results{Wins: 100, Losses: 90, Draws: 290, Crashes: 1, TimeLosses: 2, Pentanomial: []int{3, 50, 120, 60, 7}},
+		NPS:     1e7, GamesPerMinute: 120.5,
+		Args: rundb.RunArgs{
+			BaseTag: "master", NewTag: "patch", ResolvedBase: "0123456789abcdef0123456789abcdef01234567",
+			ResolvedNew: "89abcdef0123456789abcdef0123456789abcdef", MsgBase: "base", MsgNew: "new",
+			BaseNets: []string{"nn-0123456789ab.nnue"}, NewNets: []string{"nn-0123456789ab.nnue"},
+			NumGames: 800000, TC: "10+0.1", NewTC: "10+0.1", Threads: 1, Book: "UHO_Lichess_4852_v1.epd",
+			BookDepth: "8", BaseOptions: "Hash=16", NewOptions: "Hash=16", Info: "a patch", Username: "alice",
+			BaseSignature: "123456", NewSignature: "123457", TestsRepo: "https://github.com/alice/Stockfish",
+			Throughput: 100, ITP: 100, Priority: 0, AutoPurge: true, ArchFilter: "avx2", Compiler: "g++",
+			SPRT: &rundb.SPRT{Alpha: 0.05, Beta: 0.05, Elo0: 0, Elo1: 2, EloModel: "normalized", LLR: 1.5,
+				BatchSize: 16, LowerBound: math.Log(0.05 / 0.95), UpperBound: math.Log(0.95 / 0.05),
+				Overshoot: &rundb.Overshoot{LastUpdate: 240, Ref0: -0.5, M0: 0.1, Sq0: 0.01, Ref1: 1.5, M1: 0.2, Sq1: 0.04}},
+			SPSA: &rundb.SPSA{A: 5000, Alpha: 0.602, Gamma: 0.101, RawParams: "Foo,100,0,200,10,0.0020", Iter: 4,
+				NumIter: 50000, Params: []rundb.SPSAParam{{Name: "Foo", Start: 100, Min: 0, Max: 200, CEnd: 10,
+					REnd: 0.002, C: 29.8, AEnd: 0.2, A: 140.5, Theta: 101.25}},
+				ParamHistory: rundb.ParamHistory{{{Theta: 100.5, R: 0.002, C: 12}}}},
+		},
+		Tasks: []rundb.Task{
+			{NumGames: 480, Active: false, LastUpdated: at("2026-11-01T11:00:00Z"), Start: 0, Bad: true,
+				Stats: rundb.NewResults(), WorkerInfo: wi},
+			{NumGames: 480, Active: true, LastUpdated: at("2026-11-01T11:30:00Z"), Start: 480,
+				Stats:      rundb.Results{Wins: 100, Losses: 90, Draws: 290, Crashes: 1, TimeLosses: 2, Pentanomial: []int{3, 50, 120, 60, 7}},
+				WorkerInfo: wi, SPSAParams: &rundb.SPSAParams{Iter: 4, PackedFlips: []byte{0x80}}},
+		},
+		BadTasks: []rundb.Task{
+			{NumGames: 480, LastUpdated: at("2026-11-01T11:00:00Z"), Start: 0, Bad: true, TaskID: intp(0),
+				Residual: floatp(math.Inf(1)), ResidualColor: "red",
+				Stats:      rundb.Results{Wins: 300, Losses: 0, Draws: 180, Pentanomial: []int{0, 0, 90, 0, 150}},
+				WorkerInfo: wi},
+		},
+	}
+}
+
+func TestRunRoundTripKeepsFishtestShape(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	want := sampleRun()
+	if err := db.Runs.Insert(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Runs.Get(ctx, want.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip changed the run:\n got %+v\nwant %+v", got, want)
+	}
+	if got.StartTime.Location() != time.UTC {
+		t.Errorf("start_time comes back in %v, want UTC", got.StartTime.Location())
+	}
+
+	// What fishtest reads: the stored document, field by field.
+	raw, err := rawCollection(t, db, "runs").FindOne(ctx, bson.M{"_id": bson.ObjectID(want.ID)}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path []string
+		typ  bson.Type
+	}{
+		{[]string{"_id"}, bson.TypeObjectID},
+		{[]string{"start_time"}, bson.TypeDateTime},
+		{[]string{"last_updated"}, bson.TypeDateTime},
+		{[]string{"args", "priority"}, bson.TypeDouble},
+		{[]string{"args", "throughput"}, bson.TypeDouble},
+		{[]string{"args", "sprt", "overshoot"}, bson.TypeEmbeddedDocument},
+		{[]string{"tasks", "1", "spsa_params", "packed_flips"}, bson.TypeBinary},
+		{[]string{"tasks", "0", "last_updated"}, bson.TypeDateTime},
+		{[]string{"bad_tasks", "0", "residual"}, bson.TypeDouble},
+		{[]string{"results", "pentanomial"}, bson.TypeArray},
+	} {
+		v, err := raw.LookupErr(c.path...)
+		if err != nil {
+			t.Errorf("stored run lacks %v: %v", c.path, err)
+		} else if v.Type != c.typ {
+			t.Errorf("%v stored as %v, want %v", c.path, v.Type, c.typ)
+		}
+	}
+	for _, absent := range [][]string{{"args", "sprt", "lost_samples"}, {"tasks", "1", "bad"}, {"tasks", "0", "residual"}} {
+		if _, err := raw.LookupErr(absent...); err == nil {
+			t.Errorf("stored run has %v; fishtest's shape leaves it out", absent)
+		}
+	}
+}
+
+func TestRunReplaceKeepsUnknownFields(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	coll := rawCollection(t, db, "runs")
+	id := bson.NewObjectID()
+	doc := bson.D{
+		{Key: "_id", Value: id}, {Key: "version", Value: int32(24)},
+		{Key: "start_time", Value: bson.NewDateTimeFromTime(at("2026-10-01T00:00:00Z"))},
+		{Key: "last_updated", Value: bson.NewDateTimeFromTime(at("2026-10-01T01:00:00Z"))},
+		{Key: "tc_base", Value: 10.0}, {Key: "approved", Value: true}, {Key: "approver", Value: "bob"},
+		{Key: "finished", Value: false}, {Key: "deleted", Value: false}, {Key: "failed", Value: false},
+		{Key: "failures", Value: int32(0)}, {Key: "is_green", Value: false}, {Key: "is_yellow", Value: false},
+		{Key: "workers", Value: int32(0)}, {Key: "cores", Value: int32(0)},
+		{Key: "committed_games", Value: int32(0)}, {Key: "total_games", Value: int32(0)},
+		{Key: "results", Value: bson.D{{Key: "wins", Value: int32(0)}, {Key: "losses", Value: int32(0)},
+			{Key: "draws", Value: int32(0)}, {Key: "crashes", Value: int32(0)}, {Key: "time_losses", Value: int32(0)},
+			{Key: "pentanomial", Value: bson.A{int32(0), int32(0), int32(0), int32(0), int32(0)}}}},
+		{Key: "nps", Value: 0.0}, {Key: "games_per_minute", Value: 0.0},
+		{Key: "args", Value: bson.D{{Key: "tc", Value: "10+0.1"}, {Key: "num_games", Value: int32(1000)},
+			{Key: "priority", Value: 0.0}, {Key: "a_future_arg", Value: "kept"}}},
+		{Key: "tasks", Value: bson.A{}}, {Key: "bad_tasks", Value: bson.A{}},
+		{Key: "a_future_field", Value: bson.D{{Key: "nested", Value: int32(7)}}},
+	}
+	if _, err := coll.InsertOne(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	run, err := db.Runs.Get(ctx, rundb.ObjectID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Args.Priority = 1
+	if err := db.Runs.Replace(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := coll.FindOne(ctx, bson.M{"_id": id}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := raw.LookupErr("a_future_field", "nested"); err != nil || v.Int32() != 7 {
+		t.Errorf("unknown top-level field became %v (%v)", v, err)
+	}
+	if v, err := raw.LookupErr("args", "a_future_arg"); err != nil || v.StringValue() != "kept" {
+		t.Errorf("unknown args field became %v (%v)", v, err)
+	}
+	if v := raw.Lookup("args", "priority"); v.Type != bson.TypeDouble || v.Double() != 1 {
+		t.Errorf("priority = %v, want 1.0 (a float, as fishtest stores it)", v)
+	}
+}
+
+func TestRunStoreErrors(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	if _, err := db.Runs.Get(ctx, rundb.NewObjectID()); !errors.Is(err, rundb.ErrNotFound) {
+		t.Errorf("Get of a missing run: %v, want ErrNotFound", err)
+	}
+	if err := db.Runs.Replace(ctx, &rundb.Run{ID: rundb.NewObjectID()}); !errors.Is(err, rundb.ErrNotFound) {
+		t.Errorf("Replace of a missing run: %v, want ErrNotFound", err)
+	}
+	r := sampleRun()
+	if err := db.Runs.Insert(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Runs.Insert(ctx, r); !errors.Is(err, rundb.ErrConflict) {
+		t.Errorf("second Insert of the same run: %v, want ErrConflict", err)
+	}
+}
+
+func TestUnfinishedRuns(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	var want []rundb.ObjectID
+	for i, finished := range []bool{false, true, false} {
+		r := &rundb.Run{ID: rundb.NewObjectID(), Finished: finished, Args: rundb.RunArgs{Info: string(rune('a' + i))}}
+		if err := db.Runs.Insert(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if !finished {
+			want = append(want, r.ID)
+		}
+	}
+	runs, err := db.Runs.Unfinished(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []rundb.ObjectID
+	for _, r := range runs {
+		got = append(got, r.ID)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Unfinished = %v, want %v", got, want)
+	}
+}
+
+func TestEnsureIndexesTwice(t *testing.T) {
+	db := rundbtest.Open(t) // creates them once
+	ctx := context.Background()
+	rep, err := db.EnsureIndexes(ctx)
+	if err != nil {
+		t.Fatalf("second EnsureIndexes: %v", err)
+	}
+	t.Logf("degraded: %+v", rep)
+	for coll, names := range map[string][]string{
+		"runs":    {"unfinished_runs", "finished_runs", "finished_green_runs", "finished_yellow_runs", "finished_ltc_runs", "user_runs", "finished_user_runs"},
+		"users":   {"username_1"},
+		"workers": {"worker_name_1"},
+		"actions": {"actions_time_id", "actions_user_time_id", "actions_action_time_id", "actions_run_time_id"},
+		"pgns":    {"run_id_1"},
+		"nns":     {"name_1"},
+	} {
+		have, err := db.IndexNames(ctx, coll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			found := false
+			for _, h := range have {
+				found = found || h == n
+			}
+			if !found {
+				t.Errorf("collection %s lacks index %s (has %v)", coll, n, have)
+			}
+		}
+	}
+	// The unique indexes hold.
+	if _, err := db.Workers.Get(ctx, "w"); !errors.Is(err, rundb.ErrNotFound) {
+		t.Fatalf("Get of a missing worker: %v", err)
+	}
+	coll := rawCollection(t, db, "workers")
+	if _, err := coll.InsertOne(ctx, bson.M{"worker_name": "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.M{"worker_name": "w"}); !mongo.IsDuplicateKeyError(err) {
+		t.Errorf("duplicate worker_name accepted: %v", err)
+	}
+}

@@ -1,0 +1,395 @@
+package rundb
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/sync/singleflight"
+)
+
+// The three ways authentication fails, with the texts fishtest's workers and pages show.
+var (
+	ErrBadCredentials = errors.New("Invalid username or password.")
+	ErrBlocked        = errors.New("Your account is blocked.")
+	ErrPending        = errors.New("Your account is pending approval.")
+)
+
+// ErrInvalid means a value given to a store breaks its rules (a username with a space, say).
+var ErrInvalid = errors.New("invalid")
+
+// ApproversGroup is the group whose members approve tests and accept users.
+const ApproversGroup = "group:approvers"
+
+// DefaultMachineLimit is the number of active tasks one IP may hold for a user whose document
+// sets no limit.
+const DefaultMachineLimit = 16
+
+// maxPasswordBytes is bcrypt's input limit; fishtest's forms allow the same length.
+const maxPasswordBytes = 72
+
+// usernamePattern is the worker protocol's rule for usernames.
+var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9]{2,}$`)
+
+// User is a person who submits tests or runs workers.
+//
+// Passwords are stored as bcrypt hashes in password_hash. A document imported from fishtest
+// keeps its plaintext in password until the first successful login replaces it with a hash.
+type User struct {
+	ID               ObjectID  `bson:"_id,omitempty" json:"-"`
+	Username         string    `bson:"username" json:"username"`
+	Password         string    `bson:"password,omitempty" json:"-"`
+	PasswordHash     string    `bson:"password_hash,omitempty" json:"-"`
+	RegistrationTime time.Time `bson:"registration_time" json:"registration_time"`
+	Pending          bool      `bson:"pending" json:"pending"`
+	Blocked          bool      `bson:"blocked" json:"blocked"`
+	Email            string    `bson:"email" json:"email"`
+	Groups           []string  `bson:"groups" json:"groups"`
+	TestsRepo        string    `bson:"tests_repo" json:"tests_repo"`
+	MachineLimit     int       `bson:"machine_limit,omitempty" json:"machine_limit"`
+
+	Extra Extra `bson:",inline" json:"-"`
+}
+
+// IsApprover reports whether u may approve tests and accept users.
+func (u *User) IsApprover() bool { return slices.Contains(u.Groups, ApproversGroup) }
+
+// EffectiveMachineLimit is u's machine limit, or the default when the document sets none.
+func (u *User) EffectiveMachineLimit() int {
+	if u.MachineLimit > 0 {
+		return u.MachineLimit
+	}
+	return DefaultMachineLimit
+}
+
+// storedSecret is what a password is checked against: the hash, or the legacy plaintext.
+func (u *User) storedSecret() string {
+	if u.PasswordHash != "" {
+		return u.PasswordHash
+	}
+	return u.Password
+}
+
+// NewUser is what it takes to create a user.
+type NewUser struct {
+	Username     string
+	Password     string
+	Email        string
+	Approver     bool
+	Accepted     bool // false: pending until an approver accepts
+	MachineLimit int  // 0: the default
+}
+
+// UserStore reads and writes the users collection and checks credentials. Safe for concurrent
+// use.
+type UserStore struct {
+	coll     *mongo.Collection
+	hashCost int
+	creds    *credentialCache
+	verify   singleflight.Group
+	now      func() time.Time
+	// slowChecks counts password checks that missed the credential cache.
+	slowChecks atomic.Int64
+}
+
+func newUserStore(coll *mongo.Collection, hashCost int) *UserStore {
+	if hashCost == 0 {
+		hashCost = bcrypt.DefaultCost
+	}
+	return &UserStore{
+		coll:     coll,
+		hashCost: hashCost,
+		creds:    newCredentialCache(credentialTTL, credentialCacheSize, time.Now),
+		now:      time.Now,
+	}
+}
+
+// validatePassword applies the rules every stored password follows.
+func validatePassword(p string) error {
+	if p == "" {
+		return fmt.Errorf("%w: password must not be empty", ErrInvalid)
+	}
+	if len(p) > maxPasswordBytes {
+		return fmt.Errorf("%w: password longer than %d bytes", ErrInvalid, maxPasswordBytes)
+	}
+	return nil
+}
+
+// Create stores a new user. ErrConflict if the username is taken; ErrInvalid for a bad
+// username, password or machine limit.
+func (s *UserStore) Create(ctx context.Context, nu NewUser) (*User, error) {
+	if !usernamePattern.MatchString(nu.Username) {
+		return nil, fmt.Errorf("%w: username %q must be at least 2 letters or digits", ErrInvalid, nu.Username)
+	}
+	if err := validatePassword(nu.Password); err != nil {
+		return nil, err
+	}
+	if nu.MachineLimit < 0 {
+		return nil, fmt.Errorf("%w: machine limit %d is negative", ErrInvalid, nu.MachineLimit)
+	}
+	if _, err := s.Get(ctx, nu.Username); err == nil {
+		return nil, fmt.Errorf("create user %s: %w", nu.Username, ErrConflict)
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(nu.Password), s.hashCost)
+	if err != nil {
+		return nil, fmt.Errorf("hash password: %w", err)
+	}
+	u := &User{
+		ID:               NewObjectID(),
+		Username:         nu.Username,
+		PasswordHash:     string(hash),
+		RegistrationTime: s.now().UTC(),
+		Pending:          !nu.Accepted,
+		Email:            nu.Email,
+		Groups:           []string{},
+		MachineLimit:     nu.MachineLimit,
+	}
+	if u.MachineLimit == 0 {
+		u.MachineLimit = DefaultMachineLimit
+	}
+	if nu.Approver {
+		u.Groups = append(u.Groups, ApproversGroup)
+	}
+	if _, err := s.coll.InsertOne(ctx, u); err != nil {
+		return nil, fmt.Errorf("create user %s: %w", nu.Username, mapError(err))
+	}
+	return u, nil
+}
+
+// Get returns the user with exactly this username.
+func (s *UserStore) Get(ctx context.Context, username string) (*User, error) {
+	var u User
+	err := s.coll.FindOne(ctx, bson.D{{Key: "username", Value: username}}).Decode(&u)
+	if err != nil {
+		return nil, fmt.Errorf("get user %s: %w", username, mapError(err))
+	}
+	return &u, nil
+}
+
+// Count returns the number of users.
+func (s *UserStore) Count(ctx context.Context) (int64, error) {
+	n, err := s.coll.CountDocuments(ctx, bson.D{})
+	if err != nil {
+		return 0, fmt.Errorf("count users: %w", err)
+	}
+	return n, nil
+}
+
+// Authenticate checks a username and password and returns the user. It fails with
+// ErrBadCredentials, ErrBlocked or ErrPending (in that order of checks after the password), or a
+// database error.
+//
+// The user document is read on every call, so a block or a password change made through any
+// instance takes effect at once. The slow bcrypt comparison runs only when this exact username,
+// password and stored hash have not been verified in the last few minutes.
+func (s *UserStore) Authenticate(ctx context.Context, username, password string) (*User, error) {
+	u, err := s.Get(ctx, username)
+	if errors.Is(err, ErrNotFound) {
+		return nil, ErrBadCredentials
+	}
+	if err != nil {
+		return nil, err
+	}
+	ok, err := s.checkPassword(ctx, u, password)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrBadCredentials
+	}
+	switch {
+	case u.Blocked:
+		return nil, ErrBlocked
+	case u.Pending:
+		return nil, ErrPending
+	}
+	return u, nil
+}
+
+// checkPassword verifies password against u's stored secret, through the credential cache.
+// A legacy plaintext password that matches is replaced by a hash.
+func (s *UserStore) checkPassword(ctx context.Context, u *User, password string) (bool, error) {
+	secret := u.storedSecret()
+	if secret == "" || password == "" || len(password) > maxPasswordBytes {
+		return false, nil
+	}
+	key := s.creds.key(u.Username, secret, password)
+	if ok, found := s.creds.get(key); found {
+		return ok, nil
+	}
+	v, err, _ := s.verify.Do(string(key[:]), func() (any, error) {
+		s.slowChecks.Add(1)
+		var ok bool
+		if u.PasswordHash != "" {
+			ok = bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) == nil
+		} else {
+			ok = subtle.ConstantTimeCompare([]byte(u.Password), []byte(password)) == 1
+			if ok {
+				if err := s.SetPassword(ctx, u.Username, password); err != nil {
+					return false, fmt.Errorf("replace plaintext password of %s: %w", u.Username, err)
+				}
+				return true, nil // the stored secret changed: nothing to cache under the old key
+			}
+		}
+		s.creds.put(key, ok)
+		return ok, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
+}
+
+// SlowChecks returns how many password checks have missed the credential cache and paid for a
+// full comparison since the store was opened.
+func (s *UserStore) SlowChecks() int64 { return s.slowChecks.Load() }
+
+// SetPassword replaces a user's password with a hash of the new one and removes any legacy
+// plaintext. Cached verifications of the old password stop matching at once.
+func (s *UserStore) SetPassword(ctx context.Context, username, password string) error {
+	if err := validatePassword(password); err != nil {
+		return err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.hashCost)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	return s.update(ctx, username, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "password_hash", Value: string(hash)}}},
+		{Key: "$unset", Value: bson.D{{Key: "password", Value: ""}}},
+	})
+}
+
+// SetBlocked blocks or unblocks a user; Authenticate refuses a blocked user from the next call.
+func (s *UserStore) SetBlocked(ctx context.Context, username string, blocked bool) error {
+	return s.update(ctx, username, bson.D{{Key: "$set", Value: bson.D{{Key: "blocked", Value: blocked}}}})
+}
+
+// Accept ends a user's pending state.
+func (s *UserStore) Accept(ctx context.Context, username string) error {
+	return s.update(ctx, username, bson.D{{Key: "$set", Value: bson.D{{Key: "pending", Value: false}}}})
+}
+
+// SetApprover adds the user to, or removes them from, the approvers group.
+func (s *UserStore) SetApprover(ctx context.Context, username string, approver bool) error {
+	op := "$pull"
+	if approver {
+		op = "$addToSet"
+	}
+	return s.update(ctx, username, bson.D{{Key: op, Value: bson.D{{Key: "groups", Value: ApproversGroup}}}})
+}
+
+// SetMachineLimit sets how many active tasks one IP may hold for the user.
+func (s *UserStore) SetMachineLimit(ctx context.Context, username string, limit int) error {
+	if limit < 1 {
+		return fmt.Errorf("%w: machine limit %d must be at least 1", ErrInvalid, limit)
+	}
+	return s.update(ctx, username, bson.D{{Key: "$set", Value: bson.D{{Key: "machine_limit", Value: limit}}}})
+}
+
+func (s *UserStore) update(ctx context.Context, username string, update bson.D) error {
+	res, err := s.coll.UpdateOne(ctx, bson.D{{Key: "username", Value: username}}, update)
+	if err != nil {
+		return fmt.Errorf("update user %s: %w", username, mapError(err))
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("update user %s: %w", username, ErrNotFound)
+	}
+	return nil
+}
+
+const (
+	// credentialTTL bounds how long a verified password is trusted without bcrypt; changes to
+	// the stored hash or the block flag take effect at once regardless.
+	credentialTTL = 5 * time.Minute
+	// credentialCacheSize bounds the cache's memory: about 100 bytes an entry.
+	credentialCacheSize = 100_000
+)
+
+// credentialCache remembers the outcome of recent password checks. An entry is keyed by an HMAC
+// of the username, the stored secret and the presented password under a key that lives only in
+// this process, so the cache holds no password, a changed password or hash misses it, and a
+// wrong password is remembered as wrong (which stops a misconfigured worker from costing a
+// bcrypt per request). Safe for concurrent use.
+type credentialCache struct {
+	hmacKey [32]byte
+	ttl     time.Duration
+	max     int
+	now     func() time.Time
+
+	mu      sync.Mutex
+	entries map[[32]byte]credentialEntry
+}
+
+type credentialEntry struct {
+	ok      bool
+	expires time.Time
+}
+
+func newCredentialCache(ttl time.Duration, max int, now func() time.Time) *credentialCache {
+	c := &credentialCache{ttl: ttl, max: max, now: now, entries: make(map[[32]byte]credentialEntry)}
+	if _, err := rand.Read(c.hmacKey[:]); err != nil {
+		panic(fmt.Sprintf("rundb: no randomness for the credential cache: %v", err))
+	}
+	return c
+}
+
+func (c *credentialCache) key(username, secret, password string) [32]byte {
+	m := hmac.New(sha256.New, c.hmacKey[:])
+	for _, part := range []string{username, secret, password} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	var k [32]byte
+	m.Sum(k[:0])
+	return k
+}
+
+func (c *credentialCache) get(k [32]byte) (ok, found bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, found := c.entries[k]
+	if !found {
+		return false, false
+	}
+	if !c.now().Before(e.expires) {
+		delete(c.entries, k)
+		return false, false
+	}
+	return e.ok, true
+}
+
+func (c *credentialCache) put(k [32]byte, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= c.max {
+		now := c.now()
+		for old, e := range c.entries {
+			if !now.Before(e.expires) {
+				delete(c.entries, old)
+			}
+		}
+		// Still full of live entries: drop arbitrary ones (map order is random).
+		for old := range c.entries {
+			if len(c.entries) < c.max {
+				break
+			}
+			delete(c.entries, old)
+		}
+	}
+	c.entries[k] = credentialEntry{ok: ok, expires: c.now().Add(c.ttl)}
+}
