@@ -17,7 +17,7 @@ import (
 
 // ErrDatabaseInUse means another process (normally a running `shoal serve`) holds the embedded
 // database in the data directory.
-var ErrDatabaseInUse = errors.New("embedded database is in use by another process")
+var ErrDatabaseInUse = errors.New("the embedded database is in use by another process (a running Shoal server?)")
 
 // embedded is an in-process FerretDB with the SQLite handler, listening on a loopback port. Its
 // data directory is locked for as long as it runs, because two FerretDB processes writing the
@@ -104,8 +104,7 @@ func lockDataDir(dir string) (*os.File, error) {
 		if _, perr := strconv.Atoi(holder); perr != nil || holder == "" {
 			holder = "unknown"
 		}
-		return nil, fmt.Errorf("%w: %s is locked by pid %s; stop that server first, or point at a MongoDB server with --mongo-uri",
-			ErrDatabaseInUse, dir, holder)
+		return nil, fmt.Errorf("%w: %s is locked by pid %s", ErrDatabaseInUse, dir, holder)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
