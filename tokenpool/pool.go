@@ -1,0 +1,191 @@
+// Package tokenpool bounds how many operations may run at the same time.
+//
+// Shoal runs all blocking database work of every HTTP endpoint under one
+// Pool, so that a single server instance never has more than a fixed number
+// of database operations in flight. When the database slows down, the excess
+// load shows up as goroutines waiting for a token (visible through Waiting
+// and Stats) instead of as an unbounded pile of concurrent queries.
+package tokenpool
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Pool bounds the number of concurrent holders of a token.
+//
+// The bound itself is enforced by a golang.org/x/sync/semaphore.Weighted,
+// which hands out tokens in FIFO order, so a waiter is never overtaken by a
+// later caller. The observability counters live in atomics next to it, so
+// reading them never blocks and never contends with Acquire or Release.
+//
+// All methods are safe for concurrent use by multiple goroutines. A Pool must
+// be created with New; the zero value is not usable.
+type Pool struct {
+	size int
+	sem  *semaphore.Weighted
+
+	// inUse and waiting are gauges. inUse is incremented after the semaphore
+	// is acquired and decremented before it is released, so it never reports
+	// more holders than the semaphore actually has.
+	inUse   atomic.Int64
+	waiting atomic.Int64
+
+	// Monotonic counters, exported later as Prometheus counters.
+	acquired  atomic.Uint64
+	waited    atomic.Uint64
+	cancelled atomic.Uint64
+	waitTime  atomic.Int64 // nanoseconds
+}
+
+// Stats is a point-in-time snapshot of a Pool's gauges and counters.
+//
+// The fields are read one by one without a lock, so while the pool is busy
+// they may not be mutually consistent (for example, an Acquire that has just
+// finished may already be counted in Acquired but not yet in InUse). Each
+// field on its own is accurate.
+type Stats struct {
+	// Size is the fixed number of tokens in the pool.
+	Size int
+	// InUse is the number of tokens held at the moment of the snapshot.
+	InUse int
+	// Waiting is the number of goroutines blocked in Acquire at the moment
+	// of the snapshot.
+	Waiting int
+	// Acquired is the total number of successful acquires.
+	Acquired uint64
+	// Waited is the number of successful acquires that could not take a
+	// free token immediately and had to wait.
+	Waited uint64
+	// WaitTime is the total time spent waiting by acquires that had to wait,
+	// whether they eventually succeeded or gave up.
+	WaitTime time.Duration
+	// Cancelled is the number of acquires that gave up because their context
+	// ended, including those whose context had already ended on entry.
+	Cancelled uint64
+}
+
+// New returns a Pool holding size tokens.
+//
+// New panics if size < 1: a pool that can never be acquired would deadlock
+// every caller, and configuration validation is expected to reject such a
+// value before it reaches this point, so getting here is a programming error.
+func New(size int) *Pool {
+	if size < 1 {
+		panic("tokenpool: New called with size < 1")
+	}
+	return &Pool{
+		size: size,
+		sem:  semaphore.NewWeighted(int64(size)),
+	}
+}
+
+// Acquire takes one token, blocking until a token is free or ctx is done.
+//
+// On success it returns nil and the caller must call Release exactly once.
+// On failure it returns ctx.Err() itself (so errors.Is(err, context.Canceled)
+// and errors.Is(err, context.DeadlineExceeded) work) and holds nothing.
+//
+// If ctx is already done on entry, Acquire fails even when a token is free:
+// a request whose client has gone away must never touch the database.
+//
+// A token that is free right away is taken without counting as a wait; only
+// callers that fall through to the blocking path are reported by Waiting and
+// counted in Stats.Waited and Stats.WaitTime. Waiters are served in FIFO
+// order, and a caller arriving while others wait queues behind them.
+func (p *Pool) Acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		p.cancelled.Add(1)
+		return err
+	}
+
+	// Fast path: a free token and nobody queued ahead of us.
+	if p.sem.TryAcquire(1) {
+		p.inUse.Add(1)
+		p.acquired.Add(1)
+		return nil
+	}
+
+	// Slow path: we have to queue for a token.
+	p.waiting.Add(1)
+	start := time.Now()
+	err := p.sem.Acquire(ctx, 1)
+	p.waitTime.Add(int64(time.Since(start)))
+	p.waiting.Add(-1)
+	if err != nil {
+		p.cancelled.Add(1)
+		return err
+	}
+	p.inUse.Add(1)
+	p.acquired.Add(1)
+	p.waited.Add(1)
+	return nil
+}
+
+// Release returns one token to the pool, waking the longest waiter if any.
+//
+// Release panics if more tokens are released than are held, because that
+// would silently raise the bound. It cannot tell which goroutine holds a
+// token, so a stray Release is only detected when no token is held at all;
+// pair every successful Acquire with exactly one Release (or use Do).
+func (p *Pool) Release() {
+	for {
+		n := p.inUse.Load()
+		if n <= 0 {
+			panic("tokenpool: Release called without a matching Acquire")
+		}
+		if p.inUse.CompareAndSwap(n, n-1) {
+			break
+		}
+	}
+	p.sem.Release(1)
+}
+
+// Do acquires a token, runs fn with ctx, and releases the token when fn
+// returns or panics.
+//
+// If the token cannot be acquired, fn is not called and Do returns ctx.Err().
+// Otherwise Do returns whatever fn returns; a panic in fn propagates to the
+// caller after the token has been released.
+func (p *Pool) Do(ctx context.Context, fn func(context.Context) error) error {
+	if err := p.Acquire(ctx); err != nil {
+		return err
+	}
+	defer p.Release()
+	return fn(ctx)
+}
+
+// Size returns the fixed number of tokens in the pool.
+func (p *Pool) Size() int {
+	return p.size
+}
+
+// InUse returns the number of tokens held right now. It is a lock-free
+// snapshot and may be stale by the time the caller looks at it.
+func (p *Pool) InUse() int {
+	return int(p.inUse.Load())
+}
+
+// Waiting returns the number of goroutines blocked in Acquire right now. It
+// is a lock-free snapshot and may be stale by the time the caller looks at it.
+func (p *Pool) Waiting() int {
+	return int(p.waiting.Load())
+}
+
+// Stats returns a snapshot of the pool's gauges and counters. It takes no
+// lock and is cheap enough to call on every metrics scrape; see Stats for the
+// consistency caveat.
+func (p *Pool) Stats() Stats {
+	return Stats{
+		Size:      p.size,
+		InUse:     int(p.inUse.Load()),
+		Waiting:   int(p.waiting.Load()),
+		Acquired:  p.acquired.Load(),
+		Waited:    p.waited.Load(),
+		WaitTime:  time.Duration(p.waitTime.Load()),
+		Cancelled: p.cancelled.Load(),
+	}
+}
