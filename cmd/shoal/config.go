@@ -1,0 +1,583 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// configEnv is the environment variable naming the configuration file. It is
+// only consulted when no --config flag is given, so that a flag can always
+// point a single run at a different file.
+const configEnv = "SHOAL_CONFIG"
+
+// Config is the whole configuration of the shoal binary.
+//
+// A Config is built in layers: defaults, then a TOML file, then SHOAL_*
+// environment variables, then command-line flags. Every option is described
+// once, in the table returned by options, and that table drives all layers,
+// the validation messages and the flag help.
+type Config struct {
+	// Addr is the HOST:PORT the HTTP server listens on.
+	Addr string
+	// DataDir is the directory holding persistent state, including the
+	// embedded database's files.
+	DataDir string
+	// MongoURI points at an external MongoDB server. When it is empty shoal
+	// starts its own embedded database instead.
+	MongoURI string
+	// Database is the name of the MongoDB database holding shoal's
+	// collections.
+	Database string
+	// EmbeddedDBAddr is the loopback HOST:PORT the embedded database listens
+	// on; port 0 picks any free port.
+	EmbeddedDBAddr string
+	// LogLevel is one of debug, info, warn or error.
+	LogLevel string
+	// ThreadpoolTokens bounds how many requests are handled concurrently.
+	ThreadpoolTokens int
+	// TaskSemaphoreSize bounds how many task requests are served at once.
+	TaskSemaphoreSize int
+	// HeartbeatPeriod is how often a worker reports that it is alive.
+	HeartbeatPeriod time.Duration
+	// DeadTaskTimeout is how long a task may go without a heartbeat before
+	// it is reclaimed.
+	DeadTaskTimeout time.Duration
+	// ScavengePeriod is how often dead tasks are looked for.
+	ScavengePeriod time.Duration
+	// FlushPeriod is how often buffered state is written to the database.
+	FlushPeriod time.Duration
+	// DuplicateWorkerWindow is how long a worker name stays reserved, so
+	// that two workers claiming the same name are detected.
+	DuplicateWorkerWindow time.Duration
+	// TaskDuration is the amount of work handed out in one task.
+	TaskDuration time.Duration
+
+	// sources records, per option key, where the current value came from
+	// ("config file x.toml", "SHOAL_ADDR", "--addr"), so that Validate can
+	// tell the user which layer to fix. A key missing from the map holds its
+	// default.
+	sources map[string]string
+}
+
+// DefaultConfig returns the configuration before any file, environment or flag is applied.
+func DefaultConfig() Config {
+	return Config{
+		Addr:                  "127.0.0.1:8000",
+		DataDir:               "./data",
+		MongoURI:              "",
+		Database:              "fishtest_new",
+		EmbeddedDBAddr:        "127.0.0.1:0",
+		LogLevel:              "info",
+		ThreadpoolTokens:      200,
+		TaskSemaphoreSize:     5,
+		HeartbeatPeriod:       120 * time.Second,
+		DeadTaskTimeout:       360 * time.Second,
+		ScavengePeriod:        60 * time.Second,
+		FlushPeriod:           1 * time.Second,
+		DuplicateWorkerWindow: 120 * time.Second,
+		TaskDuration:          1800 * time.Second,
+	}
+}
+
+// LoadConfig builds a Config for a subcommand: defaults, then the TOML file named by --config
+// (or SHOAL_CONFIG if no --config flag), then SHOAL_* environment variables, then flags.
+// fs is the subcommand's FlagSet; LoadConfig registers the config flags on it (plus --config),
+// parses args, and returns the positional arguments left over.
+// keys selects which options this subcommand accepts as flags (nil = all); the file and env
+// still accept every key.
+//
+// Flags are parsed first because the file name itself may come from a flag,
+// but their values are applied last so that they win over every other
+// layer. An empty environment variable counts as unset, since getenv cannot
+// tell the two apart. A nil getenv reads the process environment. A
+// malformed value is an error even when a higher layer overrides it, so a
+// broken file never goes unnoticed. The returned Config has been validated.
+func LoadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, keys []string) (Config, []string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	opts := options()
+	flagOpts, err := selectOptions(opts, keys)
+	if err != nil {
+		return Config{}, nil, err
+	}
+
+	defaults := DefaultConfig()
+	fs.String("config", "", "path of a TOML configuration file (env "+configEnv+")")
+	for _, opt := range flagOpts {
+		fs.String(opt.flag, opt.get(&defaults), opt.usage+" (env "+opt.env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, nil, fmt.Errorf("parse flags: %w", err)
+	}
+	setFlags := make(map[string]string)
+	fs.Visit(func(f *flag.Flag) { setFlags[f.Name] = f.Value.String() })
+
+	c := defaults
+	c.sources = make(map[string]string)
+
+	path := getenv(configEnv)
+	if p, ok := setFlags["config"]; ok {
+		path = p
+	}
+	if path != "" {
+		if err := c.applyFile(opts, path); err != nil {
+			return Config{}, nil, err
+		}
+	}
+	for _, opt := range opts {
+		if raw := getenv(opt.env); raw != "" {
+			if err := c.apply(opt, raw, opt.env); err != nil {
+				return Config{}, nil, err
+			}
+		}
+	}
+	for _, opt := range flagOpts {
+		if raw, ok := setFlags[opt.flag]; ok {
+			if err := c.apply(opt, raw, "--"+opt.flag); err != nil {
+				return Config{}, nil, err
+			}
+		}
+	}
+
+	if err := c.Validate(); err != nil {
+		return Config{}, nil, err
+	}
+	return c, fs.Args(), nil
+}
+
+// Validate checks every value, returning the first problem found.
+//
+// Values are checked in the order of the option table, then the rules that
+// relate two options. Each message names the key, the value and the layer
+// it came from.
+func (c Config) Validate() error {
+	for _, opt := range options() {
+		if err := opt.check(&c); err != nil {
+			return invalid(opt, opt.get(&c), c.source(opt.key), err)
+		}
+	}
+	// A worker only proves it is alive once per heartbeat period, so a
+	// timeout no longer than that period would reclaim every live worker's
+	// task.
+	if c.DeadTaskTimeout <= c.HeartbeatPeriod {
+		return fmt.Errorf("invalid dead_task_timeout %q (from %s): must be greater than heartbeat_period %q (from %s)",
+			c.DeadTaskTimeout, c.source("dead_task_timeout"), c.HeartbeatPeriod, c.source("heartbeat_period"))
+	}
+	return nil
+}
+
+// SlogLevel returns the log level as a slog.Level. It falls back to info for
+// a level Validate would reject, so a caller that skipped validation still
+// gets a usable logger.
+func (c Config) SlogLevel() slog.Level {
+	switch c.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// source names the layer the value of key came from, for error messages.
+func (c Config) source(key string) string {
+	if s, ok := c.sources[key]; ok {
+		return s
+	}
+	return "default"
+}
+
+// apply parses raw into the option and records where it came from. The raw
+// text, not the parsed value, goes into the error so that the user sees
+// exactly what they wrote.
+func (c *Config) apply(opt option, raw, source string) error {
+	if err := opt.set(c, raw); err != nil {
+		return invalid(opt, raw, source, err)
+	}
+	c.sources[opt.key] = source
+	return nil
+}
+
+// applyFile reads the TOML file at path and applies each of its keys. Keys
+// are applied in file order so that the first problem reported is the first
+// one in the file.
+func (c *Config) applyFile(opts []option, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	var values map[string]any
+	md, err := toml.Decode(string(data), &values)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	byKey := make(map[string]option, len(opts))
+	for _, opt := range opts {
+		byKey[opt.key] = opt
+	}
+	source := "config file " + path
+	for _, k := range md.Keys() {
+		// Keys nested inside tables are reported through their
+		// top-level table, which is itself an unknown key.
+		if len(k) != 1 {
+			continue
+		}
+		key := k[0]
+		opt, ok := byKey[key]
+		if !ok {
+			return fmt.Errorf("config file %s: unknown key %q", path, key)
+		}
+		raw, err := tomlText(opt, values[key])
+		if err != nil {
+			return invalid(opt, raw, source, err)
+		}
+		if err := c.apply(opt, raw, source); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tomlText turns a decoded TOML value into the text the option's setter
+// parses, so that the file goes through the same parsing as env and flags.
+// Numbers are only accepted by numeric options: a number for addr or
+// database is more likely a mistake than an intent.
+func tomlText(opt option, v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case int64:
+		if opt.numeric {
+			return strconv.FormatInt(v, 10), nil
+		}
+	case float64:
+		if opt.numeric {
+			return strconv.FormatFloat(v, 'g', -1, 64), nil
+		}
+	}
+	if opt.numeric {
+		return fmt.Sprint(v), errors.New("must be a number or a string")
+	}
+	return fmt.Sprint(v), errors.New("must be a string")
+}
+
+// invalid formats a bad value the same way for every layer and for
+// Validate, wrapping reason so callers can still inspect it.
+func invalid(opt option, value, source string, reason error) error {
+	if opt.redact != nil {
+		value = opt.redact(value)
+	}
+	return fmt.Errorf("invalid %s %q (from %s): %w", opt.key, value, source, reason)
+}
+
+// option describes one configuration key. The table of options is the only
+// place a key is listed; the file, the environment, the flags, Validate and
+// the help text are all driven by it.
+type option struct {
+	key   string // name in the TOML file, e.g. "dead_task_timeout"
+	env   string // environment variable, e.g. "SHOAL_DEAD_TASK_TIMEOUT"
+	flag  string // flag name without dashes, e.g. "dead-task-timeout"
+	usage string // one-line help text for the flag
+
+	// numeric is true when the TOML file may give the value as a number.
+	numeric bool
+	// set parses raw, checks it and stores it in c; it returns only the
+	// reason when raw is bad, the caller adds key, value and source.
+	set func(c *Config, raw string) error
+	// get formats the current value so that set would accept it again.
+	get func(c *Config) string
+	// check tests the current value, returning only the reason.
+	check func(c *Config) error
+	// redact, if set, hides secrets in a value before it is printed.
+	redact func(string) string
+}
+
+// withFlag overrides the flag name derived from the key, for the few flags
+// that are shorter than their key.
+func (o option) withFlag(name string) option {
+	o.flag = name
+	return o
+}
+
+// withRedact installs a function that hides secrets in printed values.
+func (o option) withRedact(redact func(string) string) option {
+	o.redact = redact
+	return o
+}
+
+// options returns the table of every configuration key, in the order they
+// are validated and shown in help. It builds the table on each call rather
+// than keeping it in a package variable, so there is no shared state.
+func options() []option {
+	opts := []option{
+		stringOption("addr", "HOST:PORT the HTTP server listens on",
+			func(c *Config) *string { return &c.Addr }, checkAddr),
+		stringOption("data_dir", "directory for persistent data",
+			func(c *Config) *string { return &c.DataDir }, checkNonEmpty).withFlag("data"),
+		stringOption("mongo_uri", "MongoDB URI; empty starts the embedded database",
+			func(c *Config) *string { return &c.MongoURI }, checkMongoURI).withRedact(redactUserinfo),
+		stringOption("database", "MongoDB database name",
+			func(c *Config) *string { return &c.Database }, checkDatabase),
+		stringOption("embedded_db_addr", "loopback HOST:PORT of the embedded database; port 0 picks a free port",
+			func(c *Config) *string { return &c.EmbeddedDBAddr }, checkLoopbackAddr),
+		stringOption("log_level", "log level: debug, info, warn or error",
+			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
+		intOption("threadpool_tokens", "maximum number of requests handled at once",
+			func(c *Config) *int { return &c.ThreadpoolTokens }),
+		intOption("task_semaphore_size", "maximum number of task requests served at once",
+			func(c *Config) *int { return &c.TaskSemaphoreSize }),
+		durationOption("heartbeat_period", "how often workers report that they are alive",
+			func(c *Config) *time.Duration { return &c.HeartbeatPeriod }),
+		durationOption("dead_task_timeout", "time without a heartbeat after which a task is reclaimed",
+			func(c *Config) *time.Duration { return &c.DeadTaskTimeout }),
+		durationOption("scavenge_period", "how often dead tasks are looked for",
+			func(c *Config) *time.Duration { return &c.ScavengePeriod }),
+		durationOption("flush_period", "how often buffered state is written to the database",
+			func(c *Config) *time.Duration { return &c.FlushPeriod }),
+		durationOption("duplicate_worker_window", "how long a worker name stays reserved against duplicates",
+			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
+		durationOption("task_duration", "amount of work handed out in one task",
+			func(c *Config) *time.Duration { return &c.TaskDuration }),
+	}
+	for i := range opts {
+		opts[i].env = "SHOAL_" + strings.ToUpper(opts[i].key)
+		if opts[i].flag == "" {
+			opts[i].flag = strings.ReplaceAll(opts[i].key, "_", "-")
+		}
+	}
+	return opts
+}
+
+// selectOptions returns the options named by keys, in table order, or all
+// of them when keys is nil. An unknown key is a programming error in the
+// caller, reported rather than silently ignored.
+func selectOptions(opts []option, keys []string) ([]option, error) {
+	if keys == nil {
+		return opts, nil
+	}
+	want := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		want[k] = true
+	}
+	var selected []option
+	for _, opt := range opts {
+		if want[opt.key] {
+			selected = append(selected, opt)
+			delete(want, opt.key)
+		}
+	}
+	for _, k := range keys {
+		if want[k] {
+			return nil, fmt.Errorf("select config flags: unknown key %q", k)
+		}
+	}
+	return selected, nil
+}
+
+// stringOption describes a string-valued key whose values must pass check.
+func stringOption(key, usage string, field func(*Config) *string, check func(string) error) option {
+	return option{
+		key:   key,
+		usage: usage,
+		set: func(c *Config, raw string) error {
+			if err := check(raw); err != nil {
+				return err
+			}
+			*field(c) = raw
+			return nil
+		},
+		get:   func(c *Config) string { return *field(c) },
+		check: func(c *Config) error { return check(*field(c)) },
+	}
+}
+
+// intOption describes a count that must be at least one; a zero-sized pool
+// or semaphore would deadlock the server rather than fail loudly.
+func intOption(key, usage string, field func(*Config) *int) option {
+	check := func(n int) error {
+		if n < 1 {
+			return errors.New(positiveIntReason)
+		}
+		return nil
+	}
+	return option{
+		key:     key,
+		usage:   usage,
+		numeric: true,
+		set: func(c *Config, raw string) error {
+			n, err := strconv.Atoi(raw)
+			if err != nil {
+				return errors.New(positiveIntReason)
+			}
+			if err := check(n); err != nil {
+				return err
+			}
+			*field(c) = n
+			return nil
+		},
+		get:   func(c *Config) string { return strconv.Itoa(*field(c)) },
+		check: func(c *Config) error { return check(*field(c)) },
+	}
+}
+
+// durationOption describes a period or timeout that must be positive; a
+// zero period would make a ticker panic or spin.
+func durationOption(key, usage string, field func(*Config) *time.Duration) option {
+	check := func(d time.Duration) error {
+		if d <= 0 {
+			return errors.New("must be a positive duration")
+		}
+		return nil
+	}
+	return option{
+		key:     key,
+		usage:   usage,
+		numeric: true,
+		set: func(c *Config, raw string) error {
+			d, err := parseDuration(raw)
+			if err != nil {
+				return err
+			}
+			if err := check(d); err != nil {
+				return err
+			}
+			*field(c) = d
+			return nil
+		},
+		get:   func(c *Config) string { return field(c).String() },
+		check: func(c *Config) error { return check(*field(c)) },
+	}
+}
+
+// positiveIntReason is given both for counts that are not integers and for
+// counts below one, since both mistakes have the same fix.
+const positiveIntReason = "must be a positive integer"
+
+// parseDuration accepts a Go duration ("2m", "500ms") or a bare number of
+// seconds ("120", "0.5"), since operators coming from the Python server
+// write plain seconds.
+func parseDuration(s string) (time.Duration, error) {
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return 0, errors.New("not a duration")
+		}
+		ns := math.Round(secs * float64(time.Second))
+		if ns >= math.MaxInt64 || ns <= math.MinInt64 {
+			return 0, errors.New("duration out of range")
+		}
+		return time.Duration(ns), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New("not a duration")
+	}
+	return d, nil
+}
+
+// checkAddr accepts HOST:PORT with a numeric port; the host may be empty to
+// listen on every interface.
+func checkAddr(s string) error {
+	_, err := splitAddr(s)
+	return err
+}
+
+// checkLoopbackAddr is checkAddr restricted to loopback hosts: the embedded
+// database has no authentication, so it must never listen on a public
+// interface.
+func checkLoopbackAddr(s string) error {
+	host, err := splitAddr(s)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return errors.New("host must be a loopback address such as 127.0.0.1, ::1 or localhost")
+}
+
+// splitAddr splits HOST:PORT and checks the port, returning the host.
+func splitAddr(s string) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", errors.New("must be HOST:PORT")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", errors.New("must be HOST:PORT with a port from 0 to 65535")
+	}
+	return host, nil
+}
+
+// checkNonEmpty rejects an empty value, which would silently mean "the
+// current directory" for a path.
+func checkNonEmpty(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+}
+
+// checkMongoURI accepts an empty URI, meaning the embedded database, or a
+// MongoDB connection string. Checking the scheme here catches a pasted
+// HTTP URL or a bare host before the driver fails with a vaguer message.
+func checkMongoURI(s string) error {
+	if s == "" || strings.HasPrefix(s, "mongodb://") || strings.HasPrefix(s, "mongodb+srv://") {
+		return nil
+	}
+	return errors.New("must be empty or start with mongodb:// or mongodb+srv://")
+}
+
+// checkDatabase applies MongoDB's rules for database names, so that a bad
+// name fails at startup rather than on the first write.
+func checkDatabase(s string) error {
+	switch {
+	case s == "":
+		return errors.New("must not be empty")
+	case len(s) >= 64:
+		return errors.New("must be shorter than 64 bytes")
+	case strings.ContainsAny(s, "/\\. \"$\x00"):
+		return errors.New(`must not contain / \ . " $, a space or a NUL byte`)
+	}
+	return nil
+}
+
+// checkLogLevel accepts the four levels SlogLevel understands.
+func checkLogLevel(s string) error {
+	switch s {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return errors.New("must be one of debug, info, warn, error")
+}
+
+// redactUserinfo hides the user information of a URI, so that an error
+// about a mistyped mongo_uri does not print its password to the log.
+func redactUserinfo(s string) string {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return s
+	}
+	start := strings.Index(s, "://")
+	if start < 0 || start > at {
+		start = 0
+	} else {
+		start += len("://")
+	}
+	return s[:start] + "REDACTED" + s[at:]
+}
