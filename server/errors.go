@@ -1,0 +1,36 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// isAPI reports whether a path answers in JSON rather than HTML.
+func isAPI(path string) bool { return strings.HasPrefix(path, "/api/") }
+
+// apiError is the one path from an error to a JSON reply: fishtest's shape, which workers
+// parse, with "<path>: <message>" and the time spent.
+func apiError(c *gin.Context, status int, msg string) {
+	c.AbortWithStatusJSON(status, gin.H{"error": c.Request.URL.Path + ": " + msg, "duration": duration(c)})
+}
+
+// pageError is the one path from an error to an HTML reply.
+func (s *Server) pageError(c *gin.Context, status int, msg string) {
+	s.render(c, status, "error", struct {
+		page
+		Status  int
+		Message string
+	}{page{http.StatusText(status), s.deps.Version}, status, msg})
+	c.Abort()
+}
+
+// fail answers an error in the shape the path calls for.
+func (s *Server) fail(c *gin.Context, status int, msg string) {
+	if isAPI(c.Request.URL.Path) {
+		apiError(c, status, msg)
+		return
+	}
+	s.pageError(c, status, msg)
+}

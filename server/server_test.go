@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/rundbtest"
+	"github.com/shoal-chess/shoal/tokenpool"
+)
+
+func TestMain(m *testing.M) { rundbtest.Main(m) }
+
+func newTestServer(t *testing.T, users UserCounter) *Server {
+	t.Helper()
+	s, err := New(Deps{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: tokenpool.New(4),
+		Users: users, Version: "test", Database: "the test database",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func do(s *Server, method, path string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, httptest.NewRequest(method, path, nil))
+	return w
+}
+
+// apiBody decodes fishtest's JSON error shape and checks it is complete.
+func apiBody(t *testing.T, w *httptest.ResponseRecorder) (string, float64) {
+	t.Helper()
+	var body struct {
+		Error    *string  `json:"error"`
+		Duration *float64 `json:"duration"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("reply is not JSON: %v: %s", err, w.Body)
+	}
+	if body.Error == nil || body.Duration == nil {
+		t.Fatalf("reply lacks error or duration: %s", w.Body)
+	}
+	return *body.Error, *body.Duration
+}
+
+func TestHealthAndHome(t *testing.T) {
+	db := rundbtest.Open(t)
+	if _, err := db.Users.Create(context.Background(), rundb.NewUser{Username: "alice", Password: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestServer(t, db.Users)
+
+	w := do(s, http.MethodGet, "/healthz")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"status":"ok"`) {
+		t.Errorf("GET /healthz = %d %s", w.Code, w.Body)
+	}
+	if w := do(s, http.MethodHead, "/healthz"); w.Code != http.StatusOK {
+		t.Errorf("HEAD /healthz = %d", w.Code)
+	}
+	w = do(s, http.MethodGet, "/")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "<dd>1</dd>") ||
+		!strings.Contains(w.Header().Get("Content-Type"), "text/html") {
+		t.Errorf("GET / = %d %q:\n%s", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+	if w := do(s, http.MethodGet, "/static/shoal.css"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "body") {
+		t.Errorf("GET /static/shoal.css = %d", w.Code)
+	}
+}
+
+func TestErrorShapes(t *testing.T) {
+	db := rundbtest.Open(t)
+	s := newTestServer(t, db.Users)
+	s.engine.POST("/api/explode", func(*gin.Context) { panic("boom") })
+
+	w := do(s, http.MethodGet, "/api/no_such_endpoint")
+	if msg, _ := apiBody(t, w); w.Code != http.StatusNotFound || msg != "/api/no_such_endpoint: no such page" {
+		t.Errorf("unknown API path = %d %q", w.Code, msg)
+	}
+	w = do(s, http.MethodPost, "/api/explode")
+	if msg, d := apiBody(t, w); w.Code != http.StatusInternalServerError || msg != "/api/explode: Internal Server Error" || d < 0 {
+		t.Errorf("panic = %d %q duration %v", w.Code, msg, d)
+	}
+	w = do(s, http.MethodGet, "/no/such/page")
+	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "<h1>404 Not Found</h1>") {
+		t.Errorf("unknown page = %d:\n%s", w.Code, w.Body)
+	}
+	w = do(s, http.MethodPost, "/healthz")
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /healthz = %d, want 405", w.Code)
+	}
+}
+
+func TestShutdownRefusesNewWork(t *testing.T) {
+	db := rundbtest.Open(t)
+	s := newTestServer(t, db.Users)
+	s.BeginShutdown()
+	if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("GET /healthz while shutting down = %d, want 503", w.Code)
+	}
+	w := do(s, http.MethodPost, "/api/request_task")
+	if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || msg != "/api/request_task: server is shutting down" {
+		t.Errorf("API while shutting down = %d %q", w.Code, msg)
+	}
+	if w.Header().Get("Retry-After") == "" {
+		t.Error("no Retry-After on a 503")
+	}
+	if w := do(s, http.MethodGet, "/"); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "shutting down") {
+		t.Errorf("page while shutting down = %d", w.Code)
+	}
+}
+
+// When the database does not answer, the home page says so instead of hanging or crashing.
+func TestHomeWithoutDatabase(t *testing.T) {
+	db, err := rundb.Open(context.Background(), rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestServer(t, db.Users)
+	w := do(s, http.MethodGet, "/")
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "database is not answering") {
+		t.Errorf("GET / with a closed database = %d:\n%s", w.Code, w.Body)
+	}
+}
