@@ -1,0 +1,118 @@
+//go:build !race
+
+// These tests build the real binary and drive it as a person would, signals included. They run
+// in make test's race-free pass because building under the race detector is slow.
+
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "shoal")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startBinary starts `shoal serve` and waits for the line that says where to browse.
+func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Dir = dir
+	cmd.Env = append(append([]string{}, "PATH=/usr/bin:/bin", "HOME="+dir), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var seen strings.Builder
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			seen.WriteString(sc.Text() + "\n")
+			if m := regexp.MustCompile(`browse (http://\S+/)`).FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		close(found)
+	}()
+	select {
+	case url, ok := <-found:
+		if !ok {
+			t.Fatalf("serve exited before it was ready:\n%s", seen.String())
+		}
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+		return cmd, url, &seen
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve not ready after 60 s")
+	}
+	return nil, "", nil
+}
+
+func TestBinaryServesStopsOnSignalAndKeepsData(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+
+	cmd, url, _ := startBinary(t, bin, dir, "SHOAL_ADMIN_PASSWORD=s3cret")
+	resp, err := http.Get(url + "healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM, want 0", err)
+	}
+
+	out, err := exec.Command(bin, "user", "add", "--data", filepath.Join(dir, "data"), "--username", "bob", "--password", "pw").CombinedOutput()
+	if err != nil {
+		t.Fatalf("user add: %v\n%s", err, out)
+	}
+
+	cmd, url, seen := startBinary(t, bin, dir)
+	if strings.Contains(seen.String(), "Created the first user") {
+		t.Error("the restart did not find the users of the first run")
+	}
+	resp, err = http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "<dd>2</dd>") {
+		t.Errorf("after a restart the home page does not show 2 users:\n%s", body)
+	}
+
+	// While it runs, user add refuses clearly and exits non-zero.
+	add := exec.Command(bin, "user", "add", "--data", filepath.Join(dir, "data"), "--username", "carol", "--password", "pw")
+	out, err = add.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use") {
+		t.Errorf("user add against a running server: %v\n%s", err, out)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after SIGINT, want 0", err)
+	}
+}

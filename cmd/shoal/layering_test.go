@@ -1,0 +1,69 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/shoal-chess/shoal/"
+
+// allowedImports is the one-way package layering of STYLE.md: which of Shoal's own packages
+// each top-level part may import (tests included). .golangci.yml's depguard says the same for
+// editors; this test makes `make test` hold the line without it.
+var allowedImports = map[string][]string{
+	"cmd":       {"server", "scheduler", "worker", "rundb", "tokenpool", "stats"},
+	"server":    {"scheduler", "rundb", "stats", "worker/protocol", "tokenpool", "templates", "static"},
+	"scheduler": {"rundb", "stats"},
+	"rundb":     {},
+	"stats":     {},
+	"worker":    {},
+	"tokenpool": {},
+	"templates": {},
+	"static":    {},
+}
+
+func TestPackageLayering(t *testing.T) {
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		part := strings.Split(filepath.ToSlash(rel), "/")[0]
+		allowed, known := allowedImports[part]
+		if !known {
+			t.Errorf("%s: top-level folder %q has no layering rule; add it to allowedImports and .golangci.yml", rel, part)
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(p, module) {
+				continue
+			}
+			target := strings.TrimPrefix(p, module)
+			if strings.HasPrefix(target, part+"/") || target == part {
+				continue // inside its own part
+			}
+			ok := false
+			for _, a := range allowed {
+				ok = ok || target == a || strings.HasPrefix(target, a+"/")
+			}
+			if !ok {
+				t.Errorf("%s imports %s: %s may only import %v", rel, target, part, allowed)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,75 @@
+// Command shoal is the whole of Shoal in one binary: the server, the user tool and (as they are
+// built) the worker, the fleet simulator and the benchmark.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+)
+
+// version is set at build time by the Makefile (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shoal:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `Shoal coordinates a fleet of chess-engine test workers.
+
+Usage:
+  shoal serve [flags]      run the server (embedded database unless --mongo-uri)
+  shoal user add [flags]   create an accepted user while the server is stopped
+  shoal version            print the version
+
+Run "shoal COMMAND --help" for a command's flags. Every flag can also be set
+with a SHOAL_* environment variable or a key in a TOML file given by --config.
+`
+
+// run is the program: it parses args, builds what the subcommand needs and runs it until ctx
+// ends. stdout gets what a person reads (the admin password, where to browse, logs); stderr
+// gets flag help.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(ctx, rest, getenv, stdout, stderr)
+	case "user":
+		err = user(ctx, rest, getenv, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "shoal %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// newFlagSet returns a FlagSet that reports errors instead of exiting, writing help to stderr.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/tokenpool"
+)
+
+// shutdownGrace is how long in-flight requests get to finish once shutdown begins.
+const shutdownGrace = 10 * time.Second
+
+// serve runs the server until ctx ends, then shuts down in order: refuse new requests, let
+// in-flight ones finish, stop the periodic jobs, write every dirty run, log the stop, close the
+// database.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	cfg, rest, err := LoadConfig(fs, args, getenv, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", rest)
+	}
+	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+
+	// Listen first: a taken port should fail before the database starts.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+
+	db, err := openDB(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	dbOpen := true
+	defer func() {
+		if dbOpen {
+			_ = db.Close(context.Background())
+		}
+	}()
+	logger.Info("database ready", "database", db.Describe())
+	if db.Embedded() {
+		logger.Info("other instances on this machine can share the embedded database", "mongo_uri", db.URI())
+	}
+	if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
+		return err
+	}
+
+	tokens := tokenpool.New(cfg.ThreadpoolTokens)
+	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
+	srv, err := server.New(server.Deps{
+		Logger: logger, Tokens: tokens, Users: db.Users, Version: version, Database: db.Describe(),
+	})
+	if err != nil {
+		return err
+	}
+	jobs := scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), scheduler.Job{
+		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
+		Run: func(ctx context.Context) error {
+			_, _, err := runs.FlushOne(ctx)
+			return err
+		},
+	})
+	defer jobs.Stop()
+
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- httpSrv.Serve(ln) }()
+
+	addr := ln.Addr().String()
+	writeSystemEvent(ctx, db, "start shoal@"+addr, logger)
+	logger.Info("serving", "addr", addr)
+	fmt.Fprintf(stdout, "Shoal is ready: browse http://%s/\n", browseAddr(ln.Addr()))
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down")
+	srv.BeginShutdown()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("requests still running at the shutdown deadline", "err", err)
+	}
+	jobs.Stop()
+	var errs []error
+	if err := runs.FlushAll(shutdownCtx); err != nil {
+		errs = append(errs, fmt.Errorf("flush runs: %w", err))
+	}
+	writeSystemEvent(shutdownCtx, db, "stop shoal@"+addr, logger)
+	dbOpen = false
+	if err := db.Close(shutdownCtx); err != nil {
+		errs = append(errs, err)
+	}
+	logger.Info("stopped")
+	return errors.Join(errs...)
+}
+
+// openDB opens the configured database and creates its indexes.
+func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*rundb.DB, error) {
+	db, err := rundb.Open(ctx, rundb.Options{
+		URI: cfg.MongoURI, DataDir: cfg.DataDir, EmbeddedAddr: cfg.EmbeddedDBAddr,
+		Database: cfg.Database, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := db.EnsureIndexes(ctx)
+	if err != nil {
+		_ = db.Close(context.Background())
+		return nil, err
+	}
+	if len(rep.WithoutFilter) > 0 {
+		logger.Debug("indexes created without their partial filter (not supported by this database)", "indexes", rep.WithoutFilter)
+	}
+	if len(rep.Skipped) > 0 {
+		// Expected on the embedded database, which has no text indexes; worth a look on MongoDB.
+		level := slog.LevelWarn
+		if db.Embedded() {
+			level = slog.LevelDebug
+		}
+		logger.Log(ctx, level, "indexes not created; queries that use them fall back to a scan", "indexes", rep.Skipped)
+	}
+	return db, nil
+}
+
+// adminPasswordEnv names the first admin's password instead of a random one.
+const adminPasswordEnv = "SHOAL_ADMIN_PASSWORD"
+
+// ensureAdmin creates the approver "admin" when the database has no user at all, so a fresh
+// install can be used at once. A random password is printed once.
+func ensureAdmin(ctx context.Context, db *rundb.DB, getenv func(string) string, stdout io.Writer) error {
+	n, err := db.Users.Count(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	password, generated := getenv(adminPasswordEnv), false
+	if password == "" {
+		password, generated = rand.Text(), true
+	}
+	_, err = db.Users.Create(ctx, rundb.NewUser{Username: "admin", Password: password, Approver: true, Accepted: true})
+	if errors.Is(err, rundb.ErrConflict) {
+		return nil // another instance created it first
+	}
+	if err != nil {
+		return fmt.Errorf("create the first user: %w", err)
+	}
+	if generated {
+		fmt.Fprintf(stdout, "Created the first user: admin, password %s (shown only this once; set %s to choose it)\n", password, adminPasswordEnv)
+	} else {
+		fmt.Fprintf(stdout, "Created the first user: admin, with the password from %s\n", adminPasswordEnv)
+	}
+	return nil
+}
+
+// writeSystemEvent logs a start or stop in the actions collection, as fishtest does; a failure
+// is only logged.
+func writeSystemEvent(ctx context.Context, db *rundb.DB, msg string, logger *slog.Logger) {
+	err := db.Actions.Insert(ctx, &rundb.Action{Action: "system_event", Username: "fishtest.system", Message: msg})
+	if err != nil {
+		logger.Warn("write system event", "message", msg, "err", err)
+	}
+}
+
+// browseAddr is the address a person on this machine types: a wildcard listen address becomes
+// the loopback one.
+func browseAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+)
+
+// lockedBuffer is an io.Writer safe to read while the server writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+var browseLine = regexp.MustCompile(`Shoal is ready: browse (http://\S+/)`)
+
+// startServe runs `shoal serve` in-process and returns its base URL, its output and a stop
+// function that ends it and returns run's error.
+func startServe(t *testing.T, env map[string]string, args ...string) (string, *lockedBuffer, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"serve"}, args...), envOf(env), out, io.Discard) }()
+	deadline := time.After(60 * time.Second)
+	for {
+		if m := browseLine.FindStringSubmatch(out.String()); m != nil {
+			var once sync.Once
+			var err error
+			stop := func() error {
+				once.Do(func() { cancel(); err = <-done })
+				return err
+			}
+			t.Cleanup(func() { _ = stop() })
+			return m[1], out, stop
+		}
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("serve exited before it was ready: %v\n%s", err, out)
+		case <-deadline:
+			cancel()
+			t.Fatalf("serve not ready after 60 s:\n%s", out)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{"SHOAL_DATA_DIR": data, "SHOAL_LOG_LEVEL": "warn"}
+	base, out, stop := startServe(t, env, "--addr", "127.0.0.1:0")
+
+	if code, body := get(t, base+"healthz"); code != http.StatusOK || !strings.Contains(body, `"ok"`) {
+		t.Fatalf("GET /healthz = %d %s", code, body)
+	}
+	pw := regexp.MustCompile(`Created the first user: admin, password (\S+) `).FindStringSubmatch(out.String())
+	if pw == nil {
+		t.Fatalf("the first start did not print the admin password:\n%s", out)
+	}
+	if code, body := get(t, base); code != http.StatusOK || !strings.Contains(body, "<dd>1</dd>") {
+		t.Errorf("GET / = %d, want 200 with one user:\n%s", code, body)
+	}
+
+	// The embedded database is locked while the server runs.
+	var addOut bytes.Buffer
+	err := run(context.Background(), []string{"user", "add", "--username", "bob", "--password", "pw"}, envOf(env), &addOut, io.Discard)
+	if !errors.Is(err, rundb.ErrDatabaseInUse) || !strings.Contains(err.Error(), "stop that server first") {
+		t.Fatalf("user add while serving: %v, want a clear in-use error", err)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v on shutdown", err)
+	}
+	err = run(context.Background(), []string{"user", "add", "--username", "bob", "--password", "pw",
+		"--approver", "--cpu-hours", "1500", "--machine-limit", "4", "--email", "bob@example.org"}, envOf(env), &addOut, io.Discard)
+	if err != nil {
+		t.Fatalf("user add after stop: %v", err)
+	}
+	if !strings.Contains(addOut.String(), "Created approver bob") {
+		t.Errorf("user add printed %q", addOut.String())
+	}
+
+	// Restart: nothing is lost, and no second admin password appears.
+	base, out, stop = startServe(t, env, "--addr", "127.0.0.1:0")
+	if strings.Contains(out.String(), "Created the first user") {
+		t.Error("a restart created the admin again")
+	}
+	if code, body := get(t, base); code != http.StatusOK || !strings.Contains(body, "<dd>2</dd>") {
+		t.Errorf("after a restart GET / = %d, want 200 with two users", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := rundb.Open(context.Background(), rundb.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	ctx := context.Background()
+	if _, err := db.Users.Authenticate(ctx, "admin", pw[1]); err != nil {
+		t.Errorf("admin with the printed password: %v", err)
+	}
+	bob, err := db.Users.Authenticate(ctx, "bob", "pw")
+	if err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	if !bob.IsApprover() || bob.EffectiveMachineLimit() != 4 || bob.Email != "bob@example.org" || bob.Pending {
+		t.Errorf("bob = %+v", bob)
+	}
+	if st, err := db.UserCache.Get(ctx, "bob"); err != nil || st.CPUHours != 1500 {
+		t.Errorf("bob's cpu hours = %+v, %v", st, err)
+	}
+	events, err := db.Actions.Recent(ctx, "system_event", 10)
+	if err != nil || len(events) != 4 {
+		t.Errorf("system events = %d (%v), want start and stop twice", len(events), err)
+	}
+}
+
+func TestServeUsesAdminPasswordFromEnvironment(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{"SHOAL_DATA_DIR": data, "SHOAL_ADMIN_PASSWORD": "chosen-one", "SHOAL_LOG_LEVEL": "warn"}
+	_, out, stop := startServe(t, env, "--addr", "127.0.0.1:0")
+	if !strings.Contains(out.String(), "with the password from SHOAL_ADMIN_PASSWORD") || strings.Contains(out.String(), "chosen-one") {
+		t.Errorf("output should name the variable and not echo the password:\n%s", out)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := rundb.Open(context.Background(), rundb.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	if u, err := db.Users.Authenticate(context.Background(), "admin", "chosen-one"); err != nil || !u.IsApprover() {
+		t.Errorf("admin = %+v, %v", u, err)
+	}
+}
+
+func TestInvalidConfigStopsBeforeAnythingStarts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"a negative pool size flag", []string{"serve", "--threadpool-tokens", "-3"}, nil,
+			[]string{"threadpool_tokens", `"-3"`, "--threadpool-tokens"}},
+		{"a bad address in the environment", []string{"serve"}, map[string]string{"SHOAL_ADDR": "localhost"},
+			[]string{"addr", `"localhost"`, "SHOAL_ADDR"}},
+		{"an unknown key in the file", []string{"serve", "--config", "CONFIG"}, nil,
+			[]string{`unknown key "threadpool_token"`}},
+		{"user add without a password", []string{"user", "add", "--username", "bob"}, nil,
+			[]string{"--password is required"}},
+		{"user add with a negative cpu-hours", []string{"user", "add", "--username", "bob", "--password", "x", "--cpu-hours", "-1"}, nil,
+			[]string{"--cpu-hours", "-1"}},
+		{"user add with a serve-only flag", []string{"user", "add", "--addr", "127.0.0.1:1"}, nil,
+			[]string{"flag provided but not defined: -addr"}},
+		{"an unknown command", []string{"frobnicate"}, nil, []string{`unknown command "frobnicate"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data := filepath.Join(dir, "data")
+			cfgFile := filepath.Join(dir, "shoal.toml")
+			if err := os.WriteFile(cfgFile, []byte("threadpool_token = 5\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{"SHOAL_DATA_DIR": data}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			args := make([]string, len(tc.args))
+			for i, a := range tc.args {
+				args[i] = strings.ReplaceAll(a, "CONFIG", cfgFile)
+			}
+			var out bytes.Buffer
+			err := run(context.Background(), args, envOf(env), &out, io.Discard)
+			if err == nil {
+				t.Fatal("run succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %s", err, w)
+				}
+			}
+			if _, statErr := os.Stat(data); !os.IsNotExist(statErr) {
+				t.Error("the data directory was created although the configuration was invalid")
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, envOf(nil), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(&out).ReadString('\n')
+	if !strings.HasPrefix(line, "shoal "+version+" (go") {
+		t.Errorf("version printed %q", line)
+	}
+}

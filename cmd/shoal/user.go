@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+)
+
+// userKeys are the configuration keys `shoal user` accepts as flags: where the database is.
+var userKeys = []string{"data_dir", "mongo_uri", "database", "embedded_db_addr", "log_level"}
+
+func user(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "add" {
+		return errors.New(`usage: shoal user add --username U --password P [--email E] [--approver] [--cpu-hours H] [--machine-limit N] [--data DIR | --mongo-uri URI]`)
+	}
+	return userAdd(ctx, args[1:], getenv, stdout, stderr)
+}
+
+// userAdd creates an accepted user. It opens the database itself, so with the embedded database
+// the server must be stopped (the data directory is locked while it runs).
+func userAdd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("user add", stderr)
+	username := fs.String("username", "", "the new user's name: letters and digits, at least 2")
+	password := fs.String("password", "", "the new user's password (at most 72 bytes)")
+	email := fs.String("email", "", "the new user's email address")
+	approver := fs.Bool("approver", false, "make the user an approver")
+	cpuHours := fs.Float64("cpu-hours", 0, "CPU hours credited to the user (1000 lets their workers stop a failing run)")
+	machineLimit := fs.Int("machine-limit", rundb.DefaultMachineLimit, "active tasks one IP may hold for the user")
+	cfg, rest, err := LoadConfig(fs, args, getenv, userKeys)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return fmt.Errorf("user add: unexpected arguments %q", rest)
+	case *username == "":
+		return errors.New("user add: --username is required")
+	case *password == "":
+		return errors.New("user add: --password is required")
+	case *cpuHours < 0:
+		return fmt.Errorf("user add: invalid --cpu-hours %v: must not be negative", *cpuHours)
+	case *machineLimit < 1:
+		return fmt.Errorf("user add: invalid --machine-limit %d: must be at least 1", *machineLimit)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(cfg.SlogLevel(), slog.LevelWarn)}))
+	db, err := openDB(ctx, cfg, logger)
+	if errors.Is(err, rundb.ErrDatabaseInUse) {
+		return fmt.Errorf("user add: %w; stop that server first, or reach the database with --mongo-uri", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer db.Close(context.Background())
+
+	u, err := db.Users.Create(ctx, rundb.NewUser{
+		Username: *username, Password: *password, Email: *email, Approver: *approver,
+		Accepted: true, MachineLimit: *machineLimit,
+	})
+	if err != nil {
+		return fmt.Errorf("user add: %w", err)
+	}
+	cpuSet := false
+	fs.Visit(func(f *flag.Flag) { cpuSet = cpuSet || f.Name == "cpu-hours" })
+	if cpuSet {
+		err := db.UserCache.Put(ctx, &rundb.UserStats{Username: u.Username, CPUHours: *cpuHours, LastUpdated: time.Now().UTC()})
+		if err != nil {
+			return fmt.Errorf("user add: record cpu hours: %w", err)
+		}
+	}
+	role := "user"
+	if u.IsApprover() {
+		role = "approver"
+	}
+	fmt.Fprintf(stdout, "Created %s %s (accepted, machine limit %d).\n", role, u.Username, u.EffectiveMachineLimit())
+	return nil
+}
