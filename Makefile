@@ -1,0 +1,47 @@
+# Shoal's everyday commands. `make help` lists them.
+
+GO        ?= go
+BIN       := bin/shoal
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+# The address `make run` serves on; override with `make run ADDR=0.0.0.0:8000`.
+ADDR      ?= 127.0.0.1:8000
+
+.DEFAULT_GOAL := help
+.PHONY: help build run test test-race test-norace lint fmt bench fuzz clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/shoal
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/shoal
+
+run: build ## build and serve on the embedded database in ./data
+	$(BIN) serve --addr $(ADDR)
+
+test: test-race test-norace ## vet, then every test with the race detector, then the race-free end-to-end pass
+
+test-race:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+# Tests that build the binary or run long end-to-end scenarios carry //go:build !race.
+test-norace:
+	$(GO) test -count=1 -run 'Binary' ./cmd/shoal/
+
+lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) if installed
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	$(GO) vet ./...
+	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo 'golangci-lint not installed: skipped'; fi
+
+fmt: ## format the code
+	gofmt -w $$(git ls-files '*.go')
+
+bench: ## Go benchmarks of the hot paths (credential check, token pool)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz: ## run each fuzz target for a short while
+	@echo 'no fuzz targets yet'
+
+clean: ## remove build output (not ./data)
+	rm -rf bin
