@@ -97,6 +97,24 @@ func (c *RunCache) entry(ctx context.Context, id ObjectID) (*cacheEntry, error) 
 	return e, nil
 }
 
+// Preload caches every unfinished run, so the primary schedules from memory from its first
+// request. Runs already cached are kept as they are. It returns the number of unfinished runs.
+func (c *RunCache) Preload(ctx context.Context) (int, error) {
+	runs, err := c.store.Unfinished(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range runs {
+		if _, ok := c.entries[r.ID]; !ok {
+			c.entries[r.ID] = &cacheEntry{run: r, lastSync: now, lastAccess: now}
+		}
+	}
+	return len(runs), nil
+}
+
 // View calls fn with the run, loading it if needed. fn must not keep the pointer or change the
 // run.
 func (c *RunCache) View(ctx context.Context, id ObjectID, fn func(*Run)) error {

@@ -217,6 +217,36 @@ func TestRunCacheLoadsFromDatabase(t *testing.T) {
 	}
 }
 
+func TestRunCachePreloadsUnfinishedRuns(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	var unfinished rundb.ObjectID
+	for _, finished := range []bool{true, false} {
+		r := &rundb.Run{ID: rundb.NewObjectID(), Finished: finished}
+		if err := db.Runs.Insert(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if !finished {
+			unfinished = r.ID
+		}
+	}
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	n, err := cache.Preload(ctx)
+	if err != nil || n != 1 || cache.Len() != 1 {
+		t.Fatalf("Preload = %d, %v; cache holds %d runs; want the 1 unfinished run", n, err, cache.Len())
+	}
+	// Served from memory: a change made behind the cache's back is not seen.
+	stored, _ := db.Runs.Get(ctx, unfinished)
+	stored.CommittedGames = 99
+	if err := db.Runs.Replace(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	if err := cache.View(ctx, unfinished, func(r *rundb.Run) { seen = r.CommittedGames }); err != nil || seen != 0 {
+		t.Errorf("View after Preload saw committed_games %d (%v), want the preloaded 0", seen, err)
+	}
+}
+
 // Shutdown writes every dirty run; a failed write keeps the run dirty so that a later flush
 // still writes it.
 func TestRunCacheFlushAllLosesNothing(t *testing.T) {

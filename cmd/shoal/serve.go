@@ -17,6 +17,13 @@ import (
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
+// The run cache drops a clean run nobody works on after cacheIdle, checking every
+// cacheCleanPeriod (fishtest's values).
+const (
+	cacheIdle        = 300 * time.Second
+	cacheCleanPeriod = 60 * time.Second
+)
+
 // shutdownGrace is how long in-flight requests get to finish once shutdown begins.
 const shutdownGrace = 10 * time.Second
 
@@ -61,6 +68,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	tokens := tokenpool.New(cfg.ThreadpoolTokens)
 	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
+	n, err := runs.Preload(ctx)
+	if err != nil {
+		return fmt.Errorf("load unfinished runs: %w", err)
+	}
+	logger.Info("run cache loaded", "unfinished_runs", n)
 	srv, err := server.New(server.Deps{
 		Logger: logger, Tokens: tokens, Users: db.Users, Version: version, Database: db.Describe(),
 	})
@@ -72,6 +84,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Run: func(ctx context.Context) error {
 			_, _, err := runs.FlushOne(ctx)
 			return err
+		},
+	}, scheduler.Job{
+		Name: "evict idle runs", Period: cacheCleanPeriod, Jitter: 0.05,
+		Run: func(context.Context) error {
+			runs.Evict(cacheIdle)
+			return nil
 		},
 	})
 	defer jobs.Stop()
