@@ -1,6 +1,7 @@
 package rundb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type cacheEntry struct {
 	priority   Prio
 	lastSync   time.Time
 	lastAccess time.Time
+	// users counts View and Update calls holding the entry; Evict leaves such entries alone,
+	// so a change is never made to an entry that has just left the map.
+	users int
 }
 
 // NewRunCache returns an empty cache that writes to store. now is the clock (time.Now in
@@ -70,12 +74,14 @@ func NewRunCache(store *RunStore, now func() time.Time, logger *slog.Logger) *Ru
 	return &RunCache{store: store, now: now, logger: logger, entries: make(map[ObjectID]*cacheEntry)}
 }
 
-// entry returns the cache entry for id, loading the run from the database on a miss.
-func (c *RunCache) entry(ctx context.Context, id ObjectID) (*cacheEntry, error) {
+// acquire returns the cache entry for id, loading the run from the database on a miss, and pins
+// it against eviction until release.
+func (c *RunCache) acquire(ctx context.Context, id ObjectID) (*cacheEntry, error) {
 	c.mu.Lock()
 	e, ok := c.entries[id]
 	if ok {
 		e.lastAccess = c.now()
+		e.users++
 		c.mu.Unlock()
 		return e, nil
 	}
@@ -89,12 +95,20 @@ func (c *RunCache) entry(ctx context.Context, id ObjectID) (*cacheEntry, error) 
 	defer c.mu.Unlock()
 	if e, ok := c.entries[id]; ok { // loaded concurrently: keep the first
 		e.lastAccess = c.now()
+		e.users++
 		return e, nil
 	}
 	now := c.now()
-	e = &cacheEntry{run: run, lastSync: now, lastAccess: now}
+	e = &cacheEntry{run: run, lastSync: now, lastAccess: now, users: 1}
 	c.entries[id] = e
 	return e, nil
+}
+
+// release unpins an entry returned by acquire.
+func (c *RunCache) release(e *cacheEntry) {
+	c.mu.Lock()
+	e.users--
+	c.mu.Unlock()
 }
 
 // Preload caches every unfinished run, so the primary schedules from memory from its first
@@ -118,24 +132,28 @@ func (c *RunCache) Preload(ctx context.Context) (int, error) {
 // View calls fn with the run, loading it if needed. fn must not keep the pointer or change the
 // run.
 func (c *RunCache) View(ctx context.Context, id ObjectID, fn func(*Run)) error {
-	e, err := c.entry(ctx, id)
+	e, err := c.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
+	defer c.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	fn(e.run)
 	return nil
 }
 
-// Update calls fn to change the run and marks it for writing with priority prio; with
-// PrioSaveNow it is written before Update returns. If fn returns an error the run is taken as
-// unchanged (fn must not have changed it) and the error is returned.
+// Update calls fn to change the run and marks it for writing with priority prio. With
+// PrioSaveNow it also writes the run before returning; if that write fails, Update returns the
+// error but the change stays made in memory and queued, and the flusher retries it. If fn
+// returns an error the run is taken as unchanged (fn must not have changed it) and the error is
+// returned.
 func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*Run) error) error {
-	e, err := c.entry(ctx, id)
+	e, err := c.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
+	defer c.release(e)
 	e.mu.Lock()
 	err = fn(e.run)
 	e.mu.Unlock()
@@ -149,22 +167,19 @@ func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*
 	return nil
 }
 
-// Create stores a new run, writing it at once, and caches it. The cache owns r afterwards.
+// Create stores a new run, writing it at once, and caches it; ErrConflict if a run with its ID
+// exists. The cache owns r afterwards.
 func (c *RunCache) Create(ctx context.Context, r *Run) error {
-	if r.ID.IsZero() {
-		r.ID = NewObjectID()
-	}
-	doc, err := c.store.encode(r)
-	if err != nil {
-		return fmt.Errorf("encode run %s: %w", r.ID, err)
-	}
-	if err := c.store.replaceRaw(ctx, r.ID, doc, true); err != nil {
+	if err := c.store.Insert(ctx, r); err != nil {
 		return err
 	}
 	now := c.now()
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[r.ID]; ok {
+		return fmt.Errorf("cache run %s: %w", r.ID, ErrConflict)
+	}
 	c.entries[r.ID] = &cacheEntry{run: r, lastSync: now, lastAccess: now}
-	c.mu.Unlock()
 	return nil
 }
 
@@ -195,7 +210,7 @@ func (c *RunCache) FlushOne(ctx context.Context) (ObjectID, bool, error) {
 			continue
 		}
 		at := e.lastSync.Add(-time.Duration(e.priority) * prioAge)
-		if best == nil || at.Before(bestAt) || (at.Equal(bestAt) && id.Hex() < bestID.Hex()) {
+		if best == nil || at.Before(bestAt) || (at.Equal(bestAt) && bytes.Compare(id[:], bestID[:]) < 0) {
 			bestID, best, bestAt = id, e, at
 		}
 	}
@@ -217,7 +232,6 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 		c.mu.Unlock()
 		return nil // written by a concurrent flush
 	}
-	prio := e.priority
 	e.dirty, e.priority = false, PrioNormal
 	c.mu.Unlock()
 
@@ -230,16 +244,14 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A failed write counts as a write at normal priority for the flush order, so a run that
+	// keeps failing (one over MongoDB's 16 MiB limit, say) goes to the back of the queue
+	// instead of blocking every other run; it stays dirty and is retried.
+	e.lastSync = c.now()
 	if err != nil {
 		e.dirty = true
-		e.priority = max(e.priority, prio)
-		if prio >= PrioSaveNow {
-			// Keep it first in line for the flusher.
-			e.priority = PrioSaveNow
-		}
 		return fmt.Errorf("flush run %s: %w", id, err)
 	}
-	e.lastSync = c.now()
 	return nil
 }
 
@@ -290,7 +302,7 @@ func (c *RunCache) Evict(idle time.Duration) int {
 	c.mu.Lock()
 	candidates := make(map[ObjectID]*cacheEntry)
 	for id, e := range c.entries {
-		if !e.dirty && e.lastAccess.Before(cutoff) {
+		if !e.dirty && e.users == 0 && e.lastAccess.Before(cutoff) {
 			candidates[id] = e
 		}
 	}
@@ -305,7 +317,7 @@ func (c *RunCache) Evict(idle time.Duration) int {
 			continue
 		}
 		c.mu.Lock()
-		if cur, ok := c.entries[id]; ok && cur == e && !e.dirty && e.lastAccess.Before(cutoff) {
+		if cur, ok := c.entries[id]; ok && cur == e && !e.dirty && e.users == 0 && e.lastAccess.Before(cutoff) {
 			delete(c.entries, id)
 			n++
 		}

@@ -365,7 +365,7 @@ func TestRunCacheEvict(t *testing.T) {
 		return r.ID
 	}
 	idle := mk(0, false)
-	finished := mk(0, true)
+	finishedBusy := mk(8, true) // finished runs go even if cores were not reset (old documents)
 	busy := mk(8, false)
 	dirty := mk(0, false)
 	recent := mk(0, false)
@@ -377,15 +377,79 @@ func TestRunCacheEvict(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := cache.Evict(5 * time.Minute); n != 2 {
-		t.Errorf("Evict dropped %d runs, want 2 (the idle and the finished one)", n)
+		t.Errorf("Evict dropped %d runs, want 2", n)
 	}
-	if cache.Len() != 3 {
-		t.Errorf("cache holds %d runs after eviction, want 3 (busy, dirty, recently used)", cache.Len())
+	for _, c := range []struct {
+		name string
+		id   rundb.ObjectID
+		kept bool
+	}{
+		{"an idle run", idle, false},
+		{"a finished run", finishedBusy, false},
+		{"a run with cores on it", busy, true},
+		{"a run with an unwritten change", dirty, true},
+		{"a recently used run", recent, true},
+	} {
+		if got := cache.Has(c.id); got != c.kept {
+			t.Errorf("%s: cached after Evict = %v, want %v", c.name, got, c.kept)
+		}
 	}
 	// An evicted run is loaded again on demand.
-	if err := cache.View(ctx, idle, func(*rundb.Run) {}); err != nil {
+	if err := cache.View(ctx, idle, func(*rundb.Run) {}); err != nil || !cache.Has(idle) {
+		t.Errorf("reloading an evicted run: %v", err)
+	}
+}
+
+// A run whose write keeps failing must not stop the flusher from writing the others.
+func TestRunCacheFailingRunDoesNotBlockOthers(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	clock := newFakeClock()
+	cache := rundb.NewRunCache(db.Runs, clock.Now, nil)
+	bad := &rundb.Run{ID: rundb.NewObjectID()}
+	good := &rundb.Run{ID: rundb.NewObjectID()}
+	for _, r := range []*rundb.Run{bad, good} {
+		if err := cache.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+	}
+	// The bad run becomes unencodable (a channel cannot be stored) and is the older one, with a
+	// failed SAVE_NOW on top, so it is first in line.
+	err := cache.Update(ctx, bad.ID, rundb.PrioSaveNow, func(r *rundb.Run) error {
+		r.Extra = rundb.Extra{"unstorable": make(chan int)}
+		return nil
+	})
+	if err == nil {
+		t.Fatal("a SAVE_NOW write of an unencodable run succeeded")
+	}
+	if err := cache.Update(ctx, good.ID, rundb.PrioNormal, setGames(7)); err != nil {
 		t.Fatal(err)
 	}
-	_ = finished
-	_ = busy
+	for range 3 {
+		clock.Advance(time.Second)
+		_, _, _ = cache.FlushOne(ctx)
+	}
+	if got := storedGames(t, db, good.ID); got != 7 {
+		t.Errorf("after 3 flushes the good run has committed_games %d in the database, want 7", got)
+	}
+	if got := cache.Dirty(); got != 1 {
+		t.Errorf("Dirty() = %d, want 1 (the failing run, kept for retry)", got)
+	}
+}
+
+func TestRunCacheCreateRefusesAnExistingID(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	r := &rundb.Run{ID: rundb.NewObjectID(), CommittedGames: 5}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Create(ctx, &rundb.Run{ID: r.ID}); !errors.Is(err, rundb.ErrConflict) {
+		t.Errorf("second Create with the same ID: %v, want ErrConflict", err)
+	}
+	if got := storedGames(t, db, r.ID); got != 5 {
+		t.Errorf("the second Create overwrote the stored run: committed_games %d", got)
+	}
 }
