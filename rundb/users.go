@@ -139,11 +139,6 @@ func (s *UserStore) Create(ctx context.Context, nu NewUser) (*User, error) {
 	if nu.MachineLimit < 0 {
 		return nil, fmt.Errorf("%w: machine limit %d is negative", ErrInvalid, nu.MachineLimit)
 	}
-	if _, err := s.Get(ctx, nu.Username); err == nil {
-		return nil, fmt.Errorf("create user %s: %w", nu.Username, ErrConflict)
-	} else if !errors.Is(err, ErrNotFound) {
-		return nil, err
-	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(nu.Password), s.hashCost)
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
@@ -231,6 +226,9 @@ func (s *UserStore) checkPassword(ctx context.Context, u *User, password string)
 	if ok, found := s.creds.get(key); found {
 		return ok, nil
 	}
+	// Callers with the same key share one comparison; it must not fail because the first
+	// caller's request was cancelled.
+	ctx = context.WithoutCancel(ctx)
 	v, err, _ := s.verify.Do(string(key[:]), func() (any, error) {
 		s.slowChecks.Add(1)
 		var ok bool
@@ -239,8 +237,8 @@ func (s *UserStore) checkPassword(ctx context.Context, u *User, password string)
 		} else {
 			ok = subtle.ConstantTimeCompare([]byte(u.Password), []byte(password)) == 1
 			if ok {
-				if err := s.SetPassword(ctx, u.Username, password); err != nil {
-					return false, fmt.Errorf("replace plaintext password of %s: %w", u.Username, err)
+				if err := s.hashLegacyPassword(ctx, u.Username, password); err != nil {
+					return false, err
 				}
 				return true, nil // the stored secret changed: nothing to cache under the old key
 			}
@@ -252,6 +250,29 @@ func (s *UserStore) checkPassword(ctx context.Context, u *User, password string)
 		return false, err
 	}
 	return v.(bool), nil
+}
+
+// hashLegacyPassword replaces a plaintext password that just verified with its hash. The update
+// only applies while the document still holds that plaintext and no hash, so a password set in
+// the meantime is never overwritten with the old one.
+func (s *UserStore) hashLegacyPassword(ctx context.Context, username, password string) error {
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.hashCost)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	filter := bson.D{
+		{Key: "username", Value: username},
+		{Key: "password", Value: password},
+		{Key: "password_hash", Value: bson.D{{Key: "$exists", Value: false}}},
+	}
+	_, err = s.coll.UpdateOne(ctx, filter, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "password_hash", Value: string(hash)}}},
+		{Key: "$unset", Value: bson.D{{Key: "password", Value: ""}}},
+	})
+	if err != nil {
+		return fmt.Errorf("replace plaintext password of %s: %w", username, mapError(err))
+	}
+	return nil
 }
 
 // SlowChecks returns how many password checks have missed the credential cache and paid for a
@@ -377,15 +398,18 @@ func (c *credentialCache) put(k [32]byte, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.entries) >= c.max {
+		// Make room for a tenth of the bound at once, so a full cache is swept once per
+		// max/10 inserts rather than on every insert: expired entries first, then arbitrary
+		// ones (map order is random).
+		target := c.max - c.max/10 - 1
 		now := c.now()
 		for old, e := range c.entries {
 			if !now.Before(e.expires) {
 				delete(c.entries, old)
 			}
 		}
-		// Still full of live entries: drop arbitrary ones (map order is random).
 		for old := range c.entries {
-			if len(c.entries) < c.max {
+			if len(c.entries) <= target {
 				break
 			}
 			delete(c.entries, old)
