@@ -101,14 +101,14 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		if d.embedded != nil {
 			d.embedded.close()
 		}
-		return nil, fmt.Errorf("connect to %s: %w", redactURI(d.uri), err)
+		return nil, fmt.Errorf("connect to %s: %w", RedactURI(d.uri), err)
 	}
 	d.client = client
 	d.db = client.Database(name)
 	ferret, err := isFerretDB(ctx, client)
 	if err != nil {
 		_ = d.Close(context.Background())
-		return nil, fmt.Errorf("ask %s what it is: %w", redactURI(d.uri), err)
+		return nil, fmt.Errorf("ask %s what it is: %w", RedactURI(d.uri), err)
 	}
 	// FerretDB (the embedded database, or another Shoal's embedded database reached by URI)
 	// cannot store arrays of arrays.
@@ -140,7 +140,7 @@ func (d *DB) Describe() string {
 		return fmt.Sprintf("embedded database (FerretDB, SQLite) in %s at %s, database %q",
 			d.embedded.dir, d.uri, d.db.Name())
 	}
-	return fmt.Sprintf("MongoDB at %s, database %q", redactURI(d.uri), d.db.Name())
+	return fmt.Sprintf("MongoDB at %s, database %q", RedactURI(d.uri), d.db.Name())
 }
 
 // URI is the address other processes use to reach this database; for the embedded database it

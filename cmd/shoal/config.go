@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // configEnv is the environment variable naming the configuration file. It is
@@ -43,9 +45,12 @@ type Config struct {
 	EmbeddedDBAddr string
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string
-	// ThreadpoolTokens bounds how many requests are handled concurrently.
+	// ThreadpoolTokens bounds how many blocking database operations this
+	// instance runs at once; further callers wait for a token.
 	ThreadpoolTokens int
-	// TaskSemaphoreSize bounds how many task requests are served at once.
+	// TaskSemaphoreSize is how many request_task callers are let in at once
+	// (one schedules, the others wait); further callers are told at once
+	// that the server is busy.
 	TaskSemaphoreSize int
 	// HeartbeatPeriod is how often a worker reports that it is alive.
 	HeartbeatPeriod time.Duration
@@ -54,7 +59,8 @@ type Config struct {
 	DeadTaskTimeout time.Duration
 	// ScavengePeriod is how often dead tasks are looked for.
 	ScavengePeriod time.Duration
-	// FlushPeriod is how often buffered state is written to the database.
+	// FlushPeriod is how often the run cache writes one changed run to the
+	// database.
 	FlushPeriod time.Duration
 	// DuplicateWorkerWindow is how long a worker name stays reserved, so
 	// that two workers claiming the same name are detected.
@@ -329,16 +335,16 @@ func options() []option {
 		stringOption("data_dir", "directory for persistent data",
 			func(c *Config) *string { return &c.DataDir }, checkNonEmpty).withFlag("data"),
 		stringOption("mongo_uri", "MongoDB URI; empty starts the embedded database",
-			func(c *Config) *string { return &c.MongoURI }, checkMongoURI).withRedact(redactUserinfo),
+			func(c *Config) *string { return &c.MongoURI }, checkMongoURI).withRedact(rundb.RedactURI),
 		stringOption("database", "MongoDB database name",
 			func(c *Config) *string { return &c.Database }, checkDatabase),
 		stringOption("embedded_db_addr", "loopback HOST:PORT of the embedded database; port 0 picks a free port",
 			func(c *Config) *string { return &c.EmbeddedDBAddr }, checkLoopbackAddr),
 		stringOption("log_level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
-		intOption("threadpool_tokens", "maximum number of requests handled at once",
+		intOption("threadpool_tokens", "maximum number of blocking database operations at once",
 			func(c *Config) *int { return &c.ThreadpoolTokens }),
-		intOption("task_semaphore_size", "maximum number of task requests served at once",
+		intOption("task_semaphore_size", "request_task callers let in at once; the rest are told the server is busy",
 			func(c *Config) *int { return &c.TaskSemaphoreSize }),
 		durationOption("heartbeat_period", "how often workers report that they are alive",
 			func(c *Config) *time.Duration { return &c.HeartbeatPeriod }),
@@ -346,7 +352,7 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.DeadTaskTimeout }),
 		durationOption("scavenge_period", "how often dead tasks are looked for",
 			func(c *Config) *time.Duration { return &c.ScavengePeriod }),
-		durationOption("flush_period", "how often buffered state is written to the database",
+		durationOption("flush_period", "how often the run cache writes one changed run to the database",
 			func(c *Config) *time.Duration { return &c.FlushPeriod }),
 		durationOption("duplicate_worker_window", "how long a worker name stays reserved against duplicates",
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
@@ -564,20 +570,4 @@ func checkLogLevel(s string) error {
 		return nil
 	}
 	return errors.New("must be one of debug, info, warn, error")
-}
-
-// redactUserinfo hides the user information of a URI, so that an error
-// about a mistyped mongo_uri does not print its password to the log.
-func redactUserinfo(s string) string {
-	at := strings.LastIndex(s, "@")
-	if at < 0 {
-		return s
-	}
-	start := strings.Index(s, "://")
-	if start < 0 || start > at {
-		start = 0
-	} else {
-		start += len("://")
-	}
-	return s[:start] + "REDACTED" + s[at:]
 }
