@@ -24,12 +24,14 @@ const (
 	cacheCleanPeriod = 60 * time.Second
 )
 
-// shutdownGrace is how long in-flight requests get to finish once shutdown begins.
-const shutdownGrace = 10 * time.Second
+// shutdownGrace is how long in-flight requests get to finish once shutdown begins;
+// closeGrace is how long writing the dirty runs and closing the database may then take.
+const (
+	shutdownGrace = 10 * time.Second
+	closeGrace    = 60 * time.Second
+)
 
-// serve runs the server until ctx ends, then shuts down in order: refuse new requests, let
-// in-flight ones finish, stop the periodic jobs, write every dirty run, log the stop, close the
-// database.
+// serve runs the server until ctx ends, then shuts it down.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	cfg, rest, err := LoadConfig(fs, args, getenv, nil)
@@ -40,21 +42,48 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("serve: unexpected arguments %q", rest)
 	}
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-
-	// Listen first: a taken port should fail before the database starts.
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	defer ln.Close()
-
-	db, err := openDB(ctx, cfg, logger)
+	inst, err := startInstance(ctx, cfg, logger, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	dbOpen := true
+	var served error
+	select {
+	case err := <-inst.served:
+		served = fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	return errors.Join(served, inst.shutdown())
+}
+
+// instance is a running server and everything it owns.
+type instance struct {
+	logger  *slog.Logger
+	addr    string
+	db      *rundb.DB
+	runs    *rundb.RunCache
+	srv     *server.Server
+	httpSrv *http.Server
+	jobs    *scheduler.Periodic
+	served  chan error // receives Serve's error if it stops by itself
+}
+
+// startInstance listens, opens the database, creates the first admin if needed, loads the run
+// cache, starts the periodic jobs and serves; it returns once requests are being answered and
+// prints where to browse. On error everything started so far is closed.
+func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv func(string) string, stdout io.Writer) (_ *instance, err error) {
+	// Listen first: a taken port should fail before the database starts.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	db, err := openDB(ctx, cfg, logger)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	defer func() {
-		if dbOpen {
+		if err != nil {
+			ln.Close()
 			_ = db.Close(context.Background())
 		}
 	}()
@@ -63,23 +92,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Info("other instances on this machine can share the embedded database", "mongo_uri", db.URI())
 	}
 	if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
-		return err
+		return nil, err
 	}
-
-	tokens := tokenpool.New(cfg.ThreadpoolTokens)
 	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
 	n, err := runs.Preload(ctx)
 	if err != nil {
-		return fmt.Errorf("load unfinished runs: %w", err)
+		return nil, fmt.Errorf("load unfinished runs: %w", err)
 	}
 	logger.Info("run cache loaded", "unfinished_runs", n)
 	srv, err := server.New(server.Deps{
-		Logger: logger, Tokens: tokens, Users: db.Users, Version: version, Database: db.Describe(),
+		Logger: logger, Tokens: tokenpool.New(cfg.ThreadpoolTokens), Users: db.Users,
+		Version: version, Database: db.Describe(),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	jobs := scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), scheduler.Job{
+
+	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, runs: runs, srv: srv, served: make(chan error, 1)}
+	inst.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), scheduler.Job{
 		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
 		Run: func(ctx context.Context) error {
 			_, _, err := runs.FlushOne(ctx)
@@ -92,41 +122,52 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return nil
 		},
 	})
-	defer jobs.Stop()
+	inst.httpSrv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	go func() { inst.served <- inst.httpSrv.Serve(ln) }()
 
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(ln) }()
-
-	addr := ln.Addr().String()
-	writeSystemEvent(ctx, db, "start shoal@"+addr, logger)
-	logger.Info("serving", "addr", addr)
+	writeSystemEvent(ctx, db, "start shoal@"+inst.addr, logger)
+	logger.Info("serving", "addr", inst.addr)
 	fmt.Fprintf(stdout, "Shoal is ready: browse http://%s/\n", browseAddr(ln.Addr()))
+	return inst, nil
+}
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
+// shutdown stops the instance in order: refuse new requests, let in-flight ones finish (up to
+// shutdownGrace), stop the periodic jobs, write every dirty run, log the stop, close the
+// database. The writes get a fresh deadline of their own, so requests that hang to the end of
+// their grace cannot cost the runs.
+func (inst *instance) shutdown() error {
+	inst.logger.Info("shutting down")
+	inst.srv.BeginShutdown()
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), shutdownGrace)
+	if err := inst.httpSrv.Shutdown(drainCtx); err != nil {
+		inst.logger.Warn("requests still running at the shutdown deadline", "err", err)
 	}
+	cancelDrain()
+	inst.jobs.Stop()
 
-	logger.Info("shutting down")
-	srv.BeginShutdown()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("requests still running at the shutdown deadline", "err", err)
-	}
-	jobs.Stop()
 	var errs []error
-	if err := runs.FlushAll(shutdownCtx); err != nil {
-		errs = append(errs, fmt.Errorf("flush runs: %w", err))
+	// A failed write keeps its run dirty; try again while the deadline allows, since whatever
+	// is still dirty when the process exits is lost.
+	for attempt := 1; ; attempt++ {
+		err := inst.runs.FlushAll(ctx)
+		if err == nil {
+			break
+		}
+		inst.logger.Error("writing runs at shutdown failed", "attempt", attempt, "dirty", inst.runs.Dirty(), "err", err)
+		if attempt == 3 || ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("flush runs: %w", err))
+			break
+		}
+		time.Sleep(time.Second)
 	}
-	writeSystemEvent(shutdownCtx, db, "stop shoal@"+addr, logger)
-	dbOpen = false
-	if err := db.Close(shutdownCtx); err != nil {
+	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
+	if err := inst.db.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	logger.Info("stopped")
+	inst.logger.Info("stopped")
 	return errors.Join(errs...)
 }
 

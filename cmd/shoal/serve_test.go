@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -109,8 +110,14 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("serve returned %v on shutdown", err)
 	}
-	err = run(context.Background(), []string{"user", "add", "--username", "bob", "--password", "pw",
-		"--approver", "--cpu-hours", "1500", "--machine-limit", "4", "--email", "bob@example.org"}, envOf(env), &addOut, io.Discard)
+	// The password and the credit come from the environment, the rest from flags; a flag wins
+	// over its variable.
+	addEnv := map[string]string{"SHOAL_USER_PASSWORD": "pw", "SHOAL_USER_CPU_HOURS": "1500", "SHOAL_USER_MACHINE_LIMIT": "9"}
+	for k, v := range env {
+		addEnv[k] = v
+	}
+	err = run(context.Background(), []string{"user", "add", "--username", "bob",
+		"--approver", "--machine-limit", "4", "--email", "bob@example.org"}, envOf(addEnv), &addOut, io.Discard)
 	if err != nil {
 		t.Fatalf("user add after stop: %v", err)
 	}
@@ -195,6 +202,8 @@ func TestInvalidConfigStopsBeforeAnythingStarts(t *testing.T) {
 		{"user add with a serve-only flag", []string{"user", "add", "--addr", "127.0.0.1:1"}, nil,
 			[]string{"flag provided but not defined: -addr"}},
 		{"an unknown command", []string{"frobnicate"}, nil, []string{`unknown command "frobnicate"`}},
+		{"user add with a bad cpu-hours in the environment", []string{"user", "add", "--username", "bob", "--password", "x"},
+			map[string]string{"SHOAL_USER_CPU_HOURS": "lots"}, []string{"SHOAL_USER_CPU_HOURS", `"lots"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -236,5 +245,53 @@ func TestVersion(t *testing.T) {
 	line, _ := bufio.NewReader(&out).ReadString('\n')
 	if !strings.HasPrefix(line, "shoal "+version+" (go") {
 		t.Errorf("version printed %q", line)
+	}
+}
+
+// Runs changed in memory but not yet written (the flusher writes one per flush_period) are all
+// written when the server shuts down.
+func TestShutdownWritesEveryDirtyRun(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.DataDir, cfg.FlushPeriod = "127.0.0.1:0", data, time.Hour
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	inst, err := startInstance(ctx, cfg, logger, envOf(map[string]string{"SHOAL_ADMIN_PASSWORD": "x"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []rundb.ObjectID
+	for i := range 3 {
+		r := &rundb.Run{ID: rundb.NewObjectID()}
+		if err := inst.runs.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.runs.Update(ctx, r.ID, rundb.Prio(i), func(r *rundb.Run) error {
+			r.CommittedGames = 100 + i
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if got := inst.runs.Dirty(); got != 3 {
+		t.Fatalf("Dirty() = %d before shutdown, want 3", got)
+	}
+	if err := inst.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := rundb.Open(ctx, rundb.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	for i, id := range ids {
+		r, err := db.Runs.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.CommittedGames != 100+i {
+			t.Errorf("run %d: committed_games %d after restart, want %d", i, r.CommittedGames, 100+i)
+		}
 	}
 }
