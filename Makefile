@@ -4,8 +4,9 @@ GO        ?= go
 BIN       := bin/shoal
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
-# The address `make run` serves on; override with `make run ADDR=0.0.0.0:8000`.
-ADDR      ?= 127.0.0.1:8000
+# `make run ADDR=0.0.0.0:8000` overrides the listen address; by default serve takes it from
+# SHOAL_ADDR, the config file or its default, 127.0.0.1:8000.
+ADDR      ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help build run test test-race test-norace lint fmt bench fuzz clean
@@ -17,7 +18,7 @@ build: ## build bin/shoal
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/shoal
 
 run: build ## build and serve on the embedded database in ./data
-	$(BIN) serve --addr $(ADDR)
+	$(BIN) serve $(if $(ADDR),--addr $(ADDR))
 
 test: test-race test-norace ## vet, then every test with the race detector, then the race-free end-to-end pass
 

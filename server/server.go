@@ -88,8 +88,8 @@ type page struct {
 	Version string
 }
 
-// render writes a page, or a plain 500 if the template fails half-way (which parse-time checks
-// make unlikely).
+// render writes a page. A template that fails half-way (parse-time checks make it unlikely)
+// leaves a truncated page and is logged.
 func (s *Server) render(c *gin.Context, status int, name string, data any) {
 	t := s.pages[name]
 	c.Status(status)

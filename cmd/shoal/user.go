@@ -15,6 +15,16 @@ import (
 // userKeys are the configuration keys `shoal user` accepts as flags: where the database is.
 var userKeys = []string{"data_dir", "mongo_uri", "database", "embedded_db_addr", "log_level"}
 
+// userAddEnv maps the flags of `user add` to their environment variables.
+var userAddEnv = map[string]string{
+	"username":      "SHOAL_USER_NAME",
+	"password":      "SHOAL_USER_PASSWORD",
+	"email":         "SHOAL_USER_EMAIL",
+	"approver":      "SHOAL_USER_APPROVER",
+	"cpu-hours":     "SHOAL_USER_CPU_HOURS",
+	"machine-limit": "SHOAL_USER_MACHINE_LIMIT",
+}
+
 func user(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "add" {
 		return errors.New(`usage: shoal user add --username U --password P [--email E] [--approver] [--cpu-hours H] [--machine-limit N] [--data DIR | --mongo-uri URI]`)
@@ -26,12 +36,21 @@ func user(ctx context.Context, args []string, getenv func(string) string, stdout
 // the server must be stopped (the data directory is locked while it runs).
 func userAdd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("user add", stderr)
-	username := fs.String("username", "", "the new user's name: letters and digits, at least 2")
-	password := fs.String("password", "", "the new user's password (at most 72 bytes)")
-	email := fs.String("email", "", "the new user's email address")
-	approver := fs.Bool("approver", false, "make the user an approver")
-	cpuHours := fs.Float64("cpu-hours", 0, "CPU hours credited to the user (1000 lets their workers stop a failing run)")
-	machineLimit := fs.Int("machine-limit", rundb.DefaultMachineLimit, "active tasks one IP may hold for the user")
+	username := fs.String("username", "", "the new user's name: letters and digits, at least 2 (env SHOAL_USER_NAME)")
+	password := fs.String("password", "", "the new user's password, at most 72 bytes (env SHOAL_USER_PASSWORD, which keeps it out of ps)")
+	email := fs.String("email", "", "the new user's email address (env SHOAL_USER_EMAIL)")
+	approver := fs.Bool("approver", false, "make the user an approver (env SHOAL_USER_APPROVER)")
+	cpuHours := fs.Float64("cpu-hours", 0, "CPU hours credited to the user; 1000 let their workers stop a failing run (env SHOAL_USER_CPU_HOURS)")
+	machineLimit := fs.Int("machine-limit", rundb.DefaultMachineLimit, "active tasks one IP may hold for the user (env SHOAL_USER_MACHINE_LIMIT)")
+	// The environment fills a flag first; the command line then overrides it, as for every
+	// other setting.
+	for flagName, env := range userAddEnv {
+		if v := getenv(env); v != "" {
+			if err := fs.Set(flagName, v); err != nil {
+				return fmt.Errorf("user add: invalid %s %q: %w", env, v, err)
+			}
+		}
+	}
 	cfg, rest, err := LoadConfig(fs, args, getenv, userKeys)
 	if err != nil {
 		return err
