@@ -73,6 +73,18 @@ func startServe(t *testing.T, env map[string]string, args ...string) (string, *l
 	}
 }
 
+// openStopped opens the embedded database a stopped server left in data, closed when the test
+// ends.
+func openStopped(t *testing.T, data string) *rundb.DB {
+	t.Helper()
+	db, err := rundb.Open(context.Background(), rundb.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close(context.Background()) })
+	return db
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -137,11 +149,7 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db, err := rundb.Open(context.Background(), rundb.Options{DataDir: data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
+	db := openStopped(t, data)
 	ctx := context.Background()
 	if _, err := db.Users.Authenticate(ctx, "admin", pw[1]); err != nil {
 		t.Errorf("admin with the printed password: %v", err)
@@ -172,11 +180,7 @@ func TestServeUsesAdminPasswordFromEnvironment(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := rundb.Open(context.Background(), rundb.Options{DataDir: data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
+	db := openStopped(t, data)
 	if u, err := db.Users.Authenticate(context.Background(), "admin", "chosen-one"); err != nil || !u.IsApprover() {
 		t.Errorf("admin = %+v, %v", u, err)
 	}
@@ -280,11 +284,7 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 	if err := inst.shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := rundb.Open(ctx, rundb.Options{DataDir: data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
+	db := openStopped(t, data)
 	for i, id := range ids {
 		r, err := db.Runs.Get(ctx, id)
 		if err != nil {
