@@ -9,6 +9,7 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sync v0.24.0
+	gonum.org/v1/gonum v0.17.0
 )
 
 require (
