@@ -1,0 +1,329 @@
+package stats
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"strings"
+)
+
+// Defaults of the SPSA form: A as a fraction of the iterations, and the exponents of the step
+// sequences a_k = a/(A+k)^alpha and c_k = c/k^gamma (Spall's recommended values).
+const (
+	DefaultSPSAARatio = 0.1
+	DefaultSPSAAlpha  = 0.602
+	DefaultSPSAGamma  = 0.101
+)
+
+// spsaFields is the number of comma-separated fields of a raw_params line:
+// name,start,min,max,c_end,r_end.
+const spsaFields = 6
+
+// ErrSPSASignature means the signature a worker sent back does not match the flips stored with
+// its task, so its result cannot be attributed to the right perturbation.
+var ErrSPSASignature = errors.New("spsa signature does not match the task's flips")
+
+// SPSAParam is one tuned parameter of a classic SPSA run.
+type SPSAParam struct {
+	Name            string
+	Start, Min, Max float64
+	// CEnd and REnd are the user's final perturbation size and final learning rate.
+	CEnd, REnd float64
+	// C and A scale the perturbation and step sequences so that they reach CEnd and REnd at the
+	// last iteration; AEnd = REnd*CEnd^2.
+	C, AEnd, A float64
+	// Theta is the current value.
+	Theta float64
+}
+
+// SPSASample is one parameter's entry in the history kept for the run's chart.
+type SPSASample struct {
+	Theta, R, C float64
+}
+
+// SPSAState is the SPSA part of a run (run.args.spsa). Its methods are not safe for concurrent
+// use; callers hold the run's lock, as fishtest does.
+type SPSAState struct {
+	// A is the stability constant of the step sequence, in iterations.
+	A, Alpha, Gamma float64
+	RawParams       string
+	// Iter counts game pairs played so far; NumIter is the total, num_games/2.
+	Iter, NumIter int
+	Params        []SPSAParam
+	// History holds snapshots of all parameters, taken about every NumIter/100 iterations
+	// (fewer for runs with many parameters).
+	History [][]SPSASample
+}
+
+// SPSAGain is the perturbation size C and learning rate R of one parameter at one iteration.
+type SPSAGain struct {
+	C, R float64
+}
+
+// SPSAWorkerParam is a parameter value sent to a worker for the engine under test ("New"),
+// with the gain and the sign of the perturbation that produced it.
+type SPSAWorkerParam struct {
+	Name  string
+	Value float64
+	C, R  float64
+	// Flip is +1 or -1.
+	Flip int
+}
+
+// SPSABaseParam is a parameter value sent to a worker for the base engine.
+type SPSABaseParam struct {
+	Name  string
+	Value float64
+}
+
+// SPSABatch is the answer to one request_spsa: the two perturbed parameter sets, and what the
+// task must store (Iter and PackedFlips) so that the result can be applied later.
+type SPSABatch struct {
+	Iter        int
+	PackedFlips []byte
+	// Sig is the CRC-32 of PackedFlips; the worker sends it back with its result.
+	Sig     uint32
+	WParams []SPSAWorkerParam
+	BParams []SPSABaseParam
+}
+
+// SPSAResult is a worker's result for one SPSA batch, as sent in update_task.
+type SPSAResult struct {
+	Wins, Losses, Draws int
+	NumGames            int
+	Sig                 uint32
+}
+
+// ParseSPSAParams reads raw_params, one parameter per line written name,start,min,max,c_end,r_end,
+// and derives each parameter's gain constants for a run of numIter iterations with stability
+// constant a and exponents alpha and gamma. Blank lines are skipped. An error names the first
+// bad line: a wrong number of fields, a number that is not finite, c_end <= 0 or r_end < 0.
+//
+// Like fishtest, it accepts min > max and a start outside [min, max]; the value is then clipped
+// at the first update.
+func ParseSPSAParams(raw string, a, alpha, gamma float64, numIter int) ([]SPSAParam, error) {
+	params := []SPSAParam{}
+	for i, line := range strings.Split(raw, "\n") {
+		lineNo := i + 1
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		fields := strings.Split(line, ",")
+		if len(fields) != spsaFields {
+			return nil, fmt.Errorf("spsa params line %d %q: want %d comma-separated fields (name,start,min,max,c_end,r_end), got %d",
+				lineNo, line, spsaFields, len(fields))
+		}
+		var v [spsaFields - 1]float64
+		names := [...]string{"start", "min", "max", "c_end", "r_end"}
+		for j := range v {
+			x, err := parsePythonFloat(fields[j+1])
+			if err != nil {
+				return nil, fmt.Errorf("spsa params line %d %q: field %s: %w", lineNo, line, names[j], err)
+			}
+			v[j] = x
+		}
+		p := SPSAParam{Name: fields[0], Start: v[0], Min: v[1], Max: v[2], CEnd: v[3], REnd: v[4]}
+		if !(p.CEnd > 0) {
+			return nil, fmt.Errorf("spsa params line %d %q: c_end must be > 0", lineNo, line)
+		}
+		if p.REnd < 0 {
+			return nil, fmt.Errorf("spsa params line %d %q: r_end must be >= 0", lineNo, line)
+		}
+		p.C = p.CEnd * math.Pow(float64(numIter), gamma)
+		p.AEnd = p.REnd * p.CEnd * p.CEnd
+		p.A = p.AEnd * math.Pow(a+float64(numIter), alpha)
+		p.Theta = p.Start
+		params = append(params, p)
+	}
+	return params, nil
+}
+
+// NewSPSAState builds the SPSA state of a new run of numGames games from the form's raw_params,
+// A ratio (A as a fraction of the iterations), alpha and gamma. It fails if a number is
+// negative or not finite, if numGames leaves no iteration to play, if raw_params has a bad line,
+// or if it defines no parameter.
+func NewSPSAState(rawParams string, numGames int, aRatio, alpha, gamma float64) (*SPSAState, error) {
+	for _, f := range []struct {
+		name  string
+		value float64
+	}{{"A ratio", aRatio}, {"alpha", alpha}, {"gamma", gamma}} {
+		if math.IsNaN(f.value) || math.IsInf(f.value, 0) || f.value < 0 {
+			return nil, fmt.Errorf("new spsa state: %s must be a finite number >= 0, got %v", f.name, f.value)
+		}
+	}
+	if numGames < 2 {
+		return nil, fmt.Errorf("new spsa state: num_games must be at least 2, got %d", numGames)
+	}
+	s := &SPSAState{
+		A:         math.Trunc(aRatio * float64(numGames) / 2),
+		Alpha:     alpha,
+		Gamma:     gamma,
+		RawParams: rawParams,
+		NumIter:   numGames / 2,
+	}
+	params, err := ParseSPSAParams(rawParams, s.A, alpha, gamma, s.NumIter)
+	if err != nil {
+		return nil, fmt.Errorf("new spsa state: %w", err)
+	}
+	if len(params) == 0 {
+		return nil, errors.New("new spsa state: raw_params defines no parameter")
+	}
+	s.Params = params
+	return s, nil
+}
+
+// Gains returns each parameter's perturbation size c_k and learning rate R_k = a_k/c_k^2 for
+// the batch that starts after iter iterations (k = iter+1).
+func (s *SPSAState) Gains(iter int) []SPSAGain {
+	k := float64(iter) + 1
+	gains := make([]SPSAGain, len(s.Params))
+	for i, p := range s.Params {
+		c := p.C / math.Pow(k, s.Gamma)
+		gains[i] = SPSAGain{C: c, R: p.A / math.Pow(s.A+k, s.Alpha) / (c * c)}
+	}
+	return gains
+}
+
+// NewBatch draws a perturbation for the next batch: for each parameter in order, flip decides
+// the sign (true for +1), and New gets theta + c_k*flip, Base theta - c_k*flip, both clipped to
+// [min, max]. A nil flip uses math/rand/v2's global source. The state is not changed; the caller
+// stores Iter and PackedFlips with the task.
+func (s *SPSAState) NewBatch(flip func() bool) SPSABatch {
+	if flip == nil {
+		flip = func() bool { return rand.IntN(2) == 1 }
+	}
+	gains := s.Gains(s.Iter)
+	b := SPSABatch{
+		Iter:    s.Iter,
+		WParams: make([]SPSAWorkerParam, len(s.Params)),
+		BParams: make([]SPSABaseParam, len(s.Params)),
+	}
+	flips := make([]int, len(s.Params))
+	for i, p := range s.Params {
+		flips[i] = -1
+		if flip() {
+			flips[i] = 1
+		}
+		g := gains[i]
+		step := g.C * float64(flips[i])
+		b.WParams[i] = SPSAWorkerParam{Name: p.Name, Value: spsaClip(p, step), C: g.C, R: g.R, Flip: flips[i]}
+		b.BParams[i] = SPSABaseParam{Name: p.Name, Value: spsaClip(p, -step)}
+	}
+	b.PackedFlips = PackFlips(flips)
+	b.Sig = SPSASignature(b.PackedFlips)
+	return b
+}
+
+// Update applies a worker's result to the parameters. iter and packedFlips are what the task
+// stored when the batch was drawn; the caller must drop them from the task whatever the outcome,
+// so that a result cannot be applied twice.
+//
+// Each theta moves by R_k*c_k*(wins-losses)*flip, with the gains of the stored iteration, and is
+// clipped to [min, max]; Iter advances by the pairs played; a history snapshot is appended when
+// one is due. Nothing changes on error: ErrSPSASignature (wrapped) when r.Sig does not match the
+// flips, or an error for inconsistent counts or too few stored flips.
+func (s *SPSAState) Update(iter int, packedFlips []byte, r SPSAResult) error {
+	if got, want := r.Sig, SPSASignature(packedFlips); got != want {
+		return fmt.Errorf("spsa update: %w (got %d, want %d)", ErrSPSASignature, got, want)
+	}
+	if iter < 0 {
+		return fmt.Errorf("spsa update: negative stored iteration %d", iter)
+	}
+	if r.Wins < 0 || r.Losses < 0 || r.Draws < 0 || r.Wins+r.Losses+r.Draws != r.NumGames || r.NumGames%2 != 0 {
+		return fmt.Errorf("spsa update: inconsistent result wins=%d losses=%d draws=%d num_games=%d",
+			r.Wins, r.Losses, r.Draws, r.NumGames)
+	}
+	flips, err := UnpackFlips(packedFlips, len(s.Params))
+	if err != nil {
+		return fmt.Errorf("spsa update: %w", err)
+	}
+
+	gains := s.Gains(iter)
+	result := float64(r.Wins - r.Losses)
+	s.Iter += r.NumGames / 2
+	for i := range s.Params {
+		p := &s.Params[i]
+		g := gains[i]
+		p.Theta = spsaClip(*p, g.R*g.C*result*float64(flips[i]))
+	}
+
+	// fishtest derives the period from the run's num_games/2, which is NumIter: SPSA runs have
+	// an even number of games.
+	period := SPSAHistoryPeriod(s.NumIter, len(s.Params))
+	if period > 0 && float64(len(s.History)+1) <= float64(s.Iter)/period {
+		sample := make([]SPSASample, len(s.Params))
+		for i, p := range s.Params {
+			sample[i] = SPSASample{Theta: p.Theta, R: gains[i].R, C: gains[i].C}
+		}
+		s.History = append(s.History, sample)
+	}
+	return nil
+}
+
+// SPSAHistoryPeriod is the number of iterations between two history snapshots: the run is
+// sampled 100 times with fewer than 100 parameters, 10000/n times with n < 1000 parameters and
+// once beyond, which bounds the history at about 10000 entries. It is 0 (no history) for an
+// empty run.
+func SPSAHistoryPeriod(numIter, paramCount int) float64 {
+	if numIter <= 0 || paramCount <= 0 {
+		return 0
+	}
+	samples := 1.0
+	switch {
+	case paramCount < 100:
+		samples = 100
+	case paramCount < 1000:
+		samples = 10000 / float64(paramCount)
+	}
+	return float64(numIter) / samples
+}
+
+// PackFlips packs perturbation signs into bits, eight per byte, most significant bit first, a
+// set bit meaning +1 (numpy.packbits layout, which fishtest stores). The last byte is padded
+// with zeros.
+func PackFlips(flips []int) []byte {
+	packed := make([]byte, (len(flips)+7)/8)
+	for i, f := range flips {
+		if f == 1 {
+			packed[i/8] |= 0x80 >> (i % 8)
+		}
+	}
+	return packed
+}
+
+// UnpackFlips is the inverse of PackFlips for n signs. It fails if packed holds fewer than n
+// bits.
+func UnpackFlips(packed []byte, n int) ([]int, error) {
+	if n < 0 || len(packed)*8 < n {
+		return nil, fmt.Errorf("stored flips hold %d bits, need %d", len(packed)*8, n)
+	}
+	flips := make([]int, n)
+	for i := range flips {
+		flips[i] = -1
+		if packed[i/8]&(0x80>>(i%8)) != 0 {
+			flips[i] = 1
+		}
+	}
+	return flips, nil
+}
+
+// SPSASignature is the CRC-32 (IEEE) of packed flips, the check value of an SPSA batch.
+func SPSASignature(packed []byte) uint32 {
+	return crc32.ChecksumIEEE(packed)
+}
+
+// spsaClip is theta+step limited to [p.Min, p.Max], comparing in the same order as fishtest so
+// that even min > max gives the same answer (max).
+func spsaClip(p SPSAParam, step float64) float64 {
+	v := p.Theta + step
+	if p.Min > v {
+		v = p.Min
+	}
+	if p.Max < v {
+		v = p.Max
+	}
+	return v
+}
