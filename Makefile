@@ -38,11 +38,12 @@ lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## Go benchmarks of the hot paths (credential check, token pool)
+bench: ## Go benchmarks of the hot paths (credential check, token pool, SPRT update)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-fuzz: ## run each fuzz target for a short while
-	@echo 'no fuzz targets yet'
+FUZZTIME ?= 30s
+fuzz: ## run each fuzz target for FUZZTIME (30s)
+	$(GO) test -run '^$$' -fuzz '^FuzzCalcElo$$' -fuzztime $(FUZZTIME) ./server/
 
 clean: ## remove build output (not ./data)
 	rm -rf bin

@@ -8,6 +8,12 @@ import (
 	"github.com/shoal-chess/shoal/static"
 )
 
+// getAndHead registers a GET route that also answers HEAD, as every read route does.
+func getAndHead(r gin.IRoutes, path string, h gin.HandlerFunc) {
+	r.GET(path, h)
+	r.HEAD(path, h)
+}
+
 // routes builds the engine with every route Shoal serves.
 func (s *Server) routes() *gin.Engine {
 	r := gin.New()
@@ -17,6 +23,9 @@ func (s *Server) routes() *gin.Engine {
 	// Health and operations.
 	r.GET("/healthz", s.healthz)
 	r.HEAD("/healthz", s.healthz)
+
+	// Read API.
+	getAndHead(r, "/api/calc_elo", s.calcElo)
 
 	// UI pages.
 	r.GET("/", s.index)

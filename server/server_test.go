@@ -19,10 +19,12 @@ import (
 
 func TestMain(m *testing.M) { rundbtest.Main(m) }
 
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func newTestServer(t *testing.T, users UserCounter) *Server {
 	t.Helper()
 	s, err := New(Deps{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: tokenpool.New(4),
+		Logger: discardLogger(), Tokens: tokenpool.New(4),
 		Users: users, Version: "test", Database: "the test database",
 	})
 	if err != nil {
