@@ -17,13 +17,13 @@ type chi2Reference struct {
 			Wins, Losses, Draws int
 			Pentanomial         []int
 		}
-		Chi2       fishtestNum
+		Chi2       refFloat
 		DOF        int
-		P          fishtestNum
+		P          refFloat
 		Residual   [][2]any // [unique_key, residual] in fishtest's dict order
 		Colors     []string
-		Z95        fishtestNum `json:"z_95"`
-		Z99        fishtestNum `json:"z_99"`
+		Z95        refFloat `json:"z_95"`
+		Z99        refFloat `json:"z_99"`
 		BadWorkers []struct {
 			P, Res  float64
 			Iters   int
@@ -37,9 +37,9 @@ type chi2Reference struct {
 		Bad        bool
 	} `json:"crash_or_time"`
 	Colors []struct {
-		Residual fishtestNum
-		Z95      fishtestNum `json:"z_95"`
-		Z99      fishtestNum `json:"z_99"`
+		Residual refFloat
+		Z95      refFloat `json:"z_95"`
+		Z99      refFloat `json:"z_99"`
 		Color    string
 	}
 }
@@ -60,7 +60,7 @@ func residualValue(t *testing.T, v any) float64 {
 	case float64:
 		return x
 	case string:
-		var f fishtestNum
+		var f refFloat
 		if err := f.UnmarshalJSON([]byte(`"` + x + `"`)); err != nil {
 			t.Fatal(err)
 		}
@@ -84,13 +84,13 @@ func TestGetChi2MatchesFishtest(t *testing.T) {
 				exclude[k] = true
 			}
 			got := GetChi2(tasks, exclude)
-			assertAgrees(t, "chi2", got.Chi2, float64(c.Chi2))
-			assertAgrees(t, "p", got.P, float64(c.P))
+			checkClose(t, "chi2", got.Chi2, float64(c.Chi2), tolExact)
+			checkClose(t, "p", got.P, float64(c.P), tolExact)
 			if got.DOF != c.DOF {
 				t.Errorf("dof = %d, fishtest %d", got.DOF, c.DOF)
 			}
-			assertAgrees(t, "z_95", got.Z95, float64(c.Z95))
-			assertAgrees(t, "z_99", got.Z99, float64(c.Z99))
+			checkClose(t, "z_95", got.Z95, float64(c.Z95), tolExact)
+			checkClose(t, "z_99", got.Z99, float64(c.Z99), tolExact)
 
 			var wantKeys []string
 			for _, kv := range c.Residual {
@@ -109,7 +109,7 @@ func TestGetChi2MatchesFishtest(t *testing.T) {
 					t.Errorf("no residual for %s", key)
 					continue
 				}
-				assertAgrees(t, "residual of "+key, r, residualValue(t, kv[1]))
+				checkClose(t, "residual of "+key, r, residualValue(t, kv[1]), tolExact)
 				if color := ResidualColor(r, got); color != c.Colors[i] {
 					t.Errorf("color of %s (%g) = %s, fishtest %s", key, r, color, c.Colors[i])
 				}

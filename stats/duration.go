@@ -155,20 +155,13 @@ func SPRTBatchSize(tcRatio float64) int {
 	return int(n)
 }
 
-// RemainingSPRT is the part of a run's SPRT state that the remaining-time estimate reads.
-type RemainingSPRT struct {
-	LLR, Alpha, Beta float64
-	// HasOvershoot says whether the run still carries overshoot data; fishtest drops it after
-	// an illegal update or lost samples, and the correction is then zero.
-	HasOvershoot     bool
-	M0, SQ0, M1, SQ1 float64
-}
-
 // RemainingInput is what RemainingHours needs to know about a run. It is a plain copy of a few
 // run fields so that this package does not depend on how runs are stored.
 type RemainingInput struct {
-	// SPRT is nil for a fixed-games run.
-	SPRT *RemainingSPRT
+	// SPRT is the run's test, nil for a fixed-games run. Only its LLR, Alpha, Beta and overshoot
+	// data are read; without overshoot data (dropped after an illegal update or lost samples)
+	// the correction is zero.
+	SPRT *SPRT
 	// Pentanomial holds the pair counts; SPRT runs always have them.
 	Pentanomial         []int
 	Wins, Losses, Draws int
@@ -203,15 +196,8 @@ func RemainingHours(in RemainingInput) (float64, error) {
 		}
 		playedGames := 2 * playedPairs
 
-		o0, o1 := 0.0, 0.0
-		if s.HasOvershoot {
-			if s.M0 != 0 {
-				o0 = -s.SQ0 / s.M0 / 2
-			}
-			if s.M1 != 0 {
-				o1 = s.SQ1 / s.M1 / 2
-			}
-		}
+		o0, o1 := s.OvershootCorrections()
+		// As fishtest does, the bounds come from alpha and beta, not from the stored ones.
 		var bound float64
 		if s.LLR > 0 {
 			bound = math.Log((1-s.Beta)/s.Alpha) - o1

@@ -7,6 +7,9 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
+// isFinite reports whether x is neither infinite nor NaN.
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
 // phi is the standard normal distribution function.
 func phi(x float64) float64 { return distuv.UnitNormal.CDF(x) }
 
@@ -28,12 +31,16 @@ type Elo struct {
 	LOS   float64
 }
 
-// GetElo estimates Elo from trinomial [losses, draws, wins] or pentanomial [p0..p4] counts.
-// Empty cells are regularized; no results at all are an error.
+// GetElo estimates Elo from trinomial [losses, draws, wins] or pentanomial [p0..p4] counts,
+// with a normal approximation of the score. Empty cells are regularized, so even no results
+// at all give numbers (an Elo of 0 with a huge interval), as in fishtest; the only error is a
+// slice that is neither 3 nor 5 cells long.
 func GetElo(results []int) (Elo, error) {
 	if len(results) != 3 && len(results) != 5 {
 		return Elo{}, errors.New("results must have 3 or 5 cells")
 	}
+	// The same operations as fishtest's, in the same order: at 2^31 draws the LOS depends on
+	// the last bit of the score (meanVar's order moves it by 8e-6).
 	r := regularize(floats(results))
 	count := len(r)
 	n := 0.0

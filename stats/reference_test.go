@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// The reference values in testdata/sprt_reference.json were computed by fishtest's own code;
-// testdata/README.md says how.
+// This file holds what every test against fishtest's numbers shares: the JSON number type, the
+// loader and the tolerance. The reference files in testdata were computed by fishtest's own
+// code; testdata/README.md says how.
 
-// refFloat reads a number that may be written as "inf", "-inf" or "nan".
+// refFloat reads a reference number that may be written as "inf", "-inf" or "nan".
 type refFloat float64
 
 func (f *refFloat) UnmarshalJSON(b []byte) error {
@@ -31,6 +32,54 @@ func (f *refFloat) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// readReferenceJSON decodes testdata/name into v.
+func readReferenceJSON(t testing.TB, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// A tolerance is how far a number may be from the expected one: rel times its size, but at
+// least abs, the absolute error the computation carries near zero. Infinities and NaN must
+// match exactly.
+type tolerance struct{ rel, abs float64 }
+
+func (tol tolerance) allows(got, want float64) bool {
+	if math.IsNaN(want) || math.IsInf(want, 0) {
+		return got == want || (math.IsNaN(got) && math.IsNaN(want))
+	}
+	return math.Abs(got-want) <= math.Max(tol.rel*math.Abs(want), tol.abs)
+}
+
+// checkClose reports an error if got is not within tol of want.
+func checkClose(t testing.TB, what string, got, want float64, tol tolerance) {
+	t.Helper()
+	if !tol.allows(got, want) {
+		t.Errorf("%s = %.15g, want %.15g", what, got, want)
+	}
+}
+
+// Tolerances against fishtest.
+var (
+	// tolExact is for values computed in closed form, or by a root finder run to the last
+	// digits (the LLR's secular equation): 1e-6 relative, with no absolute floor, so that an
+	// exact zero must stay zero.
+	tolExact = tolerance{rel: 1e-6}
+	// tolLOS is for the SPRT estimate's LOS, the outcome probability at 0 Elo evaluated
+	// directly: 1e-6 relative, so that a LOS of 1e-45 is checked too, down to 1e-12, below
+	// which a probability means nothing here.
+	tolLOS = tolerance{rel: 1e-6, abs: 1e-12}
+	// tolSolved is for the SPRT Elo estimate and its interval, found by inverting a
+	// probability with a root finder: 1e-4 relative, and its absolute tolerance (an Elo of
+	// 1e-13 where fishtest finds -1e-13 is the same root).
+	tolSolved = tolerance{rel: 1e-4, abs: brentXTol}
+)
 
 // outcome is a reference call's result: a value, or the error fishtest raised.
 type outcome[T any] struct {
@@ -99,57 +148,33 @@ type reference struct {
 	} `json:"update_sprt"`
 }
 
-func loadReference(t testing.TB) *reference {
+func loadSPRTReference(t testing.TB) *reference {
 	t.Helper()
-	b, err := os.ReadFile("testdata/sprt_reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref reference
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
+	readReferenceJSON(t, "sprt_reference.json", &ref)
+	if len(ref.GetElo) == 0 || len(ref.SPRTElo) == 0 || len(ref.UpdateSPRT) == 0 {
+		t.Fatal("sprt reference is empty")
 	}
 	return &ref
 }
 
-// closeTo compares at a relative tolerance, with an absolute floor of tol for values near 0.
-func closeTo(got, want, tol float64) bool {
-	if math.IsNaN(want) || math.IsInf(want, 0) {
-		return got == want || (math.IsNaN(got) && math.IsNaN(want))
-	}
-	return math.Abs(got-want) <= tol*math.Max(1, math.Abs(want))
-}
-
-// Tolerances of the issue: LLR and Elo to 1e-6 relative, intervals solved numerically to 1e-4.
-const (
-	tolExact  = 1e-6
-	tolSolved = 1e-4
-)
-
-func check(t *testing.T, what string, got, want, tol float64) {
-	t.Helper()
-	if !closeTo(got, want, tol) {
-		t.Errorf("%s = %.12g, fishtest %.12g", what, got, want)
-	}
-}
-
 func TestGetEloMatchesFishtest(t *testing.T) {
-	for _, c := range loadReference(t).GetElo {
+	for _, c := range loadSPRTReference(t).GetElo {
 		t.Run(fmt.Sprint(c.Results), func(t *testing.T) {
 			got, err := GetElo(c.Results)
 			if err != nil {
 				t.Fatal(err)
 			}
 			w := c.Want.OK
-			check(t, "elo", got.Elo, float64(w[0]), tolExact)
-			check(t, "elo95", got.Elo95, float64(w[1]), tolExact)
-			check(t, "LOS", got.LOS, float64(w[2]), tolExact)
+			checkClose(t, "elo", got.Elo, float64(w[0]), tolExact)
+			checkClose(t, "elo95", got.Elo95, float64(w[1]), tolExact)
+			checkClose(t, "LOS", got.LOS, float64(w[2]), tolExact)
 		})
 	}
 }
 
 func TestLLRMatchesFishtest(t *testing.T) {
-	ref := loadReference(t)
+	ref := loadSPRTReference(t)
 	for _, c := range ref.LLR {
 		t.Run(fmt.Sprint(c.Results, c.Elo0, c.Elo1), func(t *testing.T) {
 			for _, m := range []struct {
@@ -172,14 +197,14 @@ func TestLLRMatchesFishtest(t *testing.T) {
 					t.Errorf("%s: %v, fishtest %g", m.name, err, float64(*m.want.OK))
 					continue
 				}
-				check(t, m.name, got, float64(*m.want.OK), tolExact)
+				checkClose(t, m.name, got, float64(*m.want.OK), tolExact)
 			}
 		})
 	}
 }
 
 func TestSPRTEloMatchesFishtest(t *testing.T) {
-	for _, c := range loadReference(t).SPRTElo {
+	for _, c := range loadSPRTReference(t).SPRTElo {
 		t.Run(fmt.Sprintf("%+v %v-%v %s", c.R, c.Elo0, c.Elo1, c.Model), func(t *testing.T) {
 			got, err := EstimateSPRTElo(c.R.results(), 0.05, 0.05, 0.05, c.Elo0, c.Elo1, c.Model)
 			w := c.Want.OK
@@ -192,19 +217,19 @@ func TestSPRTEloMatchesFishtest(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v; fishtest %+v", err, *w)
 			}
-			check(t, "a", got.A, float64(w.A), tolExact)
-			check(t, "b", got.B, float64(w.B), tolExact)
-			check(t, "LLR", got.LLR, float64(w.LLR), tolExact)
-			check(t, "elo", got.Elo, float64(w.Elo), tolSolved)
-			check(t, "ci[0]", got.CI[0], float64(w.CI[0]), tolSolved)
-			check(t, "ci[1]", got.CI[1], float64(w.CI[1]), tolSolved)
-			check(t, "LOS", got.LOS, float64(w.LOS), tolSolved)
+			checkClose(t, "a", got.A, float64(w.A), tolExact)
+			checkClose(t, "b", got.B, float64(w.B), tolExact)
+			checkClose(t, "LLR", got.LLR, float64(w.LLR), tolExact)
+			checkClose(t, "elo", got.Elo, float64(w.Elo), tolSolved)
+			checkClose(t, "ci[0]", got.CI[0], float64(w.CI[0]), tolSolved)
+			checkClose(t, "ci[1]", got.CI[1], float64(w.CI[1]), tolSolved)
+			checkClose(t, "LOS", got.LOS, float64(w.LOS), tolLOS)
 		})
 	}
 }
 
 func TestSPRTUpdatesMatchFishtest(t *testing.T) {
-	for _, seq := range loadReference(t).UpdateSPRT {
+	for _, seq := range loadSPRTReference(t).UpdateSPRT {
 		t.Run(seq.Name, func(t *testing.T) {
 			s := NewSPRT(0.05, 0.05, seq.Elo0, seq.Elo1, seq.Model, seq.BatchSize)
 			for i, step := range seq.Steps {
@@ -220,7 +245,7 @@ func TestSPRTUpdatesMatchFishtest(t *testing.T) {
 					continue
 				}
 				where := fmt.Sprintf("step %d", i)
-				check(t, where+" llr", s.LLR, float64(w.LLR), tolExact)
+				checkClose(t, where+" llr", s.LLR, float64(w.LLR), tolExact)
 				if s.State != w.State {
 					t.Fatalf("%s: state %q, fishtest %q", where, s.State, w.State)
 				}
@@ -236,7 +261,7 @@ func TestSPRTUpdatesMatchFishtest(t *testing.T) {
 						got, want float64
 					}{{"ref0", o.Ref0, wo.Ref0}, {"m0", o.M0, wo.M0}, {"sq0", o.Sq0, wo.Sq0},
 						{"ref1", o.Ref1, wo.Ref1}, {"m1", o.M1, wo.M1}, {"sq1", o.Sq1, wo.Sq1}} {
-						check(t, where+" overshoot "+f.name, f.got, f.want, tolExact)
+						checkClose(t, where+" overshoot "+f.name, f.got, f.want, tolExact)
 					}
 				}
 				if !sameIntPtr(s.LostSamples, w.LostSamples) || !sameIntPtr(s.IllegalUpdate, w.IllegalUpdate) {

@@ -20,7 +20,10 @@ const (
 )
 
 // SPRT is the state of a sequential test, the stats-side twin of the stored run's args.sprt.
-// Exactly one of Overshoot and LostSamples is set once the test has run for a while.
+// Overshoot holds the data of the overshoot correction until an update breaks its contract; it
+// is then dropped for good, and IllegalUpdate (an update that was not a whole number of
+// batches) or LostSamples (a purge) records why. After an illegal update both Overshoot and
+// LostSamples are nil. Its methods are not safe for concurrent use.
 type SPRT struct {
 	Alpha, Beta   float64
 	Elo0, Elo1    float64
@@ -102,20 +105,16 @@ func llr(model string, elo0, elo1 float64, results []float64) (float64, error) {
 // results changes nothing. An update that is not a whole number of batches, or that has fewer
 // samples than the last one (a purge), voids the overshoot correction for good and is recorded.
 //
-// On error (results the LLR cannot be computed for) s is left unchanged.
+// An error means the elo model is unknown or the LLR of the results cannot be computed (or is
+// not finite). LLR, State and the overshoot sums are then left as they were, but, as in
+// fishtest, an illegal update has already been recorded and its overshoot data dropped: the
+// batch contract was broken whatever the LLR does.
 func (s *SPRT) Update(r Results) error {
 	model, elo0, elo1, err := logisticBounds(s.EloModel, s.Elo0, s.Elo1, r)
 	if err != nil {
 		return err
 	}
 	samples := r.samples()
-	value, err := llr(model, elo0, elo1, samples)
-	if err != nil {
-		return fmt.Errorf("sprt llr: %w", err)
-	}
-	if math.IsNaN(value) || math.IsInf(value, 0) {
-		return errors.New("sprt llr is not finite")
-	}
 	n := 0
 	for _, x := range samples {
 		n += int(x)
@@ -123,6 +122,13 @@ func (s *SPRT) Update(r Results) error {
 	if s.BatchSize > 0 && n%s.BatchSize != 0 {
 		s.IllegalUpdate = &n
 		s.Overshoot = nil
+	}
+	value, err := llr(model, elo0, elo1, samples)
+	if err != nil {
+		return fmt.Errorf("sprt llr: %w", err)
+	}
+	if !isFinite(value) {
+		return errors.New("sprt llr is not finite")
 	}
 	s.LLR = value
 	if o := s.Overshoot; o != nil {

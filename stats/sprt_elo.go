@@ -78,20 +78,34 @@ func (e *sprtEstimator) outcomeProb(elo float64) (float64, error) {
 	return w.outcomeCDF(e.t, e.llr)
 }
 
-// lowerBound returns the largest Elo for which the observed outcome has probability below p,
-// widening the search interval up to ±1000 Elo.
+// lowerBound returns the largest Elo for which the observed outcome has probability below p.
 func (e *sprtEstimator) lowerBound(p float64) (float64, error) {
-	avg, delta := (e.elo0+e.elo1)/2, e.elo1-e.elo0
+	return widenedRoot(func(elo float64) (float64, error) {
+		prob, err := e.outcomeProb(elo)
+		return prob - (1 - p), err
+	}, (e.elo0+e.elo1)/2, e.elo1-e.elo0)
+}
+
+// maxWidenings caps the doublings of widenedRoot's interval. 64 of them take a pair of bounds
+// 2e-18 Elo apart out to ±1000 Elo, so only bounds that have collapsed, or are not numbers,
+// run out; without the cap they would search forever.
+const maxWidenings = 64
+
+// widenedRoot solves g(elo) = 0 the way fishtest's lower_cb does: in avg ± 30·delta, clipped
+// to ±1000 Elo, doubling the width while the interval does not bracket a root. If even ±1000
+// does not, it returns the end of that range where g would cross zero.
+func widenedRoot(g func(float64) (float64, error), avg, delta float64) (float64, error) {
 	var failure error
 	f := func(elo float64) float64 {
-		prob, err := e.outcomeProb(elo)
+		v, err := g(elo)
 		if err != nil {
 			failure = err
 			return math.NaN()
 		}
-		return prob - (1 - p)
+		return v
 	}
-	for width := 30.0; ; width *= 2 {
+	width := 30.0
+	for range maxWidenings {
 		lo, hi := math.Max(avg-width*delta, -1000), math.Min(avg+width*delta, 1000)
 		sol, err := brentq(f, lo, hi)
 		if failure != nil {
@@ -99,35 +113,49 @@ func (e *sprtEstimator) lowerBound(p float64) (float64, error) {
 		}
 		if errors.Is(err, errNoSignChange) {
 			if lo > -1000 || hi < 1000 {
+				width *= 2
 				continue
 			}
-			if f(lo) > 0 {
-				return hi, failure
+			atLo := f(lo)
+			if failure != nil {
+				return math.NaN(), failure
 			}
-			return lo, failure
+			if atLo > 0 {
+				return hi, nil
+			}
+			return lo, nil
 		}
 		if err != nil {
 			return math.NaN(), err
 		}
 		return sol, nil
 	}
+	return math.NaN(), fmt.Errorf("no solution within ±1000 Elo of %g after %d widenings of the interval", avg, maxWidenings)
 }
 
+// errBadBounds means a test's bounds do not satisfy elo0 < elo1, which the estimate's interval
+// search needs.
+var errBadBounds = errors.New("elo1 must be greater than elo0")
+
 // EstimateSPRTElo computes the SPRT Elo estimate of results (fishtest's SPRT_elo) for a test with
-// the given error rates and bounds, with a (1-p) confidence interval.
+// the given error rates and bounds, with a (1-p) confidence interval. Bounds that are not
+// ordered, before or after the conversion of BayesElo bounds to logistic Elo (which can make
+// them equal), are an error, as are results the estimate cannot be computed for.
 func EstimateSPRTElo(r Results, alpha, beta, p, elo0, elo1 float64, model string) (SPRTElo, error) {
 	if !(elo1 > elo0) {
-		return SPRTElo{}, fmt.Errorf("elo1 %g must be greater than elo0 %g", elo1, elo0)
+		return SPRTElo{}, fmt.Errorf("sprt elo estimate: %w: got elo0 %g, elo1 %g", errBadBounds, elo0, elo1)
 	}
-	model, elo0, elo1, err := logisticBounds(model, elo0, elo1, r)
+	lmodel, lelo0, lelo1, err := logisticBounds(model, elo0, elo1, r)
 	if err != nil {
 		return SPRTElo{}, err
 	}
-	results := regularize(r.trinomial())
-	if r.Pentanomial != nil {
-		results = floats(r.Pentanomial)
+	if !(lelo1 > lelo0) {
+		return SPRTElo{}, fmt.Errorf("sprt elo estimate: %w: %s bounds %g, %g are %g, %g logistic Elo at the results' draw Elo",
+			errBadBounds, model, elo0, elo1, lelo0, lelo1)
 	}
-	e, err := newSPRTEstimator(alpha, beta, elo0, elo1, model, results)
+	// fishtest regularizes the trinomial here; resultsToPDF and the LLR do it anyway.
+	results := r.samples()
+	e, err := newSPRTEstimator(alpha, beta, lelo0, lelo1, lmodel, results)
 	if err != nil {
 		return SPRTElo{}, err
 	}
@@ -144,11 +172,11 @@ func EstimateSPRTElo(r Results, alpha, beta, p, elo0, elo1 float64, model string
 	if out.LOS, err = e.outcomeProb(0); err != nil {
 		return SPRTElo{}, fmt.Errorf("sprt elo estimate: %w", err)
 	}
-	if out.LLR, err = llr(model, elo0, elo1, results); err != nil {
+	if out.LLR, err = llr(lmodel, lelo0, lelo1, results); err != nil {
 		return SPRTElo{}, fmt.Errorf("sprt elo estimate: %w", err)
 	}
 	for _, x := range []float64{out.Elo, out.CI[0], out.CI[1], out.LOS, out.LLR} {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
+		if !isFinite(x) {
 			return SPRTElo{}, errors.New("sprt elo estimate is not finite")
 		}
 	}

@@ -99,7 +99,10 @@ type SPSAResult struct {
 // ParseSPSAParams reads raw_params, one parameter per line written name,start,min,max,c_end,r_end,
 // and derives each parameter's gain constants for a run of numIter iterations with stability
 // constant a and exponents alpha and gamma. Blank lines are skipped. An error names the first
-// bad line: a wrong number of fields, a number that is not finite, c_end <= 0 or r_end < 0.
+// bad line: a wrong number of fields, a number that is not finite, c_end <= 0 or r_end < 0, or
+// a c_end so small or so large that the gains are not finite numbers (C, A or a_end overflow,
+// or c_k^2 overflows or underflows to 0 at the first or last iteration). fishtest raises on
+// those too, at parsing or at the first request for a batch.
 //
 // Like fishtest, it accepts min > max and a start outside [min, max]; the value is then clipped
 // at the first update.
@@ -136,6 +139,10 @@ func ParseSPSAParams(raw string, a, alpha, gamma float64, numIter int) ([]SPSAPa
 		p.AEnd = p.REnd * p.CEnd * p.CEnd
 		p.A = p.AEnd * math.Pow(a+float64(numIter), alpha)
 		p.Theta = p.Start
+		if err := checkSPSAParamGains(p, a, alpha, gamma, numIter); err != nil {
+			return nil, fmt.Errorf("spsa params line %d %q: c_end %g and r_end %g give unusable gains: %w",
+				lineNo, line, p.CEnd, p.REnd, err)
+		}
 		params = append(params, p)
 	}
 	return params, nil
@@ -150,7 +157,7 @@ func NewSPSAState(rawParams string, numGames int, aRatio, alpha, gamma float64) 
 		name  string
 		value float64
 	}{{"A ratio", aRatio}, {"alpha", alpha}, {"gamma", gamma}} {
-		if math.IsNaN(f.value) || math.IsInf(f.value, 0) || f.value < 0 {
+		if !isFinite(f.value) || f.value < 0 {
 			return nil, fmt.Errorf("new spsa state: %s must be a finite number >= 0, got %v", f.name, f.value)
 		}
 	}
@@ -175,14 +182,52 @@ func NewSPSAState(rawParams string, numGames int, aRatio, alpha, gamma float64) 
 	return s, nil
 }
 
+// checkSPSAParamGains says why p cannot be tuned: a constant that is not finite, or a gain that
+// is not usable at the first or the last of numIter iterations. The gains in between are
+// products of factors monotonic in k, so they are usable too.
+func checkSPSAParamGains(p SPSAParam, a, alpha, gamma float64, numIter int) error {
+	for _, f := range []struct {
+		name  string
+		value float64
+	}{{"c", p.C}, {"a_end", p.AEnd}, {"a", p.A}} {
+		if !isFinite(f.value) {
+			return fmt.Errorf("%s = %g is not finite", f.name, f.value)
+		}
+	}
+	for _, k := range []float64{1, float64(max(numIter, 1))} {
+		if err := spsaGain(p, a, alpha, gamma, k).check(); err != nil {
+			return fmt.Errorf("at iteration %g: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// spsaGain is p's gain at iteration k (counted from 1): c_k = C/k^gamma and
+// R_k = A/(a+k)^alpha/c_k^2.
+func spsaGain(p SPSAParam, a, alpha, gamma, k float64) SPSAGain {
+	c := p.C / math.Pow(k, gamma)
+	return SPSAGain{C: c, R: p.A / math.Pow(a+k, alpha) / (c * c)}
+}
+
+// check says why g cannot drive a step. fishtest computes c_k**2, which raises in Python when
+// it overflows, and divides by it, which raises when it has underflowed to 0.
+func (g SPSAGain) check() error {
+	if c2 := g.C * g.C; !isFinite(c2) || c2 == 0 {
+		return fmt.Errorf("c_k = %g: c_k^2 = %g is not a positive finite number", g.C, c2)
+	}
+	if !isFinite(g.R) {
+		return fmt.Errorf("R_k = %g is not finite", g.R)
+	}
+	return nil
+}
+
 // Gains returns each parameter's perturbation size c_k and learning rate R_k = a_k/c_k^2 for
 // the batch that starts after iter iterations (k = iter+1).
 func (s *SPSAState) Gains(iter int) []SPSAGain {
 	k := float64(iter) + 1
 	gains := make([]SPSAGain, len(s.Params))
 	for i, p := range s.Params {
-		c := p.C / math.Pow(k, s.Gamma)
-		gains[i] = SPSAGain{C: c, R: p.A / math.Pow(s.A+k, s.Alpha) / (c * c)}
+		gains[i] = spsaGain(p, s.A, s.Alpha, s.Gamma, k)
 	}
 	return gains
 }
@@ -191,11 +236,25 @@ func (s *SPSAState) Gains(iter int) []SPSAGain {
 // the sign (true for +1), and New gets theta + c_k*flip, Base theta - c_k*flip, both clipped to
 // [min, max]. A nil flip uses math/rand/v2's global source. The state is not changed; the caller
 // stores Iter and PackedFlips with the task.
-func (s *SPSAState) NewBatch(flip func() bool) SPSABatch {
+//
+// It fails, without drawing flips, if a parameter's gain at this iteration or one of the values
+// to send is not a finite number: a state that ParseSPSAParams would not have built, or whose
+// theta is already broken. (fishtest raises when c_k^2 overflows or is 0, and sends NaN
+// otherwise.)
+func (s *SPSAState) NewBatch(flip func() bool) (SPSABatch, error) {
 	if flip == nil {
 		flip = func() bool { return rand.IntN(2) == 1 }
 	}
 	gains := s.Gains(s.Iter)
+	for i, g := range gains {
+		if err := g.check(); err != nil {
+			return SPSABatch{}, fmt.Errorf("spsa batch: param %s at iteration %d: %w", s.Params[i].Name, s.Iter, err)
+		}
+		p := s.Params[i]
+		if up, down := spsaClip(p, g.C), spsaClip(p, -g.C); !isFinite(up) || !isFinite(down) {
+			return SPSABatch{}, fmt.Errorf("spsa batch: param %s: values %g and %g are not finite", p.Name, up, down)
+		}
+	}
 	b := SPSABatch{
 		Iter:    s.Iter,
 		WParams: make([]SPSAWorkerParam, len(s.Params)),
@@ -214,7 +273,7 @@ func (s *SPSAState) NewBatch(flip func() bool) SPSABatch {
 	}
 	b.PackedFlips = PackFlips(flips)
 	b.Sig = SPSASignature(b.PackedFlips)
-	return b
+	return b, nil
 }
 
 // Update applies a worker's result to the parameters. iter and packedFlips are what the task
@@ -224,7 +283,8 @@ func (s *SPSAState) NewBatch(flip func() bool) SPSABatch {
 // Each theta moves by R_k*c_k*(wins-losses)*flip, with the gains of the stored iteration, and is
 // clipped to [min, max]; Iter advances by the pairs played; a history snapshot is appended when
 // one is due. Nothing changes on error: ErrSPSASignature (wrapped) when r.Sig does not match the
-// flips, or an error for inconsistent counts or too few stored flips.
+// flips, or an error for inconsistent counts, too few stored flips, or a gain of the stored
+// iteration or a new theta that is not a finite number.
 func (s *SPSAState) Update(iter int, packedFlips []byte, r SPSAResult) error {
 	if got, want := r.Sig, SPSASignature(packedFlips); got != want {
 		return fmt.Errorf("spsa update: %w (got %d, want %d)", ErrSPSASignature, got, want)
@@ -243,11 +303,20 @@ func (s *SPSAState) Update(iter int, packedFlips []byte, r SPSAResult) error {
 
 	gains := s.Gains(iter)
 	result := float64(r.Wins - r.Losses)
+	thetas := make([]float64, len(s.Params))
+	for i, p := range s.Params {
+		g := gains[i]
+		if err := g.check(); err != nil {
+			return fmt.Errorf("spsa update: param %s at iteration %d: %w", p.Name, iter, err)
+		}
+		thetas[i] = spsaClip(p, g.R*g.C*result*float64(flips[i]))
+		if !isFinite(thetas[i]) {
+			return fmt.Errorf("spsa update: param %s: new theta %g is not finite", p.Name, thetas[i])
+		}
+	}
 	s.Iter += r.NumGames / 2
 	for i := range s.Params {
-		p := &s.Params[i]
-		g := gains[i]
-		p.Theta = spsaClip(*p, g.R*g.C*result*float64(flips[i]))
+		s.Params[i].Theta = thetas[i]
 	}
 
 	// fishtest derives the period from the run's num_games/2, which is NumIter: SPSA runs have

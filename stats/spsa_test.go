@@ -127,7 +127,7 @@ func TestNewSPSAStateMatchesFishtest(t *testing.T) {
 					{"c_end", g.CEnd, w.CEnd}, {"r_end", g.REnd, w.REnd}, {"c", g.C, w.C},
 					{"a_end", g.AEnd, w.AEnd}, {"a", g.A, w.A}, {"theta", g.Theta, w.Theta},
 				} {
-					assertAgrees(t, fmt.Sprintf("%s.%s", w.Name, f.name), f.got, f.want)
+					checkClose(t, fmt.Sprintf("%s.%s", w.Name, f.name), f.got, f.want, tolExact)
 				}
 			}
 		})
@@ -151,7 +151,7 @@ func TestSPSARunsMatchFishtest(t *testing.T) {
 				switch st.Op {
 				case "request":
 					next := 0
-					b := s.NewBatch(func() bool { next++; return st.Flips[next-1] == 1 })
+					b := mustBatch(t, s, func() bool { next++; return st.Flips[next-1] == 1 })
 					if next != len(s.Params) {
 						t.Fatalf("%s: drew %d flips for %d params", where, next, len(s.Params))
 					}
@@ -164,14 +164,14 @@ func TestSPSARunsMatchFishtest(t *testing.T) {
 						if g.Name != w.Name || g.Flip != w.Flip {
 							t.Fatalf("%s: w_param %d is %s/%d, fishtest %s/%d", where, j, g.Name, g.Flip, w.Name, w.Flip)
 						}
-						assertAgrees(t, where+" w value of "+w.Name, g.Value, w.Value)
-						assertAgrees(t, where+" c of "+w.Name, g.C, w.C)
-						assertAgrees(t, where+" R of "+w.Name, g.R, w.R)
+						checkClose(t, where+" w value of "+w.Name, g.Value, w.Value, tolExact)
+						checkClose(t, where+" c of "+w.Name, g.C, w.C, tolExact)
+						checkClose(t, where+" R of "+w.Name, g.R, w.R, tolExact)
 						bp := b.BParams[j]
 						if bp.Name != st.BParams[j].Name {
 							t.Fatalf("%s: b_param %d is %s, fishtest %s", where, j, bp.Name, st.BParams[j].Name)
 						}
-						assertAgrees(t, where+" b value of "+w.Name, bp.Value, st.BParams[j].Value)
+						checkClose(t, where+" b value of "+w.Name, bp.Value, st.BParams[j].Value, tolExact)
 					}
 					tasks[st.Task] = stored{b.Iter, b.PackedFlips}
 				case "update":
@@ -194,7 +194,7 @@ func TestSPSARunsMatchFishtest(t *testing.T) {
 							where, s.Iter, len(s.History), st.Iter, st.HistoryLen)
 					}
 					for j, want := range st.Theta {
-						assertAgrees(t, fmt.Sprintf("%s theta of %s", where, s.Params[j].Name), s.Params[j].Theta, want)
+						checkClose(t, fmt.Sprintf("%s theta of %s", where, s.Params[j].Name), s.Params[j].Theta, want, tolExact)
 					}
 				default:
 					t.Fatalf("%s: unknown op", where)
@@ -205,7 +205,7 @@ func TestSPSARunsMatchFishtest(t *testing.T) {
 				t.Errorf("final iter %d, fishtest %d", s.Iter, run.Final.Iter)
 			}
 			for j, want := range run.Final.Theta {
-				assertAgrees(t, "final theta of "+s.Params[j].Name, s.Params[j].Theta, want)
+				checkClose(t, "final theta of "+s.Params[j].Name, s.Params[j].Theta, want, tolExact)
 			}
 			if len(s.History) != len(run.Final.ParamHistory) {
 				t.Fatalf("%d history samples, fishtest %d", len(s.History), len(run.Final.ParamHistory))
@@ -214,9 +214,9 @@ func TestSPSARunsMatchFishtest(t *testing.T) {
 				for j, w := range sample {
 					g := s.History[k][j]
 					where := fmt.Sprintf("history %d of %s", k, s.Params[j].Name)
-					assertAgrees(t, where+" theta", g.Theta, w.Theta)
-					assertAgrees(t, where+" R", g.R, w.R)
-					assertAgrees(t, where+" c", g.C, w.C)
+					checkClose(t, where+" theta", g.Theta, w.Theta, tolExact)
+					checkClose(t, where+" R", g.R, w.R, tolExact)
+					checkClose(t, where+" c", g.C, w.C, tolExact)
 				}
 			}
 		})
@@ -237,6 +237,13 @@ func TestParseSPSAParamsNamesTheBadLine(t *testing.T) {
 		{"zero c_end", "a,1,0,10,0,0.002\n", "line 1"},
 		{"negative c_end", "x,1,0,10,1,0\ny,1,0,10,-2,0.002", "line 2"},
 		{"negative r_end", "x,1,0,10,1,0\ny,1,0,10,2,0\nz,1,0,10,2,-1e-9", "line 3"},
+		// fishtest's build_spsa_state accepts this line but its first request divides by
+		// c_k^2 == 0; a_end underflows to 0 and R_k would be NaN.
+		{"c_end so small that c_k^2 underflows", "a,1,0,10,1,0.002\nb,1,0,10,1e-200,0.002", "line 2"},
+		// fishtest overflows computing c_end^2; a_end, and so A, would be infinite.
+		{"c_end so large that a_end overflows", "a,1,0,10,1e200,0.002", "line 1"},
+		{"c_end so large that c_k^2 overflows, without a learning rate", "a,1,0,10,1,0\nb,1,0,10,1e200,0", "line 2"},
+		{"c_k^2 overflows though c_end^2 does not", "a,1,0,10,1e154,0.002", "line 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			params, err := ParseSPSAParams(c.raw, 10, DefaultSPSAAlpha, DefaultSPSAGamma, 100)
@@ -324,6 +331,16 @@ func TestUnpackFlipsRejectsTooFewBits(t *testing.T) {
 	}
 }
 
+// mustBatch draws a batch that must succeed.
+func mustBatch(t *testing.T, s *SPSAState, flip func() bool) SPSABatch {
+	t.Helper()
+	b, err := s.NewBatch(flip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // newTestSPSA is a run of 1000 games (500 iterations) with one parameter in [0, 100].
 func newTestSPSA(t *testing.T, start float64) *SPSAState {
 	t.Helper()
@@ -348,7 +365,7 @@ func TestSPSABatchValuesAreClipped(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newTestSPSA(t, c.start)
-			b := s.NewBatch(func() bool { return c.up })
+			b := mustBatch(t, s, func() bool { return c.up })
 			w, base := b.WParams[0].Value, b.BParams[0].Value
 			if c.wantW >= 0 && w != c.wantW {
 				t.Errorf("New value %g, want %g", w, c.wantW)
@@ -357,9 +374,7 @@ func TestSPSABatchValuesAreClipped(t *testing.T) {
 				t.Errorf("Base value %g, want %g", base, c.wantB)
 			}
 			// The other side moves by c_k inside the range.
-			if inside := math.Max(w, base) - math.Min(w, base); math.Abs(inside-b.WParams[0].C) > 1e-12 {
-				t.Errorf("values %g and %g are not c_k = %g apart", w, base, b.WParams[0].C)
-			}
+			checkClose(t, "distance between New and Base", math.Max(w, base)-math.Min(w, base), b.WParams[0].C, tolerance{rel: 1e-12})
 		})
 	}
 }
@@ -378,7 +393,7 @@ func TestSPSAUpdateClipsTheta(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newTestSPSA(t, c.start)
-			b := s.NewBatch(func() bool { return c.up })
+			b := mustBatch(t, s, func() bool { return c.up })
 			err := s.Update(b.Iter, b.PackedFlips, SPSAResult{Wins: c.wins, Losses: c.losses, NumGames: c.wins + c.losses, Sig: b.Sig})
 			if err != nil {
 				t.Fatal(err)
@@ -395,13 +410,13 @@ func TestSPSAUpdateClipsTheta(t *testing.T) {
 
 func TestSPSAUpdateMovesThetaByTheStoredGains(t *testing.T) {
 	s := newTestSPSA(t, 50)
-	b := s.NewBatch(func() bool { return true })
+	b := mustBatch(t, s, func() bool { return true })
 	g := s.Gains(0)[0]
 	if g != (SPSAGain{C: b.WParams[0].C, R: b.WParams[0].R}) {
 		t.Fatalf("Gains(0) = %+v, batch has c %g R %g", g, b.WParams[0].C, b.WParams[0].R)
 	}
 	// Another batch advances the run before this one reports.
-	other := s.NewBatch(func() bool { return false })
+	other := mustBatch(t, s, func() bool { return false })
 	if err := s.Update(other.Iter, other.PackedFlips, SPSAResult{Wins: 10, Losses: 10, NumGames: 20, Sig: other.Sig}); err != nil {
 		t.Fatal(err)
 	}
@@ -410,9 +425,8 @@ func TestSPSAUpdateMovesThetaByTheStoredGains(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := before + g.R*g.C*4
-	if got := s.Params[0].Theta; math.Abs(got-want) > 1e-12 {
-		t.Errorf("theta %.15g, want %.15g (gains of iteration 0, not %d)", got, want, 10)
-	}
+	// The gains of iteration 0, not 10.
+	checkClose(t, "theta", s.Params[0].Theta, want, tolerance{rel: 1e-12})
 	if s.Iter != 16 {
 		t.Errorf("iter %d, want 16", s.Iter)
 	}
@@ -420,7 +434,7 @@ func TestSPSAUpdateMovesThetaByTheStoredGains(t *testing.T) {
 
 func TestSPSAUpdateRejectsBadInputWithoutChange(t *testing.T) {
 	s := newTestSPSA(t, 50)
-	b := s.NewBatch(nil)
+	b := mustBatch(t, s, nil)
 	for _, c := range []struct {
 		name   string
 		iter   int
@@ -453,6 +467,39 @@ func TestSPSAUpdateRejectsBadInputWithoutChange(t *testing.T) {
 	}
 }
 
+// A state whose gains or theta are not numbers (one ParseSPSAParams refuses to build, or a
+// stored one) must not feed NaN to workers or into theta: NewBatch and Update fail and change
+// nothing.
+func TestSPSAStateRefusesNumbersThatAreNotFinite(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		spoil func(p *SPSAParam)
+	}{
+		{"c_k^2 underflows to 0", func(p *SPSAParam) { p.C, p.AEnd, p.A = 1e-200, 0, 0 }},
+		{"c_k^2 overflows", func(p *SPSAParam) { p.C = 1e200 }},
+		{"infinite a", func(p *SPSAParam) { p.A = math.Inf(1) }},
+		{"NaN theta", func(p *SPSAParam) { p.Theta = math.NaN() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newTestSPSA(t, 50)
+			pending := mustBatch(t, s, func() bool { return true })
+			c.spoil(&s.Params[0])
+			// %v prints NaN, which reflect.DeepEqual never finds equal to itself.
+			before := fmt.Sprintf("%+v", *s)
+			if b, err := s.NewBatch(func() bool { return true }); err == nil {
+				t.Errorf("NewBatch = %+v, want an error", b.WParams)
+			}
+			err := s.Update(pending.Iter, pending.PackedFlips, SPSAResult{Wins: 3, Losses: 1, NumGames: 4, Sig: pending.Sig})
+			if err == nil {
+				t.Errorf("Update moved theta to %g, want an error", s.Params[0].Theta)
+			}
+			if after := fmt.Sprintf("%+v", *s); after != before {
+				t.Errorf("state changed: %s, was %s", after, before)
+			}
+		})
+	}
+}
+
 func TestNewBatchDoesNotChangeTheState(t *testing.T) {
 	s, err := NewSPSAState("a,1,0,10,1,0.002\nb,5,0,10,2,0.002\nc,9,0,10,1,0.002", 1000, 0.1, 0.602, 0.101)
 	if err != nil {
@@ -462,7 +509,7 @@ func TestNewBatchDoesNotChangeTheState(t *testing.T) {
 	before.Params = slices.Clone(s.Params)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 20 {
-		b := s.NewBatch(func() bool { return rng.IntN(2) == 1 })
+		b := mustBatch(t, s, func() bool { return rng.IntN(2) == 1 })
 		flips, err := UnpackFlips(b.PackedFlips, 3)
 		if err != nil {
 			t.Fatal(err)
@@ -496,9 +543,7 @@ func TestSPSAHistoryPeriod(t *testing.T) {
 		{"no iterations keep no history", 0, 5, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := SPSAHistoryPeriod(c.numIter, c.params); math.Abs(got-c.want) > 1e-9 {
-				t.Errorf("got %g, want %g", got, c.want)
-			}
+			checkClose(t, "period", SPSAHistoryPeriod(c.numIter, c.params), c.want, tolerance{rel: 1e-12})
 		})
 	}
 }
@@ -506,13 +551,13 @@ func TestSPSAHistoryPeriod(t *testing.T) {
 func TestSPSAHistorySkipsUpdatesBetweenSamples(t *testing.T) {
 	s := newTestSPSA(t, 50) // 500 iterations, one sample every 5
 	for i, want := range []int{0, 0, 1, 1, 2, 3} {
-		b := s.NewBatch(func() bool { return i%2 == 0 })
+		b := mustBatch(t, s, func() bool { return i%2 == 0 })
 		if err := s.Update(b.Iter, b.PackedFlips, SPSAResult{Wins: 2, Losses: 1, Draws: 1, NumGames: 4, Sig: b.Sig}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 5 {
 			// A big batch still adds a single sample.
-			b = s.NewBatch(nil)
+			b = mustBatch(t, s, nil)
 			if err := s.Update(b.Iter, b.PackedFlips, SPSAResult{Wins: 50, Losses: 50, NumGames: 100, Sig: b.Sig}); err != nil {
 				t.Fatal(err)
 			}
