@@ -112,21 +112,24 @@ func (c *RunCache) release(e *cacheEntry) {
 }
 
 // Preload caches every unfinished run, so the primary schedules from memory from its first
-// request. Runs already cached are kept as they are. It returns the number of unfinished runs.
-func (c *RunCache) Preload(ctx context.Context) (int, error) {
+// request. Runs already cached are kept as they are. It returns the unfinished runs' IDs,
+// oldest first.
+func (c *RunCache) Preload(ctx context.Context) ([]ObjectID, error) {
 	runs, err := c.store.Unfinished(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	now := c.now()
+	ids := make([]ObjectID, len(runs))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, r := range runs {
+	for i, r := range runs {
+		ids[i] = r.ID
 		if _, ok := c.entries[r.ID]; !ok {
 			c.entries[r.ID] = &cacheEntry{run: r, lastSync: now, lastAccess: now}
 		}
 	}
-	return len(runs), nil
+	return ids, nil
 }
 
 // View calls fn with the run, loading it if needed. fn must not keep the pointer or change the
@@ -149,14 +152,26 @@ func (c *RunCache) View(ctx context.Context, id ObjectID, fn func(*Run)) error {
 // returns an error the run is taken as unchanged (fn must not have changed it) and the error is
 // returned.
 func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*Run) error) error {
+	return c.Modify(ctx, id, func(r *Run) (Prio, error) { return prio, fn(r) })
+}
+
+// Modify is Update for changes whose urgency is known only once they are made: fn returns the
+// priority (a result is NORMAL, a finished task MEDIUM, a finished run SAVE_NOW). ErrUnchanged
+// from fn means the run was left as it was: nothing is marked and Modify returns nil.
+func (c *RunCache) Modify(ctx context.Context, id ObjectID, fn func(*Run) (Prio, error)) error {
 	e, err := c.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer c.release(e)
-	e.mu.Lock()
-	err = fn(e.run)
-	e.mu.Unlock()
+	prio, err := func() (Prio, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock() // a panicking callback must not leave the run locked
+		return fn(e.run)
+	}()
+	if errors.Is(err, ErrUnchanged) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -166,6 +181,9 @@ func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*
 	}
 	return nil
 }
+
+// ErrUnchanged is returned by a Modify callback that looked at the run and changed nothing.
+var ErrUnchanged = errors.New("run unchanged")
 
 // Create stores a new run, writing it at once, and caches it; ErrConflict if a run with its ID
 // exists. The cache owns r afterwards.
@@ -324,4 +342,19 @@ func (c *RunCache) Evict(idle time.Duration) int {
 		c.mu.Unlock()
 	}
 	return n
+}
+
+// Snapshot returns a deep copy of the run, loading it if needed; the caller may keep and change
+// it freely. It costs an encode and a decode of the whole run, so it is for reads that leave the
+// process (API replies, pages), not for the scheduler's hot path.
+func (c *RunCache) Snapshot(ctx context.Context, id ObjectID) (*Run, error) {
+	var doc []byte
+	var err error
+	if verr := c.View(ctx, id, func(r *Run) { doc, err = c.store.encode(r) }); verr != nil {
+		return nil, verr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("copy run %s: %w", id, err)
+	}
+	return c.store.decode(doc)
 }

@@ -231,9 +231,9 @@ func TestRunCachePreloadsUnfinishedRuns(t *testing.T) {
 		}
 	}
 	cache := rundb.NewRunCache(db.Runs, nil, nil)
-	n, err := cache.Preload(ctx)
-	if err != nil || n != 1 || cache.Len() != 1 {
-		t.Fatalf("Preload = %d, %v; cache holds %d runs; want the 1 unfinished run", n, err, cache.Len())
+	ids, err := cache.Preload(ctx)
+	if err != nil || len(ids) != 1 || ids[0] != unfinished || cache.Len() != 1 {
+		t.Fatalf("Preload = %v, %v; cache holds %d runs; want the 1 unfinished run", ids, err, cache.Len())
 	}
 	// Served from memory: a change made behind the cache's back is not seen.
 	stored, _ := db.Runs.Get(ctx, unfinished)
