@@ -1,0 +1,283 @@
+package scheduler
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/stats"
+)
+
+// Load caches the unfinished runs and rebuilds the scheduler's state from them: each
+// run's aggregates are recomputed from its tasks and corrected if the stored ones disagree (a
+// crash between a change and its write), the connection counts and the worker-to-task map are
+// rebuilt, runs that are already decided are finished, and itp and nps are refreshed.
+func (s *Scheduler) Load(ctx context.Context) error {
+	ids, err := s.runs.Preload(ctx)
+	if err != nil {
+		return err
+	}
+	var workerRuns map[string]map[string]bool
+	if err := s.db.KV.Get(ctx, "worker_runs", &workerRuns); err == nil {
+		s.mu.Lock()
+		for name, m := range workerRuns {
+			s.workerRuns[name] = map[string]bool{}
+			for k, v := range m {
+				if k == "last_run" {
+					continue
+				}
+				s.workerRuns[name][k] = v
+			}
+		}
+		s.mu.Unlock()
+	}
+	now := s.now()
+	ev := &events{}
+	for _, id := range ids {
+		var active []taskRef
+		err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+			changed := false
+			fix := func(what string, ok bool) {
+				if !ok {
+					s.logger.Warn("correcting run aggregate at start", "run_id", id, "field", what)
+					changed = true
+				}
+			}
+			results := computeResults(r)
+			fix("results", sameResults(results, r.Results))
+			r.Results = results
+			cores, workers, committed, total := 0, 0, 0, 0
+			for i, t := range r.Tasks {
+				total += t.NumGames
+				if t.Active {
+					cores += t.WorkerInfo.Concurrency
+					workers++
+					committed += t.NumGames
+					active = append(active, taskRef{id, i})
+				} else {
+					committed += played(t.Stats)
+				}
+			}
+			fix("cores", cores == r.Cores)
+			fix("workers", workers == r.Workers)
+			fix("committed_games", committed == r.CommittedGames)
+			fix("total_games", total == r.TotalGames)
+			r.Cores, r.Workers, r.CommittedGames, r.TotalGames = cores, workers, committed, total
+			green, yellow := computeFlags(r)
+			fix("flags", green == r.IsGreen && yellow == r.IsYellow)
+			r.IsGreen, r.IsYellow = green, yellow
+			s.mu.Lock()
+			s.unfinished[id] = true
+			for _, ref := range active {
+				s.connections[r.Tasks[ref.task].WorkerInfo.RemoteAddr]++
+			}
+			s.mu.Unlock()
+			if !undecided(r) {
+				s.logger.Warn("unfinished run is already decided; finishing it", "run_id", id)
+				s.setInactiveRun(r, now)
+				return rundb.PrioSaveNow, nil
+			}
+			if !changed {
+				return 0, rundb.ErrUnchanged
+			}
+			return rundb.PrioNormal, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, ref := range active {
+			var wi rundb.WorkerInfo
+			_ = s.runs.View(ctx, ref.run, func(r *rundb.Run) { wi = r.Tasks[ref.task].WorkerInfo })
+			s.insertInWtt(ctx, shortName(wi), ref, now, ev)
+		}
+	}
+	s.writeActions(ctx, ev.actions)
+	s.UpdateITP(ctx)
+	s.UpdateNPS(ctx)
+	return nil
+}
+
+func sameResults(a, b rundb.Results) bool {
+	if a.Wins != b.Wins || a.Losses != b.Losses || a.Draws != b.Draws || a.Crashes != b.Crashes || a.TimeLosses != b.TimeLosses {
+		return false
+	}
+	for i := range 5 {
+		var x, y int
+		if i < len(a.Pentanomial) {
+			x = a.Pentanomial[i]
+		}
+		if i < len(b.Pentanomial) {
+			y = b.Pentanomial[i]
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// Scavenge ends the tasks whose worker has sent neither a result nor a beat for
+// DeadTaskTimeout, and logs each as a dead task. It returns how many it ended.
+func (s *Scheduler) Scavenge(ctx context.Context) int {
+	now := s.now()
+	cutoff := now.Add(-s.cfg.DeadTaskTimeout)
+	ev := &events{}
+	n := 0
+	for _, id := range s.unfinishedIDs() {
+		err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+			dead := 0
+			for i := range r.Tasks {
+				t := &r.Tasks[i]
+				if !t.Active || !t.LastUpdated.Before(cutoff) {
+					continue
+				}
+				s.logger.Info("dead task", "run_id", id, "task_id", i, "worker", longName(t.WorkerInfo))
+				crashOrTime(r, i, ev)
+				ev.add(taskAction("dead_task", r, i))
+				s.setInactiveTask(r, i, now)
+				dead++
+			}
+			n += dead
+			if dead == 0 {
+				return 0, rundb.ErrUnchanged
+			}
+			return rundb.PrioMedium, nil
+		})
+		if err != nil {
+			s.logger.Warn("scavenge run", "run_id", id, "err", err)
+		}
+	}
+	s.writeActions(ctx, ev.actions)
+	return n
+}
+
+// UpdateITP recomputes every unfinished run's internal throughput, which orders the runs for
+// scheduling: the user's throughput, boosted for long time controls, shared among the user's
+// runs that have workers, with a bonus for runs that have played long or are about to pass.
+func (s *Scheduler) UpdateITP(ctx context.Context) {
+	ids := s.unfinishedIDs()
+	users := map[rundb.ObjectID]string{}
+	active := map[string]int{}
+	for _, id := range ids {
+		_ = s.runs.View(ctx, id, func(r *rundb.Run) {
+			users[id] = r.Args.Username
+			if r.Workers > 0 {
+				active[r.Args.Username]++
+			}
+		})
+	}
+	for _, id := range ids {
+		count := active[users[id]]
+		_ = s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+			r.Args.ITP = itp(r, count)
+			return rundb.PrioNormal, nil
+		})
+	}
+}
+
+func itp(r *rundb.Run, count int) float64 {
+	v := math.Max(math.Min(r.Args.Throughput, 500), 1)
+	if ratio, err := stats.TCRatio(r.Args.TC, r.Args.Threads); err == nil && ratio > 1 {
+		v *= math.Pow(ratio, 0.774)
+	}
+	v *= 36 / (36 + float64(count*count))
+	bonus := math.Min(float64(played(r.Results))/200_000, 1)
+	if sp := r.Args.SPRT; sp != nil && sp.LLR > 2 {
+		bonus += 0.1
+		if sp.Elo0 > 0 {
+			bonus += 0.1
+		}
+	}
+	return v * (1 + bonus)
+}
+
+// referenceNPS is the speed of the machine fishtest's time controls are calibrated on.
+const referenceNPS = 628000
+
+// UpdateNPS recomputes each unfinished run's nodes per second and games per minute from its
+// active tasks' workers.
+func (s *Scheduler) UpdateNPS(ctx context.Context) {
+	for _, id := range s.unfinishedIDs() {
+		_ = s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+			if r.Finished {
+				return 0, rundb.ErrUnchanged
+			}
+			gameTime, err := stats.EstimateGameDuration(r.Args.TC)
+			nps, gpm := 0.0, 0.0
+			for _, t := range r.Tasks {
+				if !t.Active {
+					continue
+				}
+				nps += float64(t.WorkerInfo.Concurrency) * t.WorkerInfo.NPS
+				if t.WorkerInfo.NPS != 0 && err == nil && gameTime > 0 {
+					gpm += t.WorkerInfo.NPS / referenceNPS * (60 / gameTime) * float64(t.WorkerInfo.Concurrency/max(r.Args.Threads, 1))
+				}
+			}
+			r.NPS, r.GamesPerMinute = nps, gpm
+			return rundb.PrioNormal, nil
+		})
+	}
+}
+
+// CleanWtt forgets workers whose last task has ended.
+func (s *Scheduler) CleanWtt(ctx context.Context) {
+	s.mu.Lock()
+	refs := make(map[string]taskRef, len(s.wtt))
+	for k, v := range s.wtt {
+		refs[k] = v
+	}
+	s.mu.Unlock()
+	for name, ref := range refs {
+		active := false
+		_ = s.runs.View(ctx, ref.run, func(r *rundb.Run) { active = ref.task < len(r.Tasks) && r.Tasks[ref.task].Active })
+		if !active {
+			s.mu.Lock()
+			if s.wtt[name] == ref {
+				delete(s.wtt, name)
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// SaveWorkerRuns drops finished runs from the record of which runs each worker has built and
+// stores it, so that a restart keeps the GitHub-limit filter working.
+func (s *Scheduler) SaveWorkerRuns(ctx context.Context) error {
+	s.mu.Lock()
+	out := make(map[string]map[string]any, len(s.workerRuns))
+	for name, m := range s.workerRuns {
+		keep := map[string]any{}
+		for id := range m {
+			oid, err := rundb.ParseObjectID(id)
+			if err == nil && s.unfinished[oid] {
+				keep[id] = true
+			} else {
+				delete(m, id)
+			}
+		}
+		if last, ok := s.lastRun[name]; ok {
+			keep["last_run"] = last
+		}
+		out[name] = keep
+	}
+	s.mu.Unlock()
+	return s.db.KV.Put(ctx, "worker_runs", out)
+}
+
+// Jobs are the scheduler's periodic jobs, with fishtest's periods scaled to the configured
+// scavenge period (60 s by default): scavenging, itp and nps every period, the worker map every
+// three, the worker_runs record every five.
+func (s *Scheduler) Jobs() []Job {
+	p := s.cfg.ScavengePeriod
+	if p <= 0 {
+		p = time.Minute
+	}
+	return []Job{
+		{Name: "scavenge dead tasks", Period: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.Scavenge(ctx); return nil }},
+		{Name: "update itp", Period: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.UpdateITP(ctx); return nil }},
+		{Name: "update nps", Period: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.UpdateNPS(ctx); return nil }},
+		{Name: "clean worker map", Period: 3 * p, Initial: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.CleanWtt(ctx); return nil }},
+		{Name: "save worker runs", Period: 5 * p, Initial: p, Jitter: 0.05, Run: s.SaveWorkerRuns},
+	}
+}

@@ -1,0 +1,364 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/stats"
+)
+
+// Reply texts of request_task, as fishtest words them (workers print them).
+const (
+	TooBusy = "Request_task: the server is currently too busy..."
+)
+
+// TaskReply is request_task's answer: either a task (RunID, Args, Task, TaskID) or no task, with
+// an optional Info or Error.
+type TaskReply struct {
+	Waiting bool // no task: {"task_waiting": false}
+	Info    string
+	Error   string
+
+	RunID  rundb.ObjectID
+	Args   json.RawMessage // the run's args, as the worker needs them
+	TaskID int
+	Task   TaskSummary
+}
+
+// TaskSummary is the part of the task a worker starts from.
+type TaskSummary struct {
+	NumGames int           `json:"num_games"`
+	Start    int           `json:"start"`
+	Stats    rundb.Results `json:"stats"`
+}
+
+// candidate is what the choice of a run needs to know about it, copied out under its lock.
+type candidate struct {
+	id                  rundb.ObjectID
+	finished, approved  bool
+	priority, itp       float64
+	cores, threads      int
+	numGames, committed int
+	hashMB              int
+	spsaParams          int
+	archFilter          string
+	compiler            string
+}
+
+// RequestTask finds a task for a worker, by fishtest's rules: at most TaskSemaphoreSize callers
+// get in (the others are told at once that the server is busy), one of them chooses at a time,
+// and the chosen run gets a new task sized to keep the worker busy for TaskDuration.
+// machineLimit is the worker's user's limit of active tasks per IP address; hostURL goes into
+// the blocked-worker message.
+func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machineLimit int, hostURL string) (TaskReply, error) {
+	select {
+	case s.taskSem <- struct{}{}:
+		defer func() { <-s.taskSem }()
+	default:
+		return TaskReply{Waiting: true, Info: TooBusy}, nil
+	}
+
+	name := shortName(wi)
+	w, err := s.db.Workers.Get(ctx, name)
+	switch {
+	case err == nil && w.Blocked:
+		if err := s.db.Workers.Put(ctx, w); err != nil { // records when it last tried
+			s.logger.Warn("update blocked worker", "worker", name, "err", err)
+		}
+		return TaskReply{Waiting: true, Error: blockedMessage(name, w.Message, hostURL)}, nil
+	case err != nil && !errors.Is(err, rundb.ErrNotFound):
+		return TaskReply{}, err
+	}
+
+	s.requestMu.Lock()
+	defer s.requestMu.Unlock()
+	now := s.now()
+	reply, ref, ok := s.choose(ctx, wi, name, machineLimit, now)
+	if !ok {
+		return reply, nil
+	}
+	ev := &events{}
+	s.insertInWtt(ctx, name, ref, now, ev)
+	s.mu.Lock()
+	if s.workerRuns[name] == nil {
+		s.workerRuns[name] = make(map[string]bool)
+	}
+	s.workerRuns[name][ref.run.Hex()] = true
+	s.lastRun[name] = ref.run.Hex()
+	s.mu.Unlock()
+	s.writeActions(ctx, ev.actions)
+	return reply, nil
+}
+
+// choose picks a run and creates the task; ok is false when reply is a refusal.
+func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string, machineLimit int, now time.Time) (TaskReply, taskRef, bool) {
+	// A worker with the same name that is still working and reported recently means two
+	// machines share a name.
+	s.mu.Lock()
+	prev, known := s.wtt[name]
+	connections := s.connections[wi.RemoteAddr]
+	lastRun := s.lastRun[name]
+	built := s.workerRuns[name]
+	s.mu.Unlock()
+	if known {
+		var dup string
+		_ = s.runs.View(ctx, prev.run, func(r *rundb.Run) {
+			if prev.task >= len(r.Tasks) {
+				return
+			}
+			t := r.Tasks[prev.task]
+			if !t.Active || t.WorkerInfo.UniqueKey == wi.UniqueKey {
+				return
+			}
+			if ago := pySeconds(now.Sub(t.LastUpdated)); ago <= int(s.cfg.DuplicateWorkerWindow/time.Second) {
+				dup = fmt.Sprintf(`Request_task: There is already a worker running with name "%s" which %d seconds ago sent an update for task %s/%d (my name is "%s")`,
+					longName(t.WorkerInfo), ago, r.ID.Hex(), prev.task, longName(wi))
+			}
+		})
+		if dup != "" {
+			return TaskReply{Waiting: true, Error: dup}, taskRef{}, false
+		}
+	}
+	if connections >= machineLimit {
+		return TaskReply{Waiting: true, Error: "Request_task: Machine limit reached for user " + wi.Username}, taskRef{}, false
+	}
+
+	maxThreads, minThreads, maxMemory := wi.Concurrency, max(wi.MinThreads, 1), wi.MaxMemory
+	cands := s.candidates(ctx)
+	key := func(c *candidate) (float64, bool, float64) {
+		cores := c.cores
+		if c.id.Hex() == lastRun {
+			cores += maxThreads
+		}
+		return -c.priority, cores > 0, (float64(cores) + float64(maxThreads)/2) / c.itp
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		a1, a2, a3 := key(&cands[i])
+		b1, b2, b3 := key(&cands[j])
+		if a1 != b1 {
+			return a1 < b1
+		}
+		if a2 != b2 {
+			return !a2
+		}
+		return a3 < b3
+	})
+	for i := range cands {
+		c := &cands[i]
+		if c.finished || !c.approved || c.threads > maxThreads || c.threads < minThreads {
+			continue
+		}
+		if c.numGames-c.committed <= 0 {
+			continue
+		}
+		perWorker := maxThreads / c.threads
+		needTT := c.hashMB * perWorker
+		needBase := 220 + 2*80 + 64 + 2*perWorker*(12+139+31*c.threads)
+		if needBase+needTT > maxMemory {
+			continue
+		}
+		if wi.NearGithubAPILimit && !built[c.id.Hex()] {
+			continue
+		}
+		if c.spsaParams > 0 && float64(c.cores) > 200000/math.Sqrt(float64(c.spsaParams)) {
+			continue
+		}
+		if c.archFilter != "" && !s.archMatches(ctx, c.archFilter, wi.WorkerArch) {
+			continue
+		}
+		if c.compiler != "" && c.compiler != wi.Compiler {
+			continue
+		}
+		reply, ref, ok := s.createTask(ctx, c.id, wi, now)
+		return reply, ref, ok
+	}
+	return TaskReply{Waiting: true}, taskRef{}, false
+}
+
+// candidates copies out what the choice needs from every unfinished run.
+func (s *Scheduler) candidates(ctx context.Context) []candidate {
+	ids := s.unfinishedIDs()
+	out := make([]candidate, 0, len(ids))
+	for _, id := range ids {
+		err := s.runs.View(ctx, id, func(r *rundb.Run) {
+			c := candidate{
+				id: id, finished: r.Finished, approved: r.Approved, priority: r.Args.Priority,
+				itp: r.Args.ITP, cores: r.Cores, threads: r.Args.Threads, numGames: r.Args.NumGames,
+				committed: r.CommittedGames, archFilter: r.Args.ArchFilter, compiler: r.Args.Compiler,
+				hashMB: hashMB(r.Args.NewOptions) + hashMB(r.Args.BaseOptions),
+			}
+			if r.Args.SPSA != nil {
+				c.spsaParams = len(r.Args.SPSA.Params)
+			}
+			if c.itp <= 0 {
+				c.itp = 1
+			}
+			if c.threads < 1 {
+				c.threads = 1
+			}
+			out = append(out, c)
+		})
+		if err != nil {
+			s.logger.Warn("read run for scheduling", "run_id", id, "err", err)
+		}
+	}
+	return out
+}
+
+// createTask appends a task for the worker to the run, re-checking that the run still needs
+// games now that its lock is held.
+func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.WorkerInfo, now time.Time) (TaskReply, taskRef, bool) {
+	var reply TaskReply
+	var ref taskRef
+	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+		remaining := r.Args.NumGames - r.CommittedGames
+		if r.Finished || remaining <= 0 {
+			reply = TaskReply{Waiting: true, Info: fmt.Sprintf(
+				"Request_task: alas the run %s corresponding to the assigned task no longer needs games. Please try again...", id.Hex())}
+			return 0, rundb.ErrUnchanged
+		}
+		if r.Args.SPRT != nil {
+			b := 2 * max(r.Args.SPRT.BatchSize, 1)
+			remaining = b * ((remaining + b - 1) / b)
+		}
+		size := min(s.workerCap(r, wi), remaining)
+		t := rundb.Task{NumGames: size, Active: true, WorkerInfo: wi, LastUpdated: now,
+			Start: r.TotalGames, Stats: rundb.NewResults()}
+		args, err := json.Marshal(r.Args)
+		if err != nil {
+			return 0, fmt.Errorf("encode args of run %s: %w", id, err)
+		}
+		r.Tasks = append(r.Tasks, t)
+		r.Workers++
+		r.Cores += wi.Concurrency
+		r.CommittedGames += size
+		r.TotalGames += size
+		s.mu.Lock()
+		s.connections[wi.RemoteAddr]++
+		s.mu.Unlock()
+		ref = taskRef{run: id, task: len(r.Tasks) - 1}
+		reply = TaskReply{RunID: id, Args: args, TaskID: ref.task,
+			Task: TaskSummary{NumGames: size, Start: t.Start, Stats: rundb.NewResults()}}
+		return rundb.PrioHigh, nil
+	})
+	if err != nil {
+		s.logger.Error("create task", "run_id", id, "err", err)
+		return TaskReply{Waiting: true}, taskRef{}, false
+	}
+	return reply, ref, !reply.Waiting
+}
+
+// workerCap is the number of games that keeps a worker busy for TaskDuration: a whole number
+// of SPRT batches (or pairs), at least one.
+func (s *Scheduler) workerCap(r *rundb.Run, wi rundb.WorkerInfo) int {
+	gameTime, err := stats.EstimateGameDuration(r.Args.TC)
+	if err != nil || gameTime <= 0 {
+		gameTime = 1
+	}
+	concurrency := max(wi.Concurrency/max(r.Args.Threads, 1), 1)
+	games := s.cfg.TaskDuration.Seconds() / gameTime * float64(concurrency)
+	b := 2
+	if r.Args.SPRT != nil {
+		b = 2 * max(r.Args.SPRT.BatchSize, 1)
+	}
+	return max(b, b*int(games/float64(b)+0.5))
+}
+
+// insertInWtt records the worker's new task; a still-active older task of the same worker
+// (same short name) is failed as stale, since the worker has evidently moved on.
+func (s *Scheduler) insertInWtt(ctx context.Context, name string, ref taskRef, now time.Time, ev *events) {
+	s.mu.Lock()
+	prev, known := s.wtt[name]
+	s.wtt[name] = ref
+	s.mu.Unlock()
+	if known && prev != ref {
+		s.failTask(ctx, prev, "Stale active task", now, ev)
+	}
+}
+
+// archMatches reports whether the run's arch filter (a regular expression) finds the worker's
+// arch. A filter that does not compile does not exclude anyone; it is logged once.
+func (s *Scheduler) archMatches(ctx context.Context, filter, arch string) bool {
+	s.mu.Lock()
+	re, seen := s.archRE[filter]
+	if !seen {
+		var err error
+		re, err = regexp.Compile(filter)
+		if err != nil {
+			re = nil
+			msg := fmt.Sprintf("Matching %s against %s failed: %v", arch, filter, err)
+			s.logger.Warn(msg)
+			defer s.writeActions(ctx, []*rundb.Action{{Action: "log_message", Username: systemUser, Message: msg}})
+		}
+		s.archRE[filter] = re
+	}
+	s.mu.Unlock()
+	return re == nil || re.MatchString(arch)
+}
+
+// hashMB is the Hash=N option of an engine option string, in MiB (0 if absent).
+func hashMB(options string) int {
+	i := strings.Index(options, "Hash=")
+	if i < 0 {
+		return 0
+	}
+	j := i + len("Hash=")
+	k := j
+	for k < len(options) && options[k] >= '0' && options[k] <= '9' {
+		k++
+	}
+	n, _ := strconv.Atoi(options[j:k])
+	return n
+}
+
+// pySeconds is Python's timedelta.seconds: whole seconds modulo a day, floored, so that the
+// duplicate-worker check behaves exactly as fishtest's (which reads .seconds, not the total).
+func pySeconds(d time.Duration) int {
+	secs := int64(math.Floor(d.Seconds()))
+	m := secs % 86400
+	if m < 0 {
+		m += 86400
+	}
+	return int(m)
+}
+
+// blockedMessage is the banner a blocked worker prints.
+func blockedMessage(name, message, hostURL string) string {
+	return fmt.Sprintf(`
+
+**********************************************************************
+Request_task: This worker has been blocked!
+%s
+You may possibly find more information at
+%s/actions?text=%%22%s%%22.
+After fixing the issues you can unblock the worker at
+%s/workers/%s.
+**********************************************************************
+`, wrap("Message: "+message, 70), hostURL, name, hostURL, name)
+}
+
+// wrap folds text at spaces into lines of at most width characters.
+func wrap(text string, width int) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
+}

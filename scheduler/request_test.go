@@ -1,0 +1,231 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+)
+
+func TestRequestTaskCreatesTasksByFishtestsRules(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	id := addRun(t, s, runSpec{sprt: true, approved: true})
+
+	first := request(t, s, worker(1))
+	if first.Waiting || first.RunID != id || first.TaskID != 0 {
+		t.Fatalf("first request: %+v", first)
+	}
+	// An 8-core worker on STC (10+0.1, batch 16 pairs): 1800 s / 30.912 s * 8 = 465.8 -> 480.
+	if first.Task.NumGames != 480 || first.Task.Start != 0 {
+		t.Errorf("first task: %d games from %d, want 480 from 0", first.Task.NumGames, first.Task.Start)
+	}
+	second := request(t, s, worker(2))
+	if second.TaskID != 1 || second.Task.Start != 480 {
+		t.Errorf("second task: id %d start %d, want 1 and 480 (the games handed out before it)", second.TaskID, second.Task.Start)
+	}
+	if !strings.Contains(string(first.Args), `"tc":"10+0.1"`) || !strings.Contains(string(first.Args), `"batch_size":16`) {
+		t.Errorf("the reply's args lack the run's arguments: %s", first.Args)
+	}
+	r := snapshot(t, s, id)
+	if r.Workers != 2 || r.Cores != 16 || r.CommittedGames != 960 || r.TotalGames != 960 {
+		t.Errorf("run after two tasks: workers %d cores %d committed %d total %d", r.Workers, r.Cores, r.CommittedGames, r.TotalGames)
+	}
+	checkInvariants(t, r)
+}
+
+func TestRequestTaskRefusals(t *testing.T) {
+	cases := []struct {
+		name   string
+		spec   runSpec
+		worker func() rundb.WorkerInfo
+		limit  int
+		want   TaskReply
+	}{
+		{"an unapproved run gets no worker", runSpec{numGames: 1000}, func() rundb.WorkerInfo { return worker(1) }, 16, TaskReply{Waiting: true}},
+		{"a run needing more threads than the worker has", runSpec{numGames: 1000, approved: true, threads: 16},
+			func() rundb.WorkerInfo { return worker(1) }, 16, TaskReply{Waiting: true}},
+		{"a worker whose min_threads exceeds the run's threads", runSpec{numGames: 1000, approved: true},
+			func() rundb.WorkerInfo { w := worker(1); w.MinThreads = 2; return w }, 16, TaskReply{Waiting: true}},
+		{"a worker with too little memory", runSpec{numGames: 1000, approved: true},
+			func() rundb.WorkerInfo { w := worker(1); w.MaxMemory = 2000; return w }, 16, TaskReply{Waiting: true}},
+		{"a huge hash that does not fit", runSpec{numGames: 1000, approved: true, options: "Hash=1024"},
+			func() rundb.WorkerInfo { return worker(1) }, 16, TaskReply{Waiting: true}},
+		{"a worker near the GitHub limit that has not built the run", runSpec{numGames: 1000, approved: true},
+			func() rundb.WorkerInfo { w := worker(1); w.NearGithubAPILimit = true; return w }, 16, TaskReply{Waiting: true}},
+		{"an arch filter the worker does not match", runSpec{numGames: 1000, approved: true, archFilter: "avx512"},
+			func() rundb.WorkerInfo { return worker(1) }, 16, TaskReply{Waiting: true}},
+		{"a compiler the worker does not have", runSpec{numGames: 1000, approved: true, compiler: "clang++"},
+			func() rundb.WorkerInfo { return worker(1) }, 16, TaskReply{Waiting: true}},
+		{"the machine limit", runSpec{numGames: 1000, approved: true},
+			func() rundb.WorkerInfo { return worker(1) }, 0, TaskReply{Waiting: true, Error: "Request_task: Machine limit reached for user worker"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := newTestScheduler(t)
+			id := addRun(t, s, c.spec)
+			got, err := s.RequestTask(context.Background(), c.worker(), c.limit, "http://shoal.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Waiting != c.want.Waiting || got.Error != c.want.Error || got.Info != c.want.Info {
+				t.Errorf("reply %+v, want %+v", got, c.want)
+			}
+			if r := snapshot(t, s, id); len(r.Tasks) != 0 {
+				t.Errorf("a refused request created %d tasks", len(r.Tasks))
+			}
+		})
+	}
+}
+
+func TestRequestTaskFilterAcceptsMatchingWorker(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	addRun(t, s, runSpec{numGames: 1000, approved: true, archFilter: "avx2$", compiler: "g++"})
+	if got := request(t, s, worker(1)); got.Waiting {
+		t.Errorf("a worker matching the arch filter and compiler got %+v", got)
+	}
+}
+
+func TestRequestTaskPrefersPriorityThenFewerCores(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	low := addRun(t, s, runSpec{numGames: 100000, approved: true})
+	high := addRun(t, s, runSpec{numGames: 100000, approved: true, priority: 1})
+	if got := request(t, s, worker(1)); got.RunID != high {
+		t.Fatalf("first task went to %s, want the priority 1 run", got.RunID)
+	}
+	// Among equal priorities, a run without cores comes first.
+	other := addRun(t, s, runSpec{numGames: 100000, approved: true, priority: 1})
+	if got := request(t, s, worker(2)); got.RunID != other {
+		t.Errorf("second task went to %s, want the priority-1 run without cores", got.RunID)
+	}
+	_ = low
+}
+
+func TestDuplicateWorkerName(t *testing.T) {
+	s, clk := newTestScheduler(t)
+	id := addRun(t, s, runSpec{numGames: 100000, approved: true})
+	a := worker(1)
+	if got := request(t, s, a); got.Waiting {
+		t.Fatal(got)
+	}
+	// Same user, cores and first key segment, another machine (another key): refused while the
+	// first one reported within the window.
+	b := a
+	b.UniqueKey = strings.Replace(a.UniqueKey, "5a28", "ffff", 1)
+	b.RemoteAddr = "10.9.9.9"
+	got := request(t, s, b)
+	if !got.Waiting || !strings.Contains(got.Error, "There is already a worker running with name") ||
+		!strings.Contains(got.Error, "0 seconds ago") {
+		t.Errorf("a duplicate name got %+v", got)
+	}
+	clk.advance(121 * time.Second)
+	if got := request(t, s, b); got.Waiting {
+		t.Errorf("after the window the second machine got %+v", got)
+	}
+	// The same machine asking again fails its stale task.
+	if got := request(t, s, b); got.Waiting {
+		t.Fatalf("a re-request got %+v", got)
+	}
+	r := snapshot(t, s, id)
+	if r.Tasks[1].Active || !r.Tasks[2].Active {
+		t.Errorf("stale task active=%v, new task active=%v", r.Tasks[1].Active, r.Tasks[2].Active)
+	}
+	checkInvariants(t, r)
+	acts, _ := s.db.Actions.Recent(context.Background(), "failed_task", 10)
+	if len(acts) != 2 || acts[0].Message != "Stale active task" {
+		t.Errorf("failed_task actions %+v, want the stale tasks logged", acts)
+	}
+}
+
+func TestBlockedWorker(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	addRun(t, s, runSpec{numGames: 1000, approved: true})
+	w := worker(1)
+	if err := s.db.Workers.Put(context.Background(), &rundb.Worker{WorkerName: shortName(w), Blocked: true, Message: "bad results"}); err != nil {
+		t.Fatal(err)
+	}
+	got := request(t, s, w)
+	if !got.Waiting || !strings.Contains(got.Error, "This worker has been blocked!") ||
+		!strings.Contains(got.Error, "Message: bad results") || !strings.Contains(got.Error, "http://shoal.test/workers/"+shortName(w)) {
+		t.Errorf("blocked worker got %+v", got)
+	}
+}
+
+// When the semaphore is full, request_task answers at once that the server is busy, without
+// waiting and without scheduling.
+func TestRequestTaskTooBusy(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	id := addRun(t, s, runSpec{numGames: 1000, approved: true})
+	for range cap(s.taskSem) {
+		s.taskSem <- struct{}{}
+	}
+	got := request(t, s, worker(1))
+	if !got.Waiting || got.Info != "Request_task: the server is currently too busy..." {
+		t.Errorf("with the semaphore full: %+v", got)
+	}
+	for range cap(s.taskSem) {
+		<-s.taskSem
+	}
+	if r := snapshot(t, s, id); len(r.Tasks) != 0 {
+		t.Error("a too-busy request scheduled a task")
+	}
+}
+
+// A storm of concurrent requests: every reply is a task, no task, or too busy; no task is
+// handed out twice; the totals match the tasks.
+func TestRequestTaskStorm(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	var ids []rundb.ObjectID
+	for range 3 {
+		ids = append(ids, addRun(t, s, runSpec{numGames: 40000, approved: true}))
+	}
+	const workers = 200
+	var wg sync.WaitGroup
+	var busy, tasks, none atomic.Int32
+	seen := sync.Map{}
+	start := make(chan struct{})
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			got, err := s.RequestTask(context.Background(), worker(i), 16, "")
+			switch {
+			case err != nil:
+				t.Error(err)
+			case got.Info == TooBusy:
+				busy.Add(1)
+			case got.Waiting:
+				if got.Error != "" {
+					t.Errorf("worker %d: %s", i, got.Error)
+				}
+				none.Add(1)
+			default:
+				tasks.Add(1)
+				key := fmt.Sprintf("%s/%d", got.RunID.Hex(), got.TaskID)
+				if _, dup := seen.LoadOrStore(key, i); dup {
+					t.Errorf("task %s/%d handed out twice", got.RunID, got.TaskID)
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	t.Logf("%d tasks, %d too busy, %d without a task", tasks.Load(), busy.Load(), none.Load())
+	if int(tasks.Load()+busy.Load()+none.Load()) != workers || tasks.Load() == 0 {
+		t.Errorf("replies: %d tasks %d busy %d none", tasks.Load(), busy.Load(), none.Load())
+	}
+	total := 0
+	for _, id := range ids {
+		r := snapshot(t, s, id)
+		checkInvariants(t, r)
+		total += len(r.Tasks)
+	}
+	if total != int(tasks.Load()) {
+		t.Errorf("runs hold %d tasks, %d were handed out", total, tasks.Load())
+	}
+}

@@ -1,0 +1,136 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+)
+
+// Config holds the operator's knobs the scheduler uses.
+type Config struct {
+	TaskSemaphoreSize     int
+	HeartbeatPeriod       time.Duration
+	DeadTaskTimeout       time.Duration
+	ScavengePeriod        time.Duration
+	DuplicateWorkerWindow time.Duration
+	TaskDuration          time.Duration
+}
+
+// ErrRunNotFound means the run asked for does not exist.
+var ErrRunNotFound = errors.New("run not found")
+
+// taskRef names one task of one run.
+type taskRef struct {
+	run  rundb.ObjectID
+	task int
+}
+
+// Scheduler owns the primary's scheduling state: the unfinished runs, the worker-to-task map,
+// the per-IP connection counts and the runs each worker has built. It hands out tasks, applies
+// results and reclaims dead tasks. Safe for concurrent use.
+//
+// Lock order: requestMu, then a run's lock (held by RunCache callbacks), then mu. Nothing waits
+// on the database while holding mu or a run's lock; actions are written after both are released.
+type Scheduler struct {
+	cfg    Config
+	db     *rundb.DB
+	runs   *rundb.RunCache
+	logger *slog.Logger
+	now    func() time.Time
+
+	// taskSem lets at most TaskSemaphoreSize request_task calls in; the rest are told at once
+	// that the server is busy.
+	taskSem chan struct{}
+	// requestMu serialises the choice of a run and the creation of its task.
+	requestMu sync.Mutex
+
+	mu          sync.Mutex // guards the fields below
+	unfinished  map[rundb.ObjectID]bool
+	wtt         map[string]taskRef         // short worker name -> its latest task
+	connections map[string]int             // remote address -> active tasks
+	workerRuns  map[string]map[string]bool // short worker name -> run ids it has built
+	lastRun     map[string]string          // short worker name -> the run of its last task
+	archRE      map[string]*regexp.Regexp  // compiled arch filters; nil value: does not compile
+}
+
+// New returns a scheduler over the run cache. Call Load before serving.
+func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *Scheduler {
+	if cfg.TaskSemaphoreSize < 1 {
+		cfg.TaskSemaphoreSize = 5
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Scheduler{
+		cfg: cfg, db: db, runs: runs, logger: logger, now: time.Now,
+		taskSem:     make(chan struct{}, cfg.TaskSemaphoreSize),
+		unfinished:  make(map[rundb.ObjectID]bool),
+		wtt:         make(map[string]taskRef),
+		connections: make(map[string]int),
+		workerRuns:  make(map[string]map[string]bool),
+		lastRun:     make(map[string]string),
+		archRE:      make(map[string]*regexp.Regexp),
+	}
+}
+
+// Snapshot returns a copy of a run as the scheduler sees it.
+func (s *Scheduler) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error) {
+	r, err := s.runs.Snapshot(ctx, id)
+	if errors.Is(err, rundb.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
+	}
+	return r, err
+}
+
+// AddRun stores a new run (built by BuildRun) and makes it schedulable once approved.
+func (s *Scheduler) AddRun(ctx context.Context, r *rundb.Run) error {
+	if err := s.runs.Create(ctx, r); err != nil {
+		return err
+	}
+	if !r.Finished {
+		s.mu.Lock()
+		s.unfinished[r.ID] = true
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// unfinishedIDs returns the unfinished runs, oldest first (ties in the scheduling order then
+// go to the older run, and tests are repeatable).
+func (s *Scheduler) unfinishedIDs() []rundb.ObjectID {
+	s.mu.Lock()
+	ids := make([]rundb.ObjectID, 0, len(s.unfinished))
+	for id := range s.unfinished {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(ids, func(a, b rundb.ObjectID) int { return bytes.Compare(a[:], b[:]) })
+	return ids
+}
+
+// modify changes a run through the cache, mapping a missing run to ErrRunNotFound.
+func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (rundb.Prio, error)) error {
+	err := s.runs.Modify(ctx, id, fn)
+	if errors.Is(err, rundb.ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrRunNotFound, id)
+	}
+	return err
+}
+
+// writeActions stores actions collected while locks were held; a failure is logged, as losing
+// an event-log line must not fail the worker's request.
+func (s *Scheduler) writeActions(ctx context.Context, actions []*rundb.Action) {
+	for _, a := range actions {
+		if err := s.db.Actions.Insert(context.WithoutCancel(ctx), a); err != nil {
+			s.logger.Warn("write action", "action", a.Action, "run_id", a.RunID, "err", err)
+		}
+	}
+}

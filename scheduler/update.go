@@ -1,0 +1,311 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/stats"
+)
+
+// Reply is the answer of update_task, beat, failed_task and request_spsa: whether the task
+// lives on, with an optional Info or Error (fishtest's application-level error channel, sent
+// with HTTP 200).
+type Reply struct {
+	TaskAlive *bool // nil: the field is absent (failed_task's {})
+	Info      string
+	Error     string
+	SPSA      *SPSAReply
+}
+
+// SPSAReply is the perturbation for one SPSA batch.
+type SPSAReply struct {
+	WParams []stats.SPSAWorkerParam
+	BParams []stats.SPSABaseParam
+	Sig     uint32
+}
+
+func alive(b bool) *bool { return &b }
+
+// ErrTaskNotFound means a task id beyond the run's tasks.
+var ErrTaskNotFound = errors.New("task not found")
+
+// TaskOwner returns who a task belongs to, for the check that a worker only reports on its own
+// tasks: the worker's unique key and username, and its remote address.
+func (s *Scheduler) TaskOwner(ctx context.Context, runID rundb.ObjectID, taskID int) (rundb.WorkerInfo, error) {
+	var wi rundb.WorkerInfo
+	found := false
+	err := s.runs.View(ctx, runID, func(r *rundb.Run) {
+		if taskID >= 0 && taskID < len(r.Tasks) {
+			wi, found = r.Tasks[taskID].WorkerInfo, true
+		}
+	})
+	if errors.Is(err, rundb.ErrNotFound) {
+		return wi, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+	}
+	if err != nil {
+		return wi, err
+	}
+	if !found {
+		return wi, fmt.Errorf("%w: %s/%d", ErrTaskNotFound, runID, taskID)
+	}
+	return wi, nil
+}
+
+// modifyTask is modify for a callback that works on task taskID, which must exist.
+func (s *Scheduler) modifyTask(ctx context.Context, runID rundb.ObjectID, taskID int, fn func(*rundb.Run) (rundb.Prio, error)) error {
+	return s.modify(ctx, runID, func(r *rundb.Run) (rundb.Prio, error) {
+		if taskID < 0 || taskID >= len(r.Tasks) {
+			return 0, fmt.Errorf("%w: %s/%d", ErrTaskNotFound, runID.Hex(), taskID)
+		}
+		return fn(r)
+	})
+}
+
+// SPSAUpdate is the spsa block of an update_task.
+type SPSAUpdate struct {
+	Wins, Losses, Draws, NumGames int
+	Sig                           uint32
+}
+
+// UpdateTask applies a worker's cumulative results for its task: the difference from its last
+// report is added to the run once, however often a report is repeated; the SPRT, the SPSA state
+// and the task's end follow; a decided run is stopped.
+func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, st rundb.Results, spsa *SPSAUpdate) (Reply, error) {
+	var reply Reply
+	ev := &events{}
+	now := s.now()
+	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+		t := &r.Tasks[taskID]
+		numGames, oldGames := played(st), played(t.Stats)
+		spsaGames := 0
+		if r.Args.SPSA != nil && spsa != nil {
+			spsaGames = spsa.Wins + spsa.Losses + spsa.Draws
+		}
+		if !t.Active {
+			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Update_task: task %s/%d is not active", runID.Hex(), taskID)}
+			return 0, rundb.ErrUnchanged
+		}
+		var problem string
+		switch {
+		case numGames < oldGames || (spsaGames > 0 && numGames <= 0) || (spsaGames > 0 && numGames <= oldGames):
+			problem = fmt.Sprintf("Update_task: task %s/%d has incompatible stats. Before %d. Now %d. SPSA_games %d.",
+				runID.Hex(), taskID, oldGames, numGames, spsaGames)
+		case (numGames-oldGames)%2 != 0:
+			problem = fmt.Sprintf("Update_task: odd number of games received for task %s/%d. Before %d. Now %d.",
+				runID.Hex(), taskID, oldGames, numGames)
+		case r.Args.SPRT != nil && numGames%(2*max(r.Args.SPRT.BatchSize, 1)) != 0:
+			problem = fmt.Sprintf("Update_task: the number of games received for task %s/%d is incompatible with the SPRT batch size",
+				runID.Hex(), taskID)
+		}
+		if problem != "" {
+			s.setInactiveTask(r, taskID, now)
+			reply = Reply{TaskAlive: alive(false), Error: problem}
+			return rundb.PrioMedium, nil
+		}
+
+		addResults(&r.Results, st, t.Stats)
+		t.Stats = st
+		t.LastUpdated = now
+		t.WorkerInfo = wi
+		prio := rundb.PrioNormal
+		if r.Args.SPSA != nil && spsa != nil && spsaGames == spsa.NumGames {
+			if err := s.applySPSA(r, t, spsa); err != nil {
+				s.logger.Warn("spsa update refused", "run_id", runID, "task_id", taskID, "err", err)
+			}
+		}
+		if numGames >= t.NumGames {
+			s.setInactiveTask(r, taskID, now)
+			crashOrTime(r, taskID, ev)
+			prio = rundb.PrioMedium
+		}
+		r.LastUpdated = now
+		if err := updateSPRT(r); err != nil {
+			s.logger.Error("sprt update", "run_id", runID, "err", err)
+		}
+		if !undecided(r) {
+			s.stopRun(r, now, ev)
+			if r.Finished {
+				a := runAction("finished_run", r.Args.Username, r)
+				a.Message = finishedRunMessage(r)
+				ev.add(a)
+			}
+			reply = Reply{TaskAlive: alive(false)}
+			return rundb.PrioSaveNow, nil
+		}
+		reply = Reply{TaskAlive: alive(t.Active)}
+		return prio, nil
+	})
+	s.writeActions(ctx, ev.actions)
+	return reply, err
+}
+
+// addResults adds new - old to the run's totals.
+func addResults(total *rundb.Results, now, before rundb.Results) {
+	total.Wins += now.Wins - before.Wins
+	total.Losses += now.Losses - before.Losses
+	total.Draws += now.Draws - before.Draws
+	total.Crashes += now.Crashes - before.Crashes
+	total.TimeLosses += now.TimeLosses - before.TimeLosses
+	if len(total.Pentanomial) < 5 {
+		total.Pentanomial = append(total.Pentanomial, make([]int, 5-len(total.Pentanomial))...)
+	}
+	for i := range 5 {
+		var n, b int
+		if i < len(now.Pentanomial) {
+			n = now.Pentanomial[i]
+		}
+		if i < len(before.Pentanomial) {
+			b = before.Pentanomial[i]
+		}
+		total.Pentanomial[i] += n - b
+	}
+}
+
+// applySPSA moves the SPSA parameters by a finished batch's result, with the perturbation that
+// was handed out for it; the stored perturbation is used up either way, so a replay is refused.
+func (s *Scheduler) applySPSA(r *rundb.Run, t *rundb.Task, u *SPSAUpdate) error {
+	p := t.SPSAParams
+	t.SPSAParams = nil
+	if p == nil {
+		return errors.New("no SPSA batch was handed out for this task")
+	}
+	state := toStatsSPSA(r.Args.SPSA)
+	err := state.Update(p.Iter, p.PackedFlips, stats.SPSAResult{
+		Wins: u.Wins, Losses: u.Losses, Draws: u.Draws, NumGames: u.NumGames, Sig: u.Sig})
+	if err != nil {
+		return err
+	}
+	applySPSA(r.Args.SPSA, state)
+	return nil
+}
+
+// Beat records that the worker of a task is alive.
+func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) (Reply, error) {
+	var active bool
+	now := s.now()
+	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+		t := &r.Tasks[taskID]
+		active = t.Active
+		if !active {
+			return 0, rundb.ErrUnchanged
+		}
+		t.LastUpdated = now
+		return rundb.PrioNormal, nil
+	})
+	return Reply{TaskAlive: alive(active)}, err
+}
+
+// FailedTask ends a task its worker gave up on, and logs why.
+func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID int, message string) (Reply, error) {
+	ev := &events{}
+	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, s.now(), ev)
+	s.writeActions(ctx, ev.actions)
+	return reply, err
+}
+
+func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message string, now time.Time, ev *events) (Reply, error) {
+	if message == "" {
+		message = "Unknown reason"
+	}
+	var reply Reply
+	err := s.modify(ctx, ref.run, func(r *rundb.Run) (rundb.Prio, error) {
+		if ref.task >= len(r.Tasks) || !r.Tasks[ref.task].Active {
+			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Failed_task: task %s/%d is not active", ref.run.Hex(), ref.task)}
+			return 0, rundb.ErrUnchanged
+		}
+		s.setInactiveTask(r, ref.task, now)
+		crashOrTime(r, ref.task, ev)
+		a := taskAction("failed_task", r, ref.task)
+		a.Message = message
+		ev.add(a)
+		return rundb.PrioMedium, nil
+	})
+	return reply, err
+}
+
+// ErrTooFewCPUHours and ErrRunFinished are stop_run's two refusals, answered with 401.
+var (
+	ErrTooFewCPUHours = errors.New("too few CPU hours to stop a run")
+	ErrRunFinished    = errors.New("run is already finished")
+)
+
+// MinCPUHoursToStop is what a user must have contributed for their workers to stop a run.
+const MinCPUHoursToStop = 1000
+
+// StopRunByWorker handles a worker's report that the run cannot work (engine crash, wrong bench):
+// a user with enough CPU hours stops and fails the run; otherwise only the task ends. Either way
+// the report is logged.
+func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, message string, cpuHours float64) error {
+	authorized := cpuHours >= MinCPUHoursToStop
+	ev := &events{}
+	now := s.now()
+	var finished bool
+	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+		if r.Finished {
+			finished = true
+			return 0, rundb.ErrUnchanged
+		}
+		a := runAction("stop_run", wi.Username, r)
+		a.Worker = longName(r.Tasks[taskID].WorkerInfo)
+		id := taskID
+		a.TaskID = &id
+		a.Message = message
+		if !authorized {
+			a.Message += " (not authorized)"
+		}
+		ev.add(a)
+		if !authorized {
+			s.setInactiveTask(r, taskID, now)
+			return rundb.PrioMedium, nil
+		}
+		r.Failed = true
+		r.Failures++
+		s.stopRun(r, now, ev)
+		return rundb.PrioSaveNow, nil
+	})
+	s.writeActions(ctx, ev.actions)
+	switch {
+	case err != nil:
+		return err
+	case finished:
+		return fmt.Errorf("%w: Run %s is already finished", ErrRunFinished, runID.Hex())
+	case !authorized:
+		return fmt.Errorf("%w: User %s has too few games to stop a run", ErrTooFewCPUHours, wi.Username)
+	}
+	return nil
+}
+
+// ErrNotSPSA means request_spsa on a run that is not an SPSA tune.
+var ErrNotSPSA = errors.New("not an SPSA run")
+
+// RequestSPSA hands the worker of an SPSA task the perturbation of its next batch and remembers
+// it, so the result can be applied with the same flips.
+func (s *Scheduler) RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskID int) (Reply, error) {
+	var reply Reply
+	var notSPSA bool
+	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+		t := &r.Tasks[taskID]
+		if !t.Active {
+			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("request_spsa_data: task %s/%d is not active", runID.Hex(), taskID)}
+			return 0, rundb.ErrUnchanged
+		}
+		if r.Args.SPSA == nil {
+			notSPSA = true
+			return 0, rundb.ErrUnchanged
+		}
+		b, err := toStatsSPSA(r.Args.SPSA).NewBatch(nil)
+		if err != nil {
+			return 0, fmt.Errorf("spsa batch for %s/%d: %w", runID.Hex(), taskID, err)
+		}
+		t.SPSAParams = &rundb.SPSAParams{Iter: b.Iter, PackedFlips: b.PackedFlips}
+		reply = Reply{TaskAlive: alive(true), SPSA: &SPSAReply{WParams: b.WParams, BParams: b.BParams, Sig: b.Sig}}
+		return rundb.PrioNormal, nil
+	})
+	if err == nil && notSPSA {
+		err = fmt.Errorf("%w: %s", ErrNotSPSA, runID.Hex())
+	}
+	return reply, err
+}
