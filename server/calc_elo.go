@@ -23,20 +23,29 @@ var countPattern = regexp.MustCompile(`^[0-9]+$`)
 // then requires it to parse as a number rather than failing with a 500.
 var eloPattern = regexp.MustCompile(`^[0-9.-]+$`)
 
+// param returns the last value of a query parameter, as fishtest reads a repeated one.
+func param(q url.Values, name string) (string, bool) {
+	v, ok := q[name]
+	if !ok || len(v) == 0 {
+		return "", false
+	}
+	return v[len(v)-1], true
+}
+
 // counts reads the named game counts from the query; the error names the first bad one.
 func counts(q url.Values, names []string) ([]int, error) {
 	out := make([]int, len(names))
 	for i, name := range names {
-		v, ok := q[name]
+		v, _ := param(q, name)
 		switch {
-		case !ok || v[0] == "":
+		case v == "":
 			return nil, fmt.Errorf("%s is missing", name)
-		case !countPattern.MatchString(v[0]):
-			return nil, fmt.Errorf("%s=%q is not a whole non-negative number", name, v[0])
+		case !countPattern.MatchString(v):
+			return nil, fmt.Errorf("%s=%q is not a whole non-negative number", name, v)
 		}
-		n, err := strconv.ParseInt(v[0], 10, 64)
+		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n > maxCalcGames {
-			return nil, fmt.Errorf("%s=%q is too large", name, v[0])
+			return nil, fmt.Errorf("%s=%q is too large", name, v)
 		}
 		out[i] = int(n)
 	}
@@ -102,7 +111,8 @@ func (s *Server) calcElo(c *gin.Context) {
 		}
 	}
 
-	elo0s, elo1s := q.Get("elo0"), q.Get("elo1")
+	elo0s, _ := param(q, "elo0")
+	elo1s, _ := param(q, "elo1")
 	if elo0s == "" || elo1s == "" { // fixed games
 		cells := r.Pentanomial
 		if cells == nil {
@@ -136,8 +146,8 @@ func (s *Server) calcElo(c *gin.Context) {
 		return
 	}
 	model := stats.ModelNormalized
-	if v, ok := q["elo_model"]; ok {
-		model = v[0]
+	if v, ok := param(q, "elo_model"); ok {
+		model = v
 	}
 	switch model {
 	case stats.ModelBayesElo, stats.ModelLogistic, stats.ModelNormalized:

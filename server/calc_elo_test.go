@@ -165,6 +165,12 @@ func TestCalcEloShapes(t *testing.T) {
 	if w := do(s, http.MethodGet, "/api/calc_elo?W=120&D=200&L=100&elo0=0"); w.Code != http.StatusOK || strings.Contains(w.Body.String(), "LLR") {
 		t.Errorf("one bound: %d %s", w.Code, w.Body)
 	}
+	// A repeated parameter counts with its last value, as in fishtest.
+	once := do(s, http.MethodGet, "/api/calc_elo?W=100&D=1&L=1")
+	twice := do(s, http.MethodGet, "/api/calc_elo?W=1&D=1&L=1&W=100")
+	if once.Body.String() != twice.Body.String() {
+		t.Errorf("W=1 then W=100 answered %s, W=100 alone %s", twice.Body, once.Body)
+	}
 	if w := do(s, http.MethodHead, "/api/calc_elo?W=1&D=1&L=1"); w.Code != http.StatusOK {
 		t.Errorf("HEAD = %d", w.Code)
 	}

@@ -16,13 +16,21 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/templates"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
-// UserCounter is what the server needs from the users store so far.
+// UserCounter is what the home page needs from the users store.
 type UserCounter interface {
 	Count(ctx context.Context) (int64, error)
+}
+
+// RunSource gives the current state of a run: from the primary's run cache, or from the
+// database on a secondary. The run returned is the caller's own copy.
+type RunSource interface {
+	Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error)
 }
 
 // Deps are the server's dependencies, built by the caller.
@@ -32,6 +40,15 @@ type Deps struct {
 	Users    UserCounter
 	Version  string
 	Database string // a few words on the database in use, for people
+
+	// DB is the database, for the read API's queries (runs, actions, PGNs, networks).
+	DB *rundb.DB
+	// Runs serves runs as the scheduler sees them.
+	Runs RunSource
+	// Scheduler owns the primary's scheduling state; nil on a secondary.
+	Scheduler *scheduler.Scheduler
+	// NNURL is where /api/nn/{name} redirects ("" means the request's own scheme and host).
+	NNURL string
 }
 
 // ginReleaseMode switches Gin, whose mode is process-wide, out of debug mode (route dumps on

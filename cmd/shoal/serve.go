@@ -61,6 +61,7 @@ type instance struct {
 	addr    string
 	db      *rundb.DB
 	runs    *rundb.RunCache
+	sched   *scheduler.Scheduler
 	srv     *server.Server
 	httpSrv *http.Server
 	jobs    *scheduler.Periodic
@@ -95,21 +96,25 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		return nil, err
 	}
 	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
-	n, err := runs.Preload(ctx)
-	if err != nil {
+	sched := scheduler.New(scheduler.Config{
+		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
+		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
+		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
+	}, db, runs, logger.With("component", "scheduler"))
+	if err := sched.Load(ctx); err != nil {
 		return nil, fmt.Errorf("load unfinished runs: %w", err)
 	}
-	logger.Info("run cache loaded", "unfinished_runs", n)
+	logger.Info("run cache loaded", "cached_runs", runs.Len())
 	srv, err := server.New(server.Deps{
 		Logger: logger, Tokens: tokenpool.New(cfg.ThreadpoolTokens), Users: db.Users,
-		Version: version, Database: db.Describe(),
+		Version: version, Database: db.Describe(), DB: db, Runs: sched, Scheduler: sched,
 	})
 	if err != nil {
 		return nil, err
 	}
 
-	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, runs: runs, srv: srv, served: make(chan error, 1)}
-	inst.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), scheduler.Job{
+	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, runs: runs, sched: sched, srv: srv, served: make(chan error, 1)}
+	inst.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), append(sched.Jobs(), scheduler.Job{
 		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
 		Run: func(ctx context.Context) error {
 			_, _, err := runs.FlushOne(ctx)
@@ -121,7 +126,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 			runs.Evict(cacheIdle)
 			return nil
 		},
-	})
+	})...)
 	inst.httpSrv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { inst.served <- inst.httpSrv.Serve(ln) }()
@@ -149,6 +154,9 @@ func (inst *instance) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	var errs []error
+	if err := inst.sched.SaveWorkerRuns(ctx); err != nil {
+		inst.logger.Warn("save worker_runs", "err", err)
+	}
 	// A failed write keeps its run dirty; try again while the deadline allows, since whatever
 	// is still dirty when the process exits is lost.
 	for attempt := 1; ; attempt++ {

@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-chess/shoal/scheduler"
+)
+
+// defaultServer is where `shoal run` sends requests without --server: a local `shoal serve`.
+const defaultServer = "http://127.0.0.1:8000"
+
+// defaultOptions are the engine options the new-test form prefills.
+const defaultOptions = "Hash=16"
+
+// maxReplyBytes bounds what is read of a server reply.
+const maxReplyBytes = 1 << 20
+
+const runUsage = `usage:
+  shoal run new [flags]              submit a test; prints its run id
+  shoal run approve [flags] RUN_ID   approve someone else's test (approvers only)
+
+Both take --server URL (env SHOAL_SERVER, default ` + defaultServer + `),
+--username and --password (env SHOAL_USERNAME, SHOAL_PASSWORD). Run
+"shoal run new --help" for the test's flags.`
+
+// runCmd is `shoal run`: test submission and approval through the server's API.
+func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(runUsage)
+	}
+	switch args[0] {
+	case "new":
+		return runNew(ctx, args[1:], getenv, stdout, stderr)
+	case "approve":
+		return runApprove(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "--help", "-help", "-h":
+		fmt.Fprintln(stdout, runUsage)
+		return nil
+	}
+	return fmt.Errorf("run: unknown command %q\n%s", args[0], runUsage)
+}
+
+// apiClient is what both subcommands share: where the server is and who is asking.
+type apiClient struct {
+	server             string
+	username, password string
+	http               *http.Client
+}
+
+// clientFlags declares the connection flags on fs, filled from the environment first.
+func clientFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() (*apiClient, error)) {
+	server := fs.String("server", envOr(getenv, "SHOAL_SERVER", defaultServer), "the Shoal server's URL (env SHOAL_SERVER)")
+	username := fs.String("username", getenv("SHOAL_USERNAME"), "your username (env SHOAL_USERNAME)")
+	password := fs.String("password", getenv("SHOAL_PASSWORD"), "your password (env SHOAL_PASSWORD, which keeps it out of ps)")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
+	return func() (*apiClient, error) {
+		u, err := url.Parse(*server)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return nil, fmt.Errorf("invalid --server %q: want http://HOST[:PORT] or https://...", *server)
+		case *username == "":
+			return nil, errors.New("--username (or SHOAL_USERNAME) is required")
+		case *password == "":
+			return nil, errors.New("--password (or SHOAL_PASSWORD) is required")
+		case *timeout <= 0:
+			return nil, fmt.Errorf("invalid --timeout %v: must be positive", *timeout)
+		}
+		return &apiClient{
+			server: strings.TrimRight(*server, "/"), username: *username, password: *password,
+			http: &http.Client{Timeout: *timeout},
+		}, nil
+	}
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseInterspersed parses flags that may come before or after positional arguments, and
+// returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+// post sends body to the API path and decodes a 200 reply into out. Any other reply is an
+// error carrying the server's message.
+func (c *apiClient) post(ctx context.Context, path string, body, out any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.server+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w", c.server, err)
+	}
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	if err != nil {
+		return fmt.Errorf("read reply from %s: %w", c.server, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(reply, &e) == nil && e.Error != "" {
+			return fmt.Errorf("server refused (%s): %s", resp.Status, e.Error)
+		}
+		return fmt.Errorf("server answered %s: %s", resp.Status, snippet(reply))
+	}
+	if err := json.Unmarshal(reply, out); err != nil {
+		return fmt.Errorf("unexpected reply from %s: %s", c.server, snippet(reply))
+	}
+	return nil
+}
+
+// snippet is the start of a reply, for an error message.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	if s == "" {
+		return "(empty reply)"
+	}
+	return s
+}
+
+// runNew submits a test. The run's arguments come from --file (JSON, the "run" object of
+// POST /api/create_run), then from the flags given, which win.
+func runNew(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run new", stderr)
+	client := clientFlags(fs, getenv)
+	file := fs.String("file", "", "read the run's arguments from this JSON file; flags override it")
+	str := map[string]*string{}
+	for _, f := range []struct{ name, usage string }{
+		{"base-tag", "base branch name"},
+		{"new-tag", "test branch name"},
+		{"resolved-base", "base commit SHA (40 hex digits)"},
+		{"resolved-new", "test commit SHA (40 hex digits)"},
+		{"msg-base", "base commit message"},
+		{"msg-new", "test commit message"},
+		{"base-signature", "base bench node count"},
+		{"new-signature", "test bench node count"},
+		{"tc", "time control, such as 10+0.1"},
+		{"new-tc", "test engine's time control (time odds; default: --tc)"},
+		{"book", "opening book (default UHO_Lichess_4852_v1.epd)"},
+		{"book-depth", "book depth (default 8)"},
+		{"base-options", "base engine's UCI options (default " + defaultOptions + " when the file gives none)"},
+		{"new-options", "test engine's UCI options (default " + defaultOptions + " when the file gives none)"},
+		{"base-nets", "base networks, comma-separated"},
+		{"new-nets", "test networks, comma-separated"},
+		{"tests-repo", "your fork, https://github.com/USER/Stockfish"},
+		{"info", "what the test is about"},
+		{"arch-filter", "regular expression the workers' arch must match"},
+		{"compiler", "compiler the workers must use (g++ or clang++)"},
+		{"sprt", "SPRT bounds in normalized Elo, ELO0,ELO1 (for example 0,2)"},
+		{"elo-model", "SPRT Elo model (only normalized)"},
+		{"spsa-params", "file of SPSA parameters, one name,start,min,max,c_end,r_end line each"},
+	} {
+		str[f.name] = fs.String(f.name, "", f.usage)
+	}
+	ints := map[string]*int{}
+	for _, f := range []struct{ name, usage string }{
+		{"threads", "threads per engine (default 1)"},
+		{"priority", "priority (default 0)"},
+		{"throughput", "throughput in percent (default 100)"},
+		{"num-games", "games to play: a fixed-games run, or the SPSA run's length with --spsa-params"},
+	} {
+		ints[f.name] = fs.Int(f.name, 0, f.usage)
+	}
+	floats := map[string]*float64{}
+	for _, f := range []struct{ name, usage string }{
+		{"spsa-a-ratio", "SPSA A as a fraction of the iterations (default 0.1)"},
+		{"spsa-a", "SPSA A in iterations (instead of --spsa-a-ratio)"},
+		{"spsa-alpha", "SPSA alpha (default 0.602)"},
+		{"spsa-gamma", "SPSA gamma (default 0.101)"},
+	} {
+		floats[f.name] = fs.Float64(f.name, 0, f.usage)
+	}
+	autoPurge := fs.Bool("auto-purge", false, "purge bad workers' results automatically")
+	adjudication := fs.Bool("adjudication", true, "adjudicate games (--adjudication=false to play them out)")
+
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("run new: unexpected arguments %q", rest)
+	}
+	c, err := client()
+	if err != nil {
+		return fmt.Errorf("run new: %w", err)
+	}
+
+	var req scheduler.RunRequest
+	if *file != "" {
+		if err := readRunFile(*file, &req); err != nil {
+			return fmt.Errorf("run new: %w", err)
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := applyRunFlags(&req, set, str, ints, floats, *autoPurge, *adjudication); err != nil {
+		return fmt.Errorf("run new: %w", err)
+	}
+	if req.BaseOptions == "" {
+		req.BaseOptions = defaultOptions
+	}
+	if req.NewOptions == "" {
+		req.NewOptions = defaultOptions
+	}
+
+	var reply struct {
+		RunID string `json:"run_id"`
+	}
+	body := map[string]any{"username": c.username, "password": c.password, "run": req}
+	if err := c.post(ctx, "/api/create_run", body, &reply); err != nil {
+		return fmt.Errorf("run new: %w", err)
+	}
+	if reply.RunID == "" {
+		return errors.New("run new: the server's reply has no run_id")
+	}
+	fmt.Fprintln(stdout, reply.RunID)
+	fmt.Fprintf(stderr, "Submitted; it waits for an approver: %s/tests/view/%s\n", c.server, reply.RunID)
+	return nil
+}
+
+// readRunFile reads a run's arguments, refusing keys the server would refuse.
+func readRunFile(path string, req *scheduler.RunRequest) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%s: more than one JSON value", path)
+	}
+	return nil
+}
+
+// applyRunFlags copies the flags that were given (set) into req.
+func applyRunFlags(req *scheduler.RunRequest, set map[string]bool, str map[string]*string,
+	ints map[string]*int, floats map[string]*float64, autoPurge, adjudication bool) error {
+	strFields := map[string]*string{
+		"base-tag": &req.BaseTag, "new-tag": &req.NewTag,
+		"resolved-base": &req.ResolvedBase, "resolved-new": &req.ResolvedNew,
+		"msg-base": &req.MsgBase, "msg-new": &req.MsgNew,
+		"base-signature": &req.BaseSignature, "new-signature": &req.NewSignature,
+		"tc": &req.TC, "new-tc": &req.NewTC, "book": &req.Book, "book-depth": &req.BookDepth,
+		"base-options": &req.BaseOptions, "new-options": &req.NewOptions,
+		"tests-repo": &req.TestsRepo, "info": &req.Info,
+		"arch-filter": &req.ArchFilter, "compiler": &req.Compiler,
+	}
+	for name, dst := range strFields {
+		if set[name] {
+			*dst = *str[name]
+		}
+	}
+	for name, dst := range map[string]*[]string{"base-nets": &req.BaseNets, "new-nets": &req.NewNets} {
+		if set[name] {
+			*dst = splitList(*str[name])
+		}
+	}
+	if set["threads"] {
+		req.Threads = ref(*ints["threads"])
+	}
+	if set["priority"] {
+		req.Priority = *ints["priority"]
+	}
+	if set["throughput"] {
+		req.Throughput = ref(*ints["throughput"])
+	}
+	if set["auto-purge"] {
+		req.AutoPurge = autoPurge
+	}
+	if set["adjudication"] {
+		req.Adjudication = ref(adjudication)
+	}
+
+	if set["sprt"] {
+		elo0, elo1, err := parseBounds(*str["sprt"])
+		if err != nil {
+			return err
+		}
+		if req.SPRT == nil {
+			req.SPRT = &scheduler.SPRTRequest{}
+		}
+		req.SPRT.Elo0, req.SPRT.Elo1 = &elo0, &elo1
+	}
+	if set["elo-model"] {
+		if req.SPRT == nil {
+			return errors.New("--elo-model needs --sprt")
+		}
+		req.SPRT.EloModel = *str["elo-model"]
+	}
+
+	spsaFlags := []string{"spsa-params", "spsa-a-ratio", "spsa-a", "spsa-alpha", "spsa-gamma"}
+	for _, name := range spsaFlags {
+		if set[name] && req.SPSA == nil {
+			req.SPSA = &scheduler.SPSARequest{}
+		}
+	}
+	if req.SPSA != nil {
+		if set["spsa-params"] {
+			raw, err := os.ReadFile(*str["spsa-params"])
+			if err != nil {
+				return fmt.Errorf("--spsa-params: %w", err)
+			}
+			req.SPSA.RawParams = string(raw)
+		}
+		for name, dst := range map[string]**float64{
+			"spsa-a-ratio": &req.SPSA.ARatio, "spsa-a": &req.SPSA.A,
+			"spsa-alpha": &req.SPSA.Alpha, "spsa-gamma": &req.SPSA.Gamma,
+		} {
+			if set[name] {
+				*dst = ref(*floats[name])
+			}
+		}
+	}
+	if set["num-games"] {
+		// An SPSA run's length lives in its spsa object.
+		if req.SPSA != nil {
+			req.SPSA.NumGames = *ints["num-games"]
+		} else {
+			req.NumGames = *ints["num-games"]
+		}
+	}
+	return nil
+}
+
+func ref[T any](v T) *T { return &v }
+
+// splitList splits a comma-separated list, dropping empty entries.
+func splitList(s string) []string {
+	out := []string{}
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// parseBounds reads "ELO0,ELO1".
+func parseBounds(s string) (float64, float64, error) {
+	a, b, ok := strings.Cut(s, ",")
+	if !ok {
+		return 0, 0, fmt.Errorf("invalid --sprt %q: want ELO0,ELO1 such as 0,2", s)
+	}
+	elo0, err0 := strconv.ParseFloat(strings.TrimSpace(a), 64)
+	elo1, err1 := strconv.ParseFloat(strings.TrimSpace(b), 64)
+	if err0 != nil || err1 != nil {
+		return 0, 0, fmt.Errorf("invalid --sprt %q: want two numbers, ELO0,ELO1", s)
+	}
+	return elo0, elo1, nil
+}
+
+// runApprove approves a run as the given approver.
+func runApprove(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run approve", stderr)
+	client := clientFlags(fs, getenv)
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return errors.New("run approve: give exactly one RUN_ID")
+	}
+	c, err := client()
+	if err != nil {
+		return fmt.Errorf("run approve: %w", err)
+	}
+	var reply struct {
+		Approved bool `json:"approved"`
+	}
+	body := map[string]any{"username": c.username, "password": c.password, "run_id": rest[0]}
+	if err := c.post(ctx, "/api/approve_run", body, &reply); err != nil {
+		return fmt.Errorf("run approve: %w", err)
+	}
+	if !reply.Approved {
+		return errors.New("run approve: the server did not confirm the approval")
+	}
+	fmt.Fprintf(stdout, "Approved run %s.\n", rest[0])
+	return nil
+}

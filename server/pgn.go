@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/rundb"
+)
+
+// DefaultMaxPGNBytes is the largest compressed PGN a worker may upload for one task. A task's
+// PGN is stored in one pgns document, and MongoDB (and FerretDB) refuse documents over 16 MiB;
+// 15 MiB leaves room for the document's other fields and is still several times what the
+// biggest tasks produce (a few thousand games at roughly 1-2 KB each once compressed), so an
+// upload this limit refuses would have failed at the insert anyway, with a less clear error.
+const DefaultMaxPGNBytes = 15 << 20
+
+// gzipMagic starts every gzip stream (RFC 1952).
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// decodePGNUpload decodes upload_pgn's pgn field: standard base64 of gzip data. It checks the
+// gzip magic bytes, as fishtest does, but does not decompress, and refuses data over maxBytes
+// (<= 0 means DefaultMaxPGNBytes) before decoding it. The error says what is wrong in words a
+// worker's owner can act on.
+func decodePGNUpload(b64 string, maxBytes int) ([]byte, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxPGNBytes
+	}
+	if b64 == "" {
+		return nil, errors.New("pgn is empty")
+	}
+	// Checked on the encoded length first, so an oversized upload costs no allocation.
+	if n := base64.StdEncoding.DecodedLen(len(b64)); n > maxBytes+2 {
+		return nil, fmt.Errorf("pgn is about %d bytes compressed, over the limit of %d bytes", n, maxBytes)
+	}
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("pgn is not valid base64: %v", err)
+	}
+	if len(data) > maxBytes {
+		return nil, fmt.Errorf("pgn is %d bytes compressed, over the limit of %d bytes", len(data), maxBytes)
+	}
+	if len(data) < len(gzipMagic) || data[0] != gzipMagic[0] || data[1] != gzipMagic[1] {
+		return nil, errors.New("pgn is not gzip data (it does not start with the bytes 1f 8b)")
+	}
+	return data, nil
+}
+
+// attachment is a Content-Disposition header offering the reply as a file named name, quoted
+// as fishtest quotes it. (Part of name comes from the URL; net/http turns any newline in a
+// header value into a space.)
+func attachment(name string) string {
+	return `attachment; filename="` + quoteEscaper.Replace(name) + `"`
+}
+
+var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
+// downloadPGN is GET /api/pgn/{run id}-{task id}.pgn: one task's games, stored gzipped and
+// served as is with Content-Encoding: gzip, so that browsers and curl --compressed show the
+// text. The name is cut at its first '.', as in fishtest.
+func (s *Server) downloadPGN(c *gin.Context) {
+	name := c.Param("name")
+	runTask, _, _ := strings.Cut(name, ".")
+	var p *rundb.PGN
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		var err error
+		p, err = s.deps.DB.PGNs.Get(ctx, runTask)
+		return err
+	})
+	switch {
+	case errors.Is(err, rundb.ErrNotFound):
+		apiError(c, http.StatusNotFound, "No data found for "+name)
+		return
+	case err != nil:
+		s.internalError(c, err)
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("Content-Type", "application/gzip")
+	h.Set("Content-Encoding", "gzip")
+	h.Set("Content-Length", strconv.Itoa(len(p.PGNZip)))
+	h.Set("Content-Disposition", attachment(name))
+	c.Status(http.StatusOK)
+	if c.Request.Method == http.MethodHead {
+		return
+	}
+	if _, err := c.Writer.Write(p.PGNZip); err != nil {
+		_ = c.Error(fmt.Errorf("send pgn %s: %w", runTask, err))
+	}
+}
+
+// runPGNsName is the only file name /api/run_pgns serves: a run id and .pgn.gz.
+var runPGNsName = regexp.MustCompile(`^([a-zA-Z0-9]+)\.pgn\.gz$`)
+
+// downloadRunPGNs is GET /api/run_pgns/{run id}.pgn.gz: every stored task PGN of the run, in
+// task order, one gzip member after another. A concatenation of gzip streams is itself a valid
+// gzip file (RFC 1952), so gunzip gives the games of all tasks; unlike /api/pgn it is sent as a
+// file, without Content-Encoding. Content-Length is the sum of the stored sizes.
+//
+// The PGNs are read one at a time, each under its own database token, and written to the client
+// between reads: memory stays at one task's PGN and a slow client holds no token. If a PGN
+// vanishes or changes size after the headers are sent, the reply is cut short, which the client
+// sees as a truncated download (Content-Length promised more).
+func (s *Server) downloadRunPGNs(c *gin.Context) {
+	name := c.Param("name")
+	m := runPGNsName.FindStringSubmatch(name)
+	if m == nil {
+		apiError(c, http.StatusBadRequest, "Invalid filename format for "+name)
+		return
+	}
+	runID := m[1]
+	var list []rundb.PGNInfo
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		var err error
+		list, err = s.deps.DB.PGNs.ListForRun(ctx, runID)
+		return err
+	})
+	if err != nil {
+		s.internalError(c, err)
+		return
+	}
+	total := 0
+	for _, p := range list {
+		total += p.Size
+	}
+	if len(list) == 0 || total == 0 {
+		apiError(c, http.StatusNotFound, "No data found for "+name)
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("Content-Type", "application/gzip")
+	h.Set("Content-Length", strconv.Itoa(total))
+	h.Set("Content-Disposition", attachment(name))
+	c.Status(http.StatusOK)
+	if c.Request.Method == http.MethodHead {
+		return
+	}
+	for _, info := range list {
+		var p *rundb.PGN
+		err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+			var err error
+			p, err = s.deps.DB.PGNs.Get(ctx, info.RunID)
+			return err
+		})
+		if err == nil && len(p.PGNZip) != info.Size {
+			err = fmt.Errorf("pgn %s holds %d bytes but its size field says %d", info.RunID, len(p.PGNZip), info.Size)
+		}
+		if err != nil {
+			s.logger.Error("run pgns download cut short", "run", runID, "pgn", info.RunID, "err", err)
+			_ = c.Error(err)
+			return
+		}
+		if _, err := c.Writer.Write(p.PGNZip); err != nil {
+			_ = c.Error(fmt.Errorf("send pgns of run %s: %w", runID, err))
+			return // the client went away
+		}
+	}
+}

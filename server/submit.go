@@ -1,0 +1,305 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
+)
+
+// maxSubmitBody bounds a run submission's JSON; a long SPSA parameter list is a few kilobytes.
+const maxSubmitBody = 1 << 20
+
+// createRunBody is POST /api/create_run: the submitter's credentials and the run's arguments.
+type createRunBody struct {
+	Username string                `json:"username"`
+	Password string                `json:"password"`
+	Run      *scheduler.RunRequest `json:"run"`
+}
+
+// approveRunBody is POST /api/approve_run.
+type approveRunBody struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	RunID    string `json:"run_id"`
+}
+
+// errNotApprover means an authenticated user without the right to approve tried to.
+var errNotApprover = errors.New("not an approver")
+
+// submitRoutes registers test submission without the UI: creating a run and approving one.
+func (s *Server) submitRoutes(r gin.IRoutes) {
+	r.POST("/api/create_run", s.createRun)
+	r.POST("/api/approve_run", s.approveRun)
+}
+
+// createRun stores a new, unapproved run for the authenticated user. Every invalid field is a
+// 400 naming it by its JSON path ("run.sprt.elo0"); bad credentials are a 401.
+func (s *Server) createRun(c *gin.Context) {
+	if !s.primaryOnly(c) {
+		return
+	}
+	var body createRunBody
+	if !decodeSubmission(c, &body) {
+		return
+	}
+	if body.Run == nil {
+		apiError(c, http.StatusBadRequest, "run: missing: give the run's arguments")
+		return
+	}
+	var id rundb.ObjectID
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		u, err := s.deps.DB.Users.Authenticate(ctx, body.Username, body.Password)
+		if err != nil {
+			return err
+		}
+		r, err := s.deps.Scheduler.CreateRun(ctx, *body.Run, u.Username)
+		if err != nil {
+			return err
+		}
+		id = r.ID
+		return nil
+	})
+	var fe *scheduler.FieldError
+	switch {
+	case isAuthError(err):
+		apiError(c, http.StatusUnauthorized, err.Error())
+	case errors.As(err, &fe):
+		apiError(c, http.StatusBadRequest, "run."+fe.Error())
+	case err != nil:
+		s.internalError(c, err)
+	default:
+		c.JSON(http.StatusOK, gin.H{"run_id": id.Hex(), "duration": duration(c)})
+	}
+}
+
+// approveRun lets an approver approve someone else's run, once.
+func (s *Server) approveRun(c *gin.Context) {
+	if !s.primaryOnly(c) {
+		return
+	}
+	var body approveRunBody
+	if !decodeSubmission(c, &body) {
+		return
+	}
+	if body.RunID == "" {
+		apiError(c, http.StatusBadRequest, "run_id: missing")
+		return
+	}
+	id, err := rundb.ParseObjectID(body.RunID)
+	if err != nil {
+		apiError(c, http.StatusBadRequest, "run_id: "+err.Error())
+		return
+	}
+	var username string
+	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		u, err := s.deps.DB.Users.Authenticate(ctx, body.Username, body.Password)
+		if err != nil {
+			return err
+		}
+		username = u.Username
+		if !u.IsApprover() {
+			return errNotApprover
+		}
+		return s.deps.Scheduler.ApproveRun(ctx, id, u.Username)
+	})
+	switch {
+	case isAuthError(err):
+		apiError(c, http.StatusUnauthorized, err.Error())
+	case errors.Is(err, errNotApprover):
+		apiError(c, http.StatusForbidden, fmt.Sprintf("user %s is not an approver", username))
+	case errors.Is(err, scheduler.ErrSelfApproval):
+		apiError(c, http.StatusForbidden, fmt.Sprintf("run %s: self approval is disabled", id))
+	case errors.Is(err, scheduler.ErrRunNotFound):
+		apiError(c, http.StatusNotFound, fmt.Sprintf("run %s not found", id))
+	case errors.Is(err, scheduler.ErrAlreadyApproved):
+		apiError(c, http.StatusConflict, fmt.Sprintf("run %s already approved", id))
+	case err != nil:
+		s.internalError(c, err)
+	default:
+		c.JSON(http.StatusOK, gin.H{"approved": true, "duration": duration(c)})
+	}
+}
+
+// primaryOnly answers 503 where this instance has no scheduler (a secondary): runs are created
+// and approved on the primary, which owns them.
+func (s *Server) primaryOnly(c *gin.Context) bool {
+	if s.deps.Scheduler == nil {
+		apiError(c, http.StatusServiceUnavailable, "runs are submitted to the primary instance")
+		return false
+	}
+	return true
+}
+
+func isAuthError(err error) bool {
+	return errors.Is(err, rundb.ErrBadCredentials) || errors.Is(err, rundb.ErrBlocked) || errors.Is(err, rundb.ErrPending)
+}
+
+// decodeSubmission reads the request body into v strictly (decodeStrict), answering 413 for a
+// body over maxSubmitBody and 400 for anything else wrong; it reports whether v is filled.
+func decodeSubmission(c *gin.Context, v any) bool {
+	data, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxSubmitBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		apiError(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxSubmitBody))
+		return false
+	case err != nil:
+		apiError(c, http.StatusBadRequest, "request body: "+err.Error())
+		return false
+	}
+	if err := decodeStrict(data, v); err != nil {
+		apiError(c, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return true
+}
+
+// decodeStrict decodes a JSON object into v, a pointer to a struct. Unlike encoding/json it
+// refuses keys v does not declare, at every level and case-sensitively, so that a misspelt
+// argument is an error rather than a silently applied default. Errors are *scheduler.FieldError
+// naming the JSON path ("run.sprt.elo0"), or "request body" for the whole.
+func decodeStrict(data []byte, v any) error {
+	if !json.Valid(data) {
+		return &scheduler.FieldError{Field: "request body", Message: "not valid JSON"}
+	}
+	t := reflect.TypeOf(v).Elem()
+	if err := checkKeys(data, t, ""); err != nil {
+		return err
+	}
+	err := json.Unmarshal(data, v)
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te):
+		want := te.Type
+		if declared := typeAtPath(t, te.Field); declared != nil && declared.Kind() == reflect.Slice {
+			want = declared
+		}
+		return &scheduler.FieldError{Field: orBody(te.Field), Message: fmt.Sprintf("must be %s, not %s", typeWords(want), te.Value)}
+	case err != nil:
+		return &scheduler.FieldError{Field: "request body", Message: err.Error()}
+	}
+	return nil
+}
+
+// checkKeys walks data along struct type t and refuses the first key (in sorted order) that t
+// does not declare. Only object values for struct-typed fields are walked; type mismatches are
+// left to json.Unmarshal, except that a struct must be given an object (or null).
+func checkKeys(data []byte, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return &scheduler.FieldError{Field: orBody(path), Message: "must be a JSON object"}
+	}
+	fields := jsonFields(t)
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		name := keyName(k)
+		if path != "" {
+			name = path + "." + name
+		}
+		ft, ok := fields[k]
+		if !ok {
+			return &scheduler.FieldError{Field: name, Message: fmt.Sprintf("unknown field (known: %s)", strings.Join(slices.Sorted(maps.Keys(fields)), ", "))}
+		}
+		if err := checkKeys(obj[k], ft, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jsonFields maps the JSON names of struct type t's fields to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := make(map[string]reflect.Type, t.NumField())
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// typeAtPath returns the declared type of the field at a dotted JSON path below struct type t,
+// or nil.
+func typeAtPath(t reflect.Type, path string) reflect.Type {
+	if path == "" {
+		return nil
+	}
+	for part := range strings.SplitSeq(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		ft, ok := jsonFields(t)[part]
+		if !ok {
+			return nil
+		}
+		t = ft
+	}
+	return t
+}
+
+// typeWords describes a Go type as a JSON value, for error messages.
+func typeWords(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(typeWords(t.Elem()), "a "), "an ") + "s"
+	default:
+		return "an object"
+	}
+}
+
+// keyName is how an unknown key is shown: as is if it looks like a field name, else quoted.
+func keyName(k string) string {
+	if k != "" && strings.Trim(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == "" {
+		return k
+	}
+	return strconv.Quote(k)
+}
+
+func orBody(path string) string {
+	if path == "" {
+		return "request body"
+	}
+	return path
+}

@@ -1,0 +1,433 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/worker/protocol"
+)
+
+// Body limits of the worker API: a PGN upload carries a task's games (base64 of gzip); every
+// other call is a few hundred bytes.
+const (
+	maxWorkerBody = 1 << 20
+	maxUploadBody = DefaultMaxPGNBytes*4/3 + 1<<20
+)
+
+// workerRoutes registers the nine endpoints of the worker protocol.
+func (s *Server) workerRoutes(r gin.IRoutes) {
+	r.POST("/api/request_version", s.requestVersion)
+	r.POST("/api/request_task", s.workerCall(s.requestTask))
+	r.POST("/api/update_task", s.workerCall(s.updateTask))
+	r.POST("/api/beat", s.workerCall(s.beat))
+	r.POST("/api/request_spsa", s.workerCall(s.requestSPSA))
+	r.POST("/api/failed_task", s.workerCall(s.failedTask))
+	r.POST("/api/stop_run", s.workerCall(s.stopRun))
+	r.POST("/api/upload_pgn", s.workerCall(s.uploadPGN))
+	r.POST("/api/worker_log", s.workerCall(s.workerLog))
+}
+
+// workerRequest is a worker call that passed fishtest's validate_request: authenticated, well
+// formed, naming an existing run and one of its own tasks.
+type workerRequest struct {
+	body *protocol.Request
+	user *rundb.User
+	run  rundb.ObjectID // zero if the call names no run
+	// info is the worker_info to store: the request's, with the address the task was created
+	// from (or the caller's, for a new task) and the country nginx reports.
+	info rundb.WorkerInfo
+}
+
+// hasTask reports whether the call names a task.
+func (w *workerRequest) hasTask() bool { return w.body.TaskID != nil }
+
+func (w *workerRequest) taskID() int { return *w.body.TaskID }
+
+// readBody reads the request body up to limit bytes; a longer body is a 400, not a truncation.
+func readBody(c *gin.Context, limit int64) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		apiError(c, http.StatusBadRequest, fmt.Sprintf("request body larger than %d bytes", limit))
+		return nil, false
+	}
+	if err != nil {
+		apiError(c, http.StatusBadRequest, "request body could not be read")
+		return nil, false
+	}
+	return b, true
+}
+
+// authenticate checks the credentials of a call (fishtest's validate_username_password): a body
+// without them is a 400, wrong ones a 401 with the reason.
+func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
+	username, password, err := protocol.DecodeAccess(body)
+	if err != nil {
+		apiError(c, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	var u *rundb.User
+	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		var err error
+		u, err = s.deps.DB.Users.Authenticate(ctx, username, password)
+		return err
+	})
+	switch {
+	case errors.Is(err, rundb.ErrBadCredentials), errors.Is(err, rundb.ErrBlocked), errors.Is(err, rundb.ErrPending):
+		apiError(c, http.StatusUnauthorized, err.Error())
+		return nil, false
+	case err != nil:
+		s.internalError(c, err)
+		return nil, false
+	}
+	return u, true
+}
+
+// requestVersion answers the protocol version to any authenticated caller, however old its
+// worker_info: the worker updates itself if it is behind.
+func (s *Server) requestVersion(c *gin.Context) {
+	body, ok := readBody(c, maxWorkerBody)
+	if !ok {
+		return
+	}
+	if _, ok := s.authenticate(c, body); !ok {
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": protocol.Version, "duration": duration(c)})
+}
+
+// workerCall wraps an endpoint in fishtest's validate_request: credentials, the strict schema,
+// the run, the task, and the task's owner, in that order, each failure a 400 or 401 in the JSON
+// error shape.
+func (s *Server) workerCall(handle func(*gin.Context, *workerRequest)) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		limit := int64(maxWorkerBody)
+		if c.FullPath() == "/api/upload_pgn" {
+			limit = maxUploadBody
+		}
+		body, ok := readBody(c, limit)
+		if !ok {
+			return
+		}
+		user, ok := s.authenticate(c, body)
+		if !ok {
+			return
+		}
+		req, err := protocol.DecodeRequest(body, nil)
+		if err != nil {
+			apiError(c, http.StatusBadRequest, err.Error())
+			return
+		}
+		w := &workerRequest{body: req, user: user, info: toWorkerInfo(req.WorkerInfo)}
+		w.info.RemoteAddr = c.ClientIP()
+		w.info.CountryCode = countryCode(c)
+		if req.RunID != nil {
+			id, err := rundb.ParseObjectID(*req.RunID)
+			if err != nil {
+				apiError(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
+				return
+			}
+			w.run = id
+			owner, tasks, err := s.runTask(c.Request.Context(), id, req.TaskID)
+			switch {
+			case errors.Is(err, rundb.ErrNotFound), errors.Is(err, scheduler.ErrRunNotFound):
+				apiError(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
+				return
+			case err != nil:
+				s.internalError(c, err)
+				return
+			}
+			if req.TaskID != nil {
+				t := *req.TaskID
+				if t < 0 || t >= tasks {
+					apiError(c, http.StatusBadRequest, fmt.Sprintf("Invalid task_id %d for run_id %s", t, *req.RunID))
+					return
+				}
+				for _, f := range []struct{ key, task, request string }{
+					{"unique_key", owner.UniqueKey, req.WorkerInfo.UniqueKey},
+					{"username", owner.Username, req.WorkerInfo.Username},
+				} {
+					if f.task != f.request {
+						apiError(c, http.StatusBadRequest, fmt.Sprintf("Invalid %s for task %s/%d. From task: %s. From request: %s.",
+							f.key, *req.RunID, t, f.task, f.request))
+						return
+					}
+				}
+				w.info.RemoteAddr = owner.RemoteAddr
+			}
+		}
+		handle(c, w)
+	}
+}
+
+// runTask returns the owner of a task (when taskID is given) and the run's number of tasks:
+// from the scheduler on the primary, from the database on a secondary.
+func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
+	var owner rundb.WorkerInfo
+	var tasks int
+	err := s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
+		r, err := s.deps.Runs.Snapshot(ctx, id)
+		if err != nil {
+			return err
+		}
+		tasks = len(r.Tasks)
+		if taskID != nil && *taskID >= 0 && *taskID < tasks {
+			owner = r.Tasks[*taskID].WorkerInfo
+		}
+		return nil
+	})
+	return owner, tasks, err
+}
+
+// countryCode is nginx's X-Country-Code, "?" when absent or unknown.
+func countryCode(c *gin.Context) string {
+	cc := c.GetHeader("X-Country-Code")
+	if cc == "" || cc == "ZZ" {
+		return "?"
+	}
+	return cc
+}
+
+func toWorkerInfo(w protocol.WorkerInfo) rundb.WorkerInfo {
+	return rundb.WorkerInfo{
+		Uname: w.Uname, Architecture: w.Architecture[:], Concurrency: w.Concurrency, MaxMemory: w.MaxMemory,
+		MinThreads: w.MinThreads, Username: w.Username, Version: w.Version, PythonVersion: w.PythonVersion[:],
+		GCCVersion: w.GCCVersion[:], Compiler: w.Compiler, UniqueKey: w.UniqueKey, Modified: w.Modified,
+		WorkerArch: w.WorkerArch, ARCH: w.ARCH, NPS: w.NPS, NearGithubAPILimit: w.NearGithubAPILimit,
+	}
+}
+
+// requirePrimary answers fishtest's 503 when this instance does not schedule (a secondary).
+func (s *Server) requirePrimary(c *gin.Context) bool {
+	if s.deps.Scheduler == nil {
+		apiError(c, http.StatusServiceUnavailable, "primary instance required")
+		return false
+	}
+	return true
+}
+
+// need answers a 400 for a missing field the endpoint needs.
+func need(c *gin.Context, present bool, what string) bool {
+	if !present {
+		apiError(c, http.StatusBadRequest, "Missing "+what)
+	}
+	return present
+}
+
+func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
+	if !s.requirePrimary(c) {
+		return
+	}
+	scheme := "http"
+	if c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	var reply scheduler.TaskReply
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		var err error
+		reply, err = s.deps.Scheduler.RequestTask(ctx, w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)
+		return err
+	})
+	if err != nil {
+		s.internalError(c, err)
+		return
+	}
+	if reply.Waiting {
+		out := gin.H{"task_waiting": false, "duration": duration(c)}
+		if reply.Info != "" {
+			out["info"] = reply.Info
+		}
+		if reply.Error != "" {
+			out["error"] = reply.Error
+		}
+		c.JSON(http.StatusOK, out)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{
+		"run":      gin.H{"_id": reply.RunID.Hex(), "args": reply.Args, "my_task": reply.Task},
+		"task_id":  reply.TaskID,
+		"duration": duration(c),
+	})
+}
+
+// replyJSON writes the scheduler's answer with the duration.
+func replyJSON(c *gin.Context, r scheduler.Reply) {
+	out := gin.H{"duration": duration(c)}
+	if r.TaskAlive != nil {
+		out["task_alive"] = *r.TaskAlive
+	}
+	if r.Info != "" {
+		out["info"] = r.Info
+	}
+	if r.Error != "" {
+		out["error"] = r.Error
+	}
+	if r.SPSA != nil {
+		out["w_params"], out["b_params"], out["sig"] = r.SPSA.WParams, r.SPSA.BParams, r.SPSA.Sig
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// schedulerCall runs a scheduler operation under a token and answers its reply; a task that
+// vanished between validation and the call is a 400 like an invalid task_id.
+func (s *Server) schedulerCall(c *gin.Context, op func(ctx context.Context) (scheduler.Reply, error)) {
+	var reply scheduler.Reply
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		var err error
+		reply, err = op(ctx)
+		return err
+	})
+	switch {
+	case errors.Is(err, scheduler.ErrTaskNotFound), errors.Is(err, scheduler.ErrRunNotFound), errors.Is(err, scheduler.ErrNotSPSA):
+		apiError(c, http.StatusBadRequest, err.Error())
+	case err != nil:
+		s.internalError(c, err)
+	default:
+		replyJSON(c, reply)
+	}
+}
+
+func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
+	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") ||
+		!need(c, w.body.Stats != nil, "stats") {
+		return
+	}
+	st := w.body.Stats
+	results := rundb.Results{Wins: st.Wins, Losses: st.Losses, Draws: st.Draws, Crashes: st.Crashes,
+		TimeLosses: st.TimeLosses, Pentanomial: st.Pentanomial[:]}
+	var spsa *scheduler.SPSAUpdate
+	if sp := w.body.SPSA; sp != nil {
+		spsa = &scheduler.SPSAUpdate{Wins: sp.Wins, Losses: sp.Losses, Draws: sp.Draws, NumGames: sp.NumGames, Sig: uint32(sp.Sig)}
+		if sp.Sig < 0 || sp.Sig > 1<<32-1 {
+			spsa.Sig = 0 // never a CRC32: the update is refused by the signature check
+		}
+	}
+	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+		return s.deps.Scheduler.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
+	})
+}
+
+func (s *Server) beat(c *gin.Context, w *workerRequest) {
+	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+		return
+	}
+	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+		return s.deps.Scheduler.Beat(ctx, w.run, w.taskID())
+	})
+}
+
+func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
+	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+		return
+	}
+	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+		return s.deps.Scheduler.RequestSPSA(ctx, w.run, w.taskID())
+	})
+}
+
+func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
+	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+		return
+	}
+	msg := ""
+	if w.body.Message != nil {
+		msg = *w.body.Message
+	}
+	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+		return s.deps.Scheduler.FailedTask(ctx, w.run, w.taskID(), msg)
+	})
+}
+
+func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
+	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+		return
+	}
+	msg := ""
+	if w.body.Message != nil {
+		msg = *w.body.Message
+	}
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		hours := -1.0
+		st, err := s.deps.DB.UserCache.Get(ctx, w.user.Username)
+		switch {
+		case err == nil:
+			hours = st.CPUHours
+		case !errors.Is(err, rundb.ErrNotFound):
+			return err
+		}
+		return s.deps.Scheduler.StopRunByWorker(ctx, w.info, w.run, w.taskID(), msg, hours)
+	})
+	var msgErr string
+	switch {
+	case errors.Is(err, scheduler.ErrTooFewCPUHours):
+		msgErr = fmt.Sprintf("User %s has too few games to stop a run", w.user.Username)
+	case errors.Is(err, scheduler.ErrRunFinished):
+		msgErr = fmt.Sprintf("Run %s is already finished", w.run.Hex())
+	case errors.Is(err, scheduler.ErrTaskNotFound):
+		apiError(c, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		s.internalError(c, err)
+		return
+	}
+	if msgErr != "" {
+		apiError(c, http.StatusUnauthorized, msgErr)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"duration": duration(c)})
+}
+
+func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
+	if !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") || !need(c, w.body.PGN != nil, "pgn content") {
+		return
+	}
+	gz, err := decodePGNUpload(*w.body.PGN, DefaultMaxPGNBytes)
+	if err != nil {
+		apiError(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		return s.deps.DB.PGNs.Insert(ctx, &rundb.PGN{RunID: fmt.Sprintf("%s-%d", w.run.Hex(), w.taskID()), PGNZip: gz, Size: len(gz)})
+	})
+	if err != nil {
+		s.internalError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"duration": duration(c)})
+}
+
+func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
+	if w.run != (rundb.ObjectID{}) && !w.hasTask() {
+		apiError(c, http.StatusBadRequest, "Missing task_id for worker_log run context")
+		return
+	}
+	a := &rundb.Action{Action: "worker_log", Username: w.user.Username, Worker: w.body.WorkerInfo.LongName(),
+		Time: float64(time.Now().UnixMicro()) / 1e6}
+	if w.body.Message != nil {
+		a.Message = *w.body.Message
+	}
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		if w.run != (rundb.ObjectID{}) {
+			r, err := s.deps.Runs.Snapshot(ctx, w.run)
+			if err != nil {
+				return err
+			}
+			id := w.taskID()
+			a.RunID, a.Run, a.TaskID = w.run.Hex(), scheduler.RunLabel(r), &id
+		}
+		return s.deps.DB.Actions.Insert(ctx, a)
+	})
+	if err != nil {
+		s.internalError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"duration": duration(c)})
+}

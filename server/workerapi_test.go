@@ -1,0 +1,496 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/rundbtest"
+	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/tokenpool"
+)
+
+// fleet is a Shoal server on a real database behind a real HTTP listener, with users for the
+// worker protocol tests: alice submits, bob approves, wrk runs workers.
+type fleet struct {
+	t     *testing.T
+	url   string
+	db    *rundb.DB
+	sched *scheduler.Scheduler
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	for _, u := range []rundb.NewUser{
+		{Username: "alice", Password: "alicepw", Accepted: true},
+		{Username: "bob", Password: "bobpw", Accepted: true, Approver: true},
+		{Username: "wrk", Password: "wrkpw", Accepted: true},
+	} {
+		if _, err := db.Users.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logger := discardLogger()
+	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, HeartbeatPeriod: 120 * time.Second,
+		DeadTaskTimeout: 360 * time.Second, ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second,
+		TaskDuration: 1800 * time.Second}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
+	if err := sched.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Deps{Logger: logger, Tokens: tokenpool.New(20), Users: db.Users, Version: "test",
+		DB: db, Runs: sched, Scheduler: sched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return &fleet{t: t, url: ts.URL, db: db, sched: sched}
+}
+
+// post sends a JSON body (a value, or raw bytes) and decodes the reply, checking that it is a
+// JSON object with a duration, as every worker reply must be.
+func (f *fleet) post(path string, body any) (int, map[string]any) {
+	f.t.Helper()
+	var b []byte
+	switch v := body.(type) {
+	case []byte:
+		b = v
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	resp, err := http.Post(f.url+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		f.t.Fatalf("%s: reply is not a JSON object: %d %s", path, resp.StatusCode, raw)
+	}
+	if _, ok := out["duration"].(float64); !ok && strings.HasPrefix(path, "/api/") {
+		f.t.Errorf("%s: reply without a duration: %s", path, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// workerInfo is the 16-key worker_info of test worker n.
+func workerInfo(n int) map[string]any {
+	return map[string]any{
+		"uname": "Linux 6.1.0", "architecture": []string{"64bit", "ELF"}, "concurrency": 8, "max_memory": 16000,
+		"min_threads": 1, "username": "wrk", "version": 325, "python_version": []int{3, 11, 2},
+		"gcc_version": []int{13, 2, 0}, "compiler": "g++", "unique_key": fmt.Sprintf("ab%06d-5a28-4b7d-b27b-d78d97ecf11a", n),
+		"modified": false, "worker_arch": "x86-64-avx2", "ARCH": "?", "nps": 0.0, "near_github_api_limit": false,
+	}
+}
+
+// call builds a worker body with extra fields.
+func call(n int, extra map[string]any) map[string]any {
+	b := map[string]any{"password": "wrkpw", "worker_info": workerInfo(n)}
+	for k, v := range extra {
+		b[k] = v
+	}
+	return b
+}
+
+// newRun submits and approves a run through the API; spec holds the run's kind.
+func (f *fleet) newRun(spec map[string]any) string {
+	f.t.Helper()
+	run := map[string]any{
+		"base_tag": "master", "new_tag": "patch", "resolved_base": strings.Repeat("a", 40), "resolved_new": strings.Repeat("b", 40),
+		"tc": "10+0.1", "base_options": "Hash=16", "new_options": "Hash=16", "base_signature": "2050811",
+		"new_signature": "2061234", "tests_repo": "https://github.com/alice/Stockfish", "info": "a test",
+	}
+	for k, v := range spec {
+		run[k] = v
+	}
+	code, out := f.post("/api/create_run", map[string]any{"username": "alice", "password": "alicepw", "run": run})
+	if code != http.StatusOK {
+		f.t.Fatalf("create_run: %d %v", code, out)
+	}
+	id := out["run_id"].(string)
+	if code, out := f.post("/api/approve_run", map[string]any{"username": "bob", "password": "bobpw", "run_id": id}); code != http.StatusOK {
+		f.t.Fatalf("approve_run: %d %v", code, out)
+	}
+	return id
+}
+
+func (f *fleet) run(id string) *rundb.Run {
+	f.t.Helper()
+	oid, _ := rundb.ParseObjectID(id)
+	r, err := f.sched.Snapshot(context.Background(), oid)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+// checkAggregates asserts that a run's totals equal what its tasks say.
+func (f *fleet) checkAggregates(id string) {
+	f.t.Helper()
+	r := f.run(id)
+	var res rundb.Results
+	res.Pentanomial = make([]int, 5)
+	cores, workers, committed, total := 0, 0, 0, 0
+	for _, t := range r.Tasks {
+		res.Wins += t.Stats.Wins
+		res.Losses += t.Stats.Losses
+		res.Draws += t.Stats.Draws
+		for i, x := range t.Stats.Pentanomial {
+			res.Pentanomial[i] += x
+		}
+		total += t.NumGames
+		if t.Active {
+			cores += t.WorkerInfo.Concurrency
+			workers++
+			committed += t.NumGames
+		} else {
+			committed += t.Stats.Games()
+		}
+	}
+	if res.Wins != r.Results.Wins || res.Losses != r.Results.Losses || res.Draws != r.Results.Draws ||
+		fmt.Sprint(res.Pentanomial) != fmt.Sprint(r.Results.Pentanomial) {
+		f.t.Errorf("run results %+v, tasks sum to %+v", r.Results, res)
+	}
+	if cores != r.Cores || workers != r.Workers || committed != r.CommittedGames || total != r.TotalGames {
+		f.t.Errorf("run cores %d workers %d committed %d total %d; tasks say %d %d %d %d",
+			r.Cores, r.Workers, r.CommittedGames, r.TotalGames, cores, workers, committed, total)
+	}
+}
+
+// draws returns cumulative stats of n drawn game pairs.
+func draws(pairs int) map[string]any {
+	return map[string]any{"wins": 0, "losses": 0, "draws": 2 * pairs, "crashes": 0, "time_losses": 0,
+		"pentanomial": []int{0, 0, pairs, 0, 0}}
+}
+
+var allWorkerPaths = []string{"/api/request_version", "/api/request_task", "/api/update_task", "/api/beat",
+	"/api/request_spsa", "/api/failed_task", "/api/stop_run", "/api/upload_pgn", "/api/worker_log"}
+
+func TestWorkerAPIAuthenticationAndValidation(t *testing.T) {
+	f := newFleet(t)
+	code, out := f.post("/api/request_version", map[string]any{"password": "wrkpw", "worker_info": map[string]any{"username": "wrk"}})
+	if code != http.StatusOK || out["version"] != float64(325) {
+		t.Errorf("request_version: %d %v", code, out)
+	}
+	for _, path := range allWorkerPaths {
+		code, out := f.post(path, map[string]any{"password": "wrong", "worker_info": workerInfo(1)})
+		if msg, _ := out["error"].(string); code != http.StatusUnauthorized || !strings.HasPrefix(msg, path+": ") {
+			t.Errorf("%s with a wrong password: %d %v", path, code, out)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		body any
+		want string
+	}{
+		{"no password", map[string]any{"worker_info": workerInfo(1)}, "password"},
+		{"no worker_info", map[string]any{"password": "wrkpw"}, "worker_info"},
+		{"not JSON", []byte("password=wrkpw"), "request is not json encoded"},
+		{"an unknown worker_arch", call(1, map[string]any{"worker_info": func() map[string]any {
+			w := workerInfo(1)
+			w["worker_arch"] = "pdp11"
+			return w
+		}()}), "pdp11"},
+	} {
+		code, out := f.post("/api/request_task", c.body)
+		if msg, _ := out["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %d %v, want 400 mentioning %q", c.name, code, out, c.want)
+		}
+	}
+}
+
+func TestWorkerAPINoRunsAndBlockedWorker(t *testing.T) {
+	f := newFleet(t)
+	code, out := f.post("/api/request_task", call(1, nil))
+	if code != http.StatusOK || out["task_waiting"] != false || len(out) != 2 {
+		t.Errorf("no runs: %d %v, want exactly task_waiting false and duration", code, out)
+	}
+	f.newRun(map[string]any{"num_games": 1000})
+	name := "wrk-8cores-ab000002"
+	if err := f.db.Workers.Put(context.Background(), &rundb.Worker{WorkerName: name, Blocked: true, Message: "spam"}); err != nil {
+		t.Fatal(err)
+	}
+	code, out = f.post("/api/request_task", call(2, nil))
+	if msg, _ := out["error"].(string); code != http.StatusOK || !strings.Contains(msg, "Request_task:") || !strings.Contains(msg, name) {
+		t.Errorf("blocked worker: %d %v", code, out)
+	}
+}
+
+func TestWorkerAPITaskValidation(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	code, out := f.post("/api/request_task", call(1, nil))
+	if code != http.StatusOK || out["task_id"] != float64(0) {
+		t.Fatalf("request_task: %d %v", code, out)
+	}
+	r := f.run(id)
+	if len(r.Tasks) != 1 || r.Workers != 1 || r.Cores != 8 {
+		t.Errorf("after one task: %d tasks, workers %d, cores %d", len(r.Tasks), r.Workers, r.Cores)
+	}
+	for _, path := range []string{"/api/update_task", "/api/beat", "/api/request_spsa", "/api/failed_task", "/api/stop_run", "/api/upload_pgn"} {
+		for _, c := range []struct {
+			name  string
+			extra map[string]any
+			n     int
+			want  string
+		}{
+			{"no run_id", map[string]any{}, 1, "Missing run_id"},
+			{"no task_id", map[string]any{"run_id": id}, 1, "Missing task_id"},
+			{"an unknown run_id", map[string]any{"run_id": strings.Repeat("0", 24), "task_id": 0}, 1, "Invalid run_id"},
+			{"a task_id out of range", map[string]any{"run_id": id, "task_id": 5}, 1, "Invalid task_id"},
+			{"another worker's task", map[string]any{"run_id": id, "task_id": 0}, 2, "Invalid unique_key"},
+		} {
+			code, out := f.post(path, call(c.n, c.extra))
+			if msg, _ := out["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, c.want) {
+				t.Errorf("%s with %s: %d %v, want 400 %q", path, c.name, code, out, c.want)
+			}
+		}
+	}
+	f.checkAggregates(id)
+}
+
+func TestWorkerAPITaskLifecycle(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	f.post("/api/request_task", call(1, nil))
+	task := map[string]any{"run_id": id, "task_id": 0}
+
+	code, out := f.post("/api/update_task", call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(10)}))
+	if code != http.StatusOK || out["task_alive"] != true {
+		t.Errorf("update_task: %d %v", code, out)
+	}
+	// The same cumulative report again changes nothing.
+	f.post("/api/update_task", call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(10)}))
+	if r := f.run(id); r.Results.Draws != 20 {
+		t.Errorf("after a replayed report the run has %d draws, want 20", r.Results.Draws)
+	}
+	if code, out := f.post("/api/beat", call(1, task)); code != http.StatusOK || out["task_alive"] != true {
+		t.Errorf("beat: %d %v", code, out)
+	}
+	// A lower count is refused and ends the task.
+	code, out = f.post("/api/update_task", call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(5)}))
+	if code != http.StatusOK || out["task_alive"] != false || !strings.Contains(fmt.Sprint(out["error"]), "incompatible stats") {
+		t.Errorf("a lower count: %d %v", code, out)
+	}
+	if r := f.run(id); r.Tasks[0].Active || r.Results.Draws != 20 {
+		t.Errorf("after a lower count: task active %v, draws %d", r.Tasks[0].Active, r.Results.Draws)
+	}
+	f.checkAggregates(id)
+
+	// worker_log, with and without a task.
+	if code, out := f.post("/api/worker_log", call(1, map[string]any{"message": strings.Repeat("x", 6000)})); code != http.StatusOK || len(out) != 1 {
+		t.Errorf("worker_log: %d %v", code, out)
+	}
+	if code, out := f.post("/api/worker_log", call(1, map[string]any{"message": "m", "run_id": id})); code != http.StatusBadRequest ||
+		!strings.Contains(fmt.Sprint(out["error"]), "Missing task_id for worker_log run context") {
+		t.Errorf("worker_log with a run but no task: %d %v", code, out)
+	}
+	acts, _ := f.db.Actions.Recent(context.Background(), "worker_log", 5)
+	if len(acts) != 1 || len(acts[0].Message) != 5120 || acts[0].Worker != "wrk-8cores-ab000001-5a28" {
+		t.Errorf("worker_log actions: %+v", acts)
+	}
+
+	// failed_task on a fresh task.
+	f.post("/api/request_task", call(2, nil))
+	if code, out := f.post("/api/failed_task", call(2, map[string]any{"run_id": id, "task_id": 1, "message": "crash"})); code != http.StatusOK || len(out) != 1 {
+		t.Errorf("failed_task: %d %v", code, out)
+	}
+	f.checkAggregates(id)
+}
+
+func TestWorkerAPIStopRun(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	f.post("/api/request_task", call(1, nil))
+	code, out := f.post("/api/stop_run", call(1, map[string]any{"run_id": id, "task_id": 0, "message": "bad bench"}))
+	if code != http.StatusUnauthorized || !strings.Contains(fmt.Sprint(out["error"]), "too few games") {
+		t.Errorf("stop_run without CPU hours: %d %v", code, out)
+	}
+	if err := f.db.UserCache.Put(context.Background(), &rundb.UserStats{Username: "wrk", CPUHours: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	f.post("/api/request_task", call(2, nil))
+	if code, out := f.post("/api/stop_run", call(2, map[string]any{"run_id": id, "task_id": 1, "message": "bad bench"})); code != http.StatusOK || len(out) != 1 {
+		t.Errorf("stop_run with 1000 CPU hours: %d %v", code, out)
+	}
+	if r := f.run(id); !r.Finished || !r.Failed {
+		t.Errorf("after stop_run: finished %v failed %v", r.Finished, r.Failed)
+	}
+	code, out = f.post("/api/stop_run", call(2, map[string]any{"run_id": id, "task_id": 1}))
+	if code != http.StatusUnauthorized || !strings.Contains(fmt.Sprint(out["error"]), "already finished") {
+		t.Errorf("stop_run on a finished run: %d %v", code, out)
+	}
+	f.checkAggregates(id)
+}
+
+// pgnUpload is the pgn field a worker sends: base64 of the gzipped text.
+func pgnUpload(t testing.TB, text string) string {
+	return base64.StdEncoding.EncodeToString(gzipped(t, text))
+}
+
+func TestWorkerAPIUploadPGN(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	f.post("/api/request_task", call(1, nil))
+	task := map[string]any{"run_id": id, "task_id": 0}
+	for _, c := range []struct {
+		name string
+		pgn  any
+		want string
+	}{
+		{"no pgn", nil, "Missing pgn"},
+		{"bad base64", "%%%", "base64"},
+		{"not gzip", base64.StdEncoding.EncodeToString([]byte("1. e4 e5")), "gzip"},
+	} {
+		body := call(1, task)
+		if c.pgn != nil {
+			body["pgn"] = c.pgn
+		}
+		code, out := f.post("/api/upload_pgn", body)
+		if code != http.StatusBadRequest || !strings.Contains(strings.ToLower(fmt.Sprint(out["error"])), strings.ToLower(c.want)) {
+			t.Errorf("upload_pgn with %s: %d %v", c.name, code, out)
+		}
+	}
+	body := call(1, task)
+	body["pgn"] = pgnUpload(t, "[Event \"x\"]\n1. e4 e5 *\n")
+	if code, out := f.post("/api/upload_pgn", body); code != http.StatusOK || len(out) != 1 {
+		t.Fatalf("upload_pgn: %d %v", code, out)
+	}
+	p, err := f.db.PGNs.Get(context.Background(), id+"-0")
+	if err != nil || p.Size != len(p.PGNZip) {
+		t.Errorf("stored pgn: %+v %v", p, err)
+	}
+}
+
+func TestWorkerAPISameKeyTwiceIsNoDuplicate(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	for range 2 {
+		if code, out := f.post("/api/request_task", call(1, nil)); code != http.StatusOK || out["error"] != nil {
+			t.Errorf("request_task: %d %v", code, out)
+		}
+	}
+	f.checkAggregates(id)
+}
+
+// A worker plays its tasks as fishtest's worker does (reference 9.4): request a task, report
+// cumulative results per batch, beat, upload the PGN at the end, ask again.
+func (f *fleet) playUntilFinished(id string, n int, score func(pairs int) map[string]any) {
+	f.t.Helper()
+	for round := 0; round < 50; round++ {
+		code, out := f.post("/api/request_task", call(n, nil))
+		if code != http.StatusOK {
+			f.t.Fatalf("request_task: %d %v", code, out)
+		}
+		if out["task_waiting"] != nil {
+			return
+		}
+		taskID := int(out["task_id"].(float64))
+		run := out["run"].(map[string]any)
+		if run["_id"] != id {
+			f.t.Fatalf("task for run %v, want %s", run["_id"], id)
+		}
+		games := int(run["my_task"].(map[string]any)["num_games"].(float64))
+		batch := 2
+		if sp, ok := run["args"].(map[string]any)["sprt"].(map[string]any); ok {
+			batch = 2 * int(sp["batch_size"].(float64))
+		}
+		for played := batch; played <= games; played += batch {
+			_, out := f.post("/api/update_task", call(n, map[string]any{"run_id": id, "task_id": taskID, "stats": score(played / 2)}))
+			if played%(4*batch) == 0 {
+				f.post("/api/beat", call(n, map[string]any{"run_id": id, "task_id": taskID}))
+			}
+			if out["task_alive"] != true {
+				break
+			}
+		}
+		body := call(n, map[string]any{"run_id": id, "task_id": taskID, "pgn": pgnUpload(f.t, "1. e4 *\n")})
+		f.post("/api/upload_pgn", body)
+		f.checkAggregates(id)
+	}
+	f.t.Fatal("the run never finished")
+}
+
+func TestWorkerSequenceFinishesFixedGamesAndSPRTRuns(t *testing.T) {
+	f := newFleet(t)
+	fixed := f.newRun(map[string]any{"num_games": 2000})
+	f.playUntilFinished(fixed, 1, draws)
+	r := f.run(fixed)
+	if !r.Finished || r.Results.Games() != 2000 {
+		t.Errorf("fixed-games run: finished %v after %d games", r.Finished, r.Results.Games())
+	}
+	sprt := f.newRun(map[string]any{"sprt": map[string]any{"elo0": 0, "elo1": 2}})
+	f.playUntilFinished(sprt, 2, func(pairs int) map[string]any { // a clearly losing patch
+		return map[string]any{"wins": 0, "losses": pairs, "draws": pairs, "crashes": 0, "time_losses": 0,
+			"pentanomial": []int{0, pairs, 0, 0, 0}}
+	})
+	r = f.run(sprt)
+	if !r.Finished || r.Args.SPRT.State != "rejected" {
+		t.Errorf("SPRT run: finished %v state %q", r.Finished, r.Args.SPRT.State)
+	}
+	acts, _ := f.db.Actions.Recent(context.Background(), "finished_run", 5)
+	if len(acts) != 2 {
+		t.Errorf("finished_run actions: %d, want 2", len(acts))
+	}
+}
+
+// fishtest's auto-purge flow: an auto_purge run whose games fit in two tasks of a 16-core
+// worker (932 and 68 of 1000); the first task's end does not finish the run; the second task
+// starts where the first ended; then the run is finished and every task inactive.
+func TestWorkerAPIAutoPurgeFlow(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 1000, "auto_purge": true})
+	big := func(extra map[string]any) map[string]any {
+		b := call(1, extra)
+		b["worker_info"].(map[string]any)["concurrency"] = 16
+		return b
+	}
+	_, out := f.post("/api/request_task", big(nil))
+	first := int(out["run"].(map[string]any)["my_task"].(map[string]any)["num_games"].(float64))
+	_, out = f.post("/api/update_task", big(map[string]any{"run_id": id, "task_id": 0, "stats": draws(first / 2)}))
+	if out["task_alive"] != false || f.run(id).Finished {
+		t.Fatalf("after task 0: %v, finished %v", out, f.run(id).Finished)
+	}
+	_, out = f.post("/api/request_task", big(nil))
+	mine := out["run"].(map[string]any)["my_task"].(map[string]any)
+	if int(mine["start"].(float64)) != first {
+		t.Errorf("task 1 starts at %v, want %d", mine["start"], first)
+	}
+	second := int(mine["num_games"].(float64))
+	if first+second != 1000 {
+		t.Fatalf("tasks of %d and %d games for a 1000-game run", first, second)
+	}
+	_, out = f.post("/api/update_task", big(map[string]any{"run_id": id, "task_id": 1, "stats": draws(second / 2)}))
+	if out["task_alive"] != false {
+		t.Errorf("the last update: %v", out)
+	}
+	r := f.run(id)
+	if !r.Finished {
+		t.Errorf("after %d+%d games the run is not finished", first, second)
+	}
+	for i, tk := range r.Tasks {
+		if tk.Active {
+			t.Errorf("task %d still active", i)
+		}
+	}
+	acts, _ := f.db.Actions.Recent(context.Background(), "purge_run", 5)
+	if len(acts) != 1 || !strings.HasPrefix(acts[0].Message, "Auto purge") {
+		t.Errorf("purge_run actions: %+v", acts)
+	}
+	f.checkAggregates(id)
+}
