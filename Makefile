@@ -44,6 +44,8 @@ bench: ## Go benchmarks of the hot paths (credential check, token pool, SPRT upd
 FUZZTIME ?= 30s
 fuzz: ## run each fuzz target for FUZZTIME (30s)
 	$(GO) test -run '^$$' -fuzz '^FuzzCalcElo$$' -fuzztime $(FUZZTIME) ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzWorkerAPI$$' -fuzztime $(FUZZTIME) ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./worker/protocol/
 
 clean: ## remove build output (not ./data)
 	rm -rf bin

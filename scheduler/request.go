@@ -66,6 +66,10 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	default:
 		return TaskReply{Waiting: true, Info: TooBusy}, nil
 	}
+	n := s.inside.Add(1)
+	defer s.inside.Add(-1)
+	for peak := s.peakInside.Load(); n > peak && !s.peakInside.CompareAndSwap(peak, n); peak = s.peakInside.Load() {
+	}
 
 	name := shortName(wi)
 	w, err := s.db.Workers.Get(ctx, name)

@@ -215,7 +215,10 @@ func TestRequestTaskStorm(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	t.Logf("%d tasks, %d too busy, %d without a task", tasks.Load(), busy.Load(), none.Load())
+	t.Logf("%d tasks, %d too busy, %d without a task; at most %d inside at once", tasks.Load(), busy.Load(), none.Load(), s.peakInside.Load())
+	if peak := s.peakInside.Load(); peak < 1 || peak > int32(s.cfg.TaskSemaphoreSize) {
+		t.Errorf("%d request_task calls were inside at once; the semaphore allows %d", peak, s.cfg.TaskSemaphoreSize)
+	}
 	if int(tasks.Load()+busy.Load()+none.Load()) != workers || tasks.Load() == 0 {
 		t.Errorf("replies: %d tasks %d busy %d none", tasks.Load(), busy.Load(), none.Load())
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
@@ -51,6 +52,9 @@ type Scheduler struct {
 	taskSem chan struct{}
 	// requestMu serialises the choice of a run and the creation of its task.
 	requestMu sync.Mutex
+	// inside counts request_task calls past the semaphore, and peakInside is its maximum, for
+	// tests and metrics.
+	inside, peakInside atomic.Int32
 
 	mu          sync.Mutex // guards the fields below
 	unfinished  map[rundb.ObjectID]bool

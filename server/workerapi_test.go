@@ -22,13 +22,14 @@ import (
 // fleet is a Shoal server on a real database behind a real HTTP listener, with users for the
 // worker protocol tests: alice submits, bob approves, wrk runs workers.
 type fleet struct {
-	t     *testing.T
-	url   string
-	db    *rundb.DB
-	sched *scheduler.Scheduler
+	t       testing.TB
+	url     string
+	db      *rundb.DB
+	sched   *scheduler.Scheduler
+	handler http.Handler
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t testing.TB) *fleet {
 	t.Helper()
 	db := rundbtest.Open(t)
 	ctx := context.Background()
@@ -55,7 +56,7 @@ func newFleet(t *testing.T) *fleet {
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return &fleet{t: t, url: ts.URL, db: db, sched: sched}
+	return &fleet{t: t, url: ts.URL, db: db, sched: sched, handler: s.Handler()}
 }
 
 // post sends a JSON body (a value, or raw bytes) and decodes the reply, checking that it is a
@@ -493,4 +494,54 @@ func TestWorkerAPIAutoPurgeFlow(t *testing.T) {
 		t.Errorf("purge_run actions: %+v", acts)
 	}
 	f.checkAggregates(id)
+}
+
+// FuzzWorkerAPI sends arbitrary bodies to the worker endpoints of a server with a run and an
+// active task: no input may cause a 5xx, a reply without a duration, or, when it is refused, a
+// change to the run.
+func FuzzWorkerAPI(f *testing.F) {
+	fl := newFleet(f)
+	id := fl.newRun(map[string]any{"num_games": 10000})
+	fl.post("/api/request_task", call(1, nil))
+	seed := func(v map[string]any) []byte { b, _ := json.Marshal(v); return b }
+	for i := range allWorkerPaths {
+		for _, body := range [][]byte{
+			seed(call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(1)})),
+			seed(call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(3), "spsa": map[string]any{"wins": 1}})),
+			seed(call(1, map[string]any{"run_id": id, "task_id": 0, "message": "x", "pgn": "H4sI"})),
+			seed(call(2, map[string]any{"run_id": id, "task_id": 0})),
+			[]byte(`{"password":"wrkpw","worker_info":{"username":"wrk"}}`),
+			[]byte(`{"password":"wrkpw","worker_info":{"username":"wrk","concurrency":1e309}}`),
+		} {
+			f.Add(uint8(i), body)
+		}
+	}
+	oid, _ := rundb.ParseObjectID(id)
+	snapshot := func(t *testing.T) string {
+		r, err := fl.sched.Snapshot(context.Background(), oid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(r)
+		return string(b)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		path := allWorkerPaths[int(which)%len(allWorkerPaths)]
+		before := snapshot(t)
+		w := httptest.NewRecorder()
+		fl.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+		if w.Code >= 500 {
+			t.Fatalf("%s %q: %d %s", path, body, w.Code, w.Body)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || out["duration"] == nil {
+			t.Fatalf("%s %q: reply %s", path, body, w.Body)
+		}
+		// stop_run's 401 for a user without enough CPU hours still ends the task, as fishtest's
+		// does; every other refusal changes nothing.
+		unauthorizedStop := path == "/api/stop_run" && w.Code == http.StatusUnauthorized
+		if w.Code != http.StatusOK && !unauthorizedStop && snapshot(t) != before {
+			t.Fatalf("%s %q was refused with %d but changed the run", path, body, w.Code)
+		}
+	})
 }
