@@ -242,6 +242,12 @@ func (c *RunCache) FlushOne(ctx context.Context) (ObjectID, bool, error) {
 // flushEntry writes e's run if it is dirty. The dirty flag is cleared before the run is encoded,
 // so a change made during the write marks it dirty again and is written later.
 func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) error {
+	// Pinned, so that Evict cannot drop the entry while its dirty flag is clear but the
+	// write has not landed; a reload then would miss the change.
+	c.mu.Lock()
+	e.users++
+	c.mu.Unlock()
+	defer c.release(e)
 	e.write.Lock()
 	defer e.write.Unlock()
 

@@ -18,20 +18,38 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var workerRuns map[string]map[string]bool
+	// Everything below is rebuilt from the runs, so that Load can also be called again.
+	s.mu.Lock()
+	s.unfinished = make(map[rundb.ObjectID]bool)
+	s.wtt = make(map[string]taskRef)
+	s.connections = make(map[string]int)
+	s.mu.Unlock()
+	var workerRuns map[string]map[string]any
 	if err := s.db.KV.Get(ctx, "worker_runs", &workerRuns); err == nil {
 		s.mu.Lock()
 		for name, m := range workerRuns {
 			s.workerRuns[name] = map[string]bool{}
 			for k, v := range m {
 				if k == "last_run" {
+					if last, ok := v.(string); ok {
+						s.lastRun[name] = last
+					}
 					continue
 				}
-				s.workerRuns[name][k] = v
+				s.workerRuns[name][k] = true
 			}
 		}
 		s.mu.Unlock()
 	}
+	var legacy []string
+	if err := s.db.KV.Get(ctx, "legacy_usernames", &legacy); err == nil {
+		s.mu.Lock()
+		for _, u := range legacy {
+			s.legacy[u] = true
+		}
+		s.mu.Unlock()
+	}
+	s.loadBooks(ctx)
 	now := s.now()
 	ev := &events{}
 	for _, id := range ids {
@@ -88,8 +106,13 @@ func (s *Scheduler) Load(ctx context.Context) error {
 		}
 		for _, ref := range active {
 			var wi rundb.WorkerInfo
-			_ = s.runs.View(ctx, ref.run, func(r *rundb.Run) { wi = r.Tasks[ref.task].WorkerInfo })
-			s.insertInWtt(ctx, shortName(wi), ref, now, ev)
+			stillActive := false
+			_ = s.runs.View(ctx, ref.run, func(r *rundb.Run) {
+				wi, stillActive = r.Tasks[ref.task].WorkerInfo, r.Tasks[ref.task].Active
+			})
+			if stillActive { // a decided run was finished above, ending its tasks
+				s.insertInWtt(ctx, shortName(wi), ref, now, ev)
+			}
 		}
 	}
 	s.writeActions(ctx, ev.actions)
@@ -206,13 +229,16 @@ func (s *Scheduler) UpdateNPS(ctx context.Context) {
 			gameTime, err := stats.EstimateGameDuration(r.Args.TC)
 			nps, gpm := 0.0, 0.0
 			for _, t := range r.Tasks {
-				if !t.Active {
-					continue
+				if !t.Active || math.IsInf(float64(t.WorkerInfo.Concurrency)*t.WorkerInfo.NPS, 0) {
+					continue // an absurd report must not make the run's speed infinite
 				}
 				nps += float64(t.WorkerInfo.Concurrency) * t.WorkerInfo.NPS
 				if t.WorkerInfo.NPS != 0 && err == nil && gameTime > 0 {
 					gpm += t.WorkerInfo.NPS / referenceNPS * (60 / gameTime) * float64(t.WorkerInfo.Concurrency/max(r.Args.Threads, 1))
 				}
+			}
+			if math.IsInf(nps, 0) || math.IsInf(gpm, 0) {
+				nps, gpm = 0, 0
 			}
 			r.NPS, r.GamesPerMinute = nps, gpm
 			return rundb.PrioNormal, nil
@@ -246,20 +272,30 @@ func (s *Scheduler) CleanWtt(ctx context.Context) {
 func (s *Scheduler) SaveWorkerRuns(ctx context.Context) error {
 	s.mu.Lock()
 	out := make(map[string]map[string]any, len(s.workerRuns))
+	live := func(id string) bool {
+		oid, err := rundb.ParseObjectID(id)
+		return err == nil && s.unfinished[oid]
+	}
 	for name, m := range s.workerRuns {
 		keep := map[string]any{}
 		for id := range m {
-			oid, err := rundb.ParseObjectID(id)
-			if err == nil && s.unfinished[oid] {
+			if live(id) {
 				keep[id] = true
 			} else {
 				delete(m, id)
 			}
 		}
-		if last, ok := s.lastRun[name]; ok {
-			keep["last_run"] = last
+		if len(m) == 0 {
+			delete(s.workerRuns, name)
 		}
-		out[name] = keep
+		if last, ok := s.lastRun[name]; ok && live(last) {
+			keep["last_run"] = last
+		} else {
+			delete(s.lastRun, name)
+		}
+		if len(keep) > 0 {
+			out[name] = keep
+		}
 	}
 	s.mu.Unlock()
 	return s.db.KV.Put(ctx, "worker_runs", out)
@@ -267,7 +303,7 @@ func (s *Scheduler) SaveWorkerRuns(ctx context.Context) error {
 
 // Jobs are the scheduler's periodic jobs, with fishtest's periods scaled to the configured
 // scavenge period (60 s by default): scavenging, itp and nps every period, the worker map every
-// three, the worker_runs record every five.
+// three, the worker_runs record every five, the books' metadata every fifteen.
 func (s *Scheduler) Jobs() []Job {
 	p := s.cfg.ScavengePeriod
 	if p <= 0 {
@@ -279,5 +315,6 @@ func (s *Scheduler) Jobs() []Job {
 		{Name: "update nps", Period: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.UpdateNPS(ctx); return nil }},
 		{Name: "clean worker map", Period: 3 * p, Initial: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.CleanWtt(ctx); return nil }},
 		{Name: "save worker runs", Period: 5 * p, Initial: p, Jitter: 0.05, Run: s.SaveWorkerRuns},
+		{Name: "refresh books", Period: 15 * p, Initial: time.Second, Jitter: 0.05, Run: s.RefreshBooks},
 	}
 }

@@ -150,7 +150,7 @@ func (s *Scheduler) purgeRun(r *rundb.Run, p, res float64, iters int, now time.T
 	switch {
 	case !r.Finished:
 		return "Can only purge completed run"
-	case r.StartTime.IsZero() || now.Sub(r.StartTime) > 30*24*time.Hour:
+	case r.StartTime.IsZero() || now.Sub(r.StartTime) >= 31*24*time.Hour: // fishtest: .days > 30
 		return "Run too old to be purged"
 	case r.Failed:
 		return "You cannot purge a failed run"

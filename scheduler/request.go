@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"sort"
@@ -83,35 +84,39 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 		return TaskReply{}, err
 	}
 
-	s.requestMu.Lock()
-	defer s.requestMu.Unlock()
-	now := s.now()
-	reply, ref, ok := s.choose(ctx, wi, name, machineLimit, now)
-	if !ok {
-		return reply, nil
-	}
 	ev := &events{}
-	s.insertInWtt(ctx, name, ref, now, ev)
-	s.mu.Lock()
-	if s.workerRuns[name] == nil {
-		s.workerRuns[name] = make(map[string]bool)
+	s.requestMu.Lock()
+	now := s.now()
+	reply, ref, ok := s.choose(ctx, wi, name, machineLimit, now, ev)
+	if ok {
+		s.insertInWtt(ctx, name, ref, now, ev)
+		s.mu.Lock()
+		if s.workerRuns[name] == nil {
+			s.workerRuns[name] = make(map[string]bool)
+		}
+		s.workerRuns[name][ref.run.Hex()] = true
+		s.lastRun[name] = ref.run.Hex()
+		s.mu.Unlock()
 	}
-	s.workerRuns[name][ref.run.Hex()] = true
-	s.lastRun[name] = ref.run.Hex()
-	s.mu.Unlock()
+	s.requestMu.Unlock()
+	// The event log is written once the scheduling lock is free: a slow database must not
+	// hold up the next worker.
 	s.writeActions(ctx, ev.actions)
 	return reply, nil
 }
 
 // choose picks a run and creates the task; ok is false when reply is a refusal.
-func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string, machineLimit int, now time.Time) (TaskReply, taskRef, bool) {
+func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string, machineLimit int, now time.Time, ev *events) (TaskReply, taskRef, bool) {
 	// A worker with the same name that is still working and reported recently means two
 	// machines share a name.
 	s.mu.Lock()
 	prev, known := s.wtt[name]
 	connections := s.connections[wi.RemoteAddr]
 	lastRun := s.lastRun[name]
-	built := s.workerRuns[name]
+	var built map[string]bool
+	if wi.NearGithubAPILimit {
+		built = maps.Clone(s.workerRuns[name]) // SaveWorkerRuns prunes the original
+	}
 	s.mu.Unlock()
 	if known {
 		var dup string
@@ -176,7 +181,7 @@ func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string
 		if c.spsaParams > 0 && float64(c.cores) > 200000/math.Sqrt(float64(c.spsaParams)) {
 			continue
 		}
-		if c.archFilter != "" && !s.archMatches(ctx, c.archFilter, wi.WorkerArch) {
+		if c.archFilter != "" && !s.archMatches(c.archFilter, wi.WorkerArch, ev) {
 			continue
 		}
 		if c.compiler != "" && c.compiler != wi.Compiler {
@@ -237,7 +242,15 @@ func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.
 		size := min(s.workerCap(r, wi), remaining)
 		t := rundb.Task{NumGames: size, Active: true, WorkerInfo: wi, LastUpdated: now,
 			Start: r.TotalGames, Stats: rundb.NewResults()}
-		args, err := json.Marshal(r.Args)
+		s.mu.Lock()
+		sri := s.bookSRI[r.Args.Book]
+		s.mu.Unlock()
+		// The worker checks the book it downloads against book_sri, added when the book is
+		// known, as fishtest does.
+		args, err := json.Marshal(struct {
+			rundb.RunArgs
+			BookSRI string `json:"book_sri,omitempty"`
+		}{r.Args, sri})
 		if err != nil {
 			return 0, fmt.Errorf("encode args of run %s: %w", id, err)
 		}
@@ -291,7 +304,7 @@ func (s *Scheduler) insertInWtt(ctx context.Context, name string, ref taskRef, n
 
 // archMatches reports whether the run's arch filter (a regular expression) finds the worker's
 // arch. A filter that does not compile does not exclude anyone; it is logged once.
-func (s *Scheduler) archMatches(ctx context.Context, filter, arch string) bool {
+func (s *Scheduler) archMatches(filter, arch string, ev *events) bool {
 	s.mu.Lock()
 	re, seen := s.archRE[filter]
 	if !seen {
@@ -301,7 +314,7 @@ func (s *Scheduler) archMatches(ctx context.Context, filter, arch string) bool {
 			re = nil
 			msg := fmt.Sprintf("Matching %s against %s failed: %v", arch, filter, err)
 			s.logger.Warn(msg)
-			defer s.writeActions(ctx, []*rundb.Action{{Action: "log_message", Username: systemUser, Message: msg}})
+			ev.add(&rundb.Action{Action: "log_message", Username: systemUser, Message: msg})
 		}
 		s.archRE[filter] = re
 	}

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,7 +178,9 @@ func TestRequestTaskTooBusy(t *testing.T) {
 }
 
 // A storm of concurrent requests: every reply is a task, no task, or too busy; no task is
-// handed out twice; the totals match the tasks.
+// handed out twice; the totals match the tasks. The scheduling lock is held while the storm
+// arrives, so the callers that get past the semaphore must wait and every other one must be told
+// at once that the server is busy.
 func TestRequestTaskStorm(t *testing.T) {
 	s, _ := newTestScheduler(t)
 	var ids []rundb.ObjectID
@@ -187,12 +191,11 @@ func TestRequestTaskStorm(t *testing.T) {
 	var wg sync.WaitGroup
 	var busy, tasks, none atomic.Int32
 	seen := sync.Map{}
-	start := make(chan struct{})
+	s.requestMu.Lock()
 	for i := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-start
 			got, err := s.RequestTask(context.Background(), worker(i), 16, "")
 			switch {
 			case err != nil:
@@ -213,14 +216,21 @@ func TestRequestTaskStorm(t *testing.T) {
 			}
 		}()
 	}
-	close(start)
+	// Every caller either waits inside or has been turned away.
+	deadline := time.Now().Add(30 * time.Second)
+	for int(s.inside.Load())+int(busy.Load()) < workers {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d inside, %d turned away", s.inside.Load(), busy.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.requestMu.Unlock()
 	wg.Wait()
 	t.Logf("%d tasks, %d too busy, %d without a task; at most %d inside at once", tasks.Load(), busy.Load(), none.Load(), s.peakInside.Load())
-	if peak := s.peakInside.Load(); peak < 1 || peak > int32(s.cfg.TaskSemaphoreSize) {
-		t.Errorf("%d request_task calls were inside at once; the semaphore allows %d", peak, s.cfg.TaskSemaphoreSize)
-	}
-	if int(tasks.Load()+busy.Load()+none.Load()) != workers || tasks.Load() == 0 {
-		t.Errorf("replies: %d tasks %d busy %d none", tasks.Load(), busy.Load(), none.Load())
+	size := int32(s.cfg.TaskSemaphoreSize)
+	if s.peakInside.Load() != size || tasks.Load() != size || busy.Load() != workers-size {
+		t.Errorf("%d inside at most, %d tasks, %d too busy; want %d, %d and %d",
+			s.peakInside.Load(), tasks.Load(), busy.Load(), size, size, workers-size)
 	}
 	total := 0
 	for _, id := range ids {
@@ -231,4 +241,89 @@ func TestRequestTaskStorm(t *testing.T) {
 	if total != int(tasks.Load()) {
 		t.Errorf("runs hold %d tasks, %d were handed out", total, tasks.Load())
 	}
+}
+
+func TestMachineLimitCountsActiveTasksPerAddress(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	id := addRun(t, s, runSpec{numGames: 100000, approved: true})
+	sameIP := func(n int) rundb.WorkerInfo { w := worker(n); w.RemoteAddr = "192.0.2.1"; return w }
+	for n := range 2 {
+		if got, _ := s.RequestTask(context.Background(), sameIP(n), 2, ""); got.Waiting {
+			t.Fatalf("worker %d: %+v", n, got)
+		}
+	}
+	got, _ := s.RequestTask(context.Background(), sameIP(2), 2, "")
+	if got.Error != "Request_task: Machine limit reached for user worker" {
+		t.Errorf("third machine on one address with limit 2: %+v", got)
+	}
+	// Ending one task frees a place.
+	if _, err := s.FailedTask(context.Background(), id, 0, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.RequestTask(context.Background(), sameIP(2), 2, ""); got.Waiting {
+		t.Errorf("after a task ended: %+v", got)
+	}
+}
+
+func TestBookSRIGoesToTheWorker(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	ctx := context.Background()
+	if err := s.saveBooks(ctx, []byte(`{"UHO_Lichess_4852_v1.epd": {"sri": "sha384-from-db", "total": 2632036}}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.setBooks(nil) // forget it: Load must read it back
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addRun(t, s, runSpec{numGames: 100000, approved: true})
+	if got := request(t, s, worker(1)); !strings.Contains(string(got.Args), `"book_sri":"sha384-from-db"`) {
+		t.Errorf("args without the book's checksum: %s", got.Args)
+	}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"UHO_Lichess_4852_v1.epd": {"sri": "sha384-fresh", "total": 1}, "other.pgn": {"sri": "x"}}`)
+	}))
+	defer srv.Close()
+	s.cfg.BooksURL = srv.URL
+	if err := s.RefreshBooks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := request(t, s, worker(2)); !strings.Contains(string(got.Args), `"book_sri":"sha384-fresh"`) {
+		t.Errorf("after a refresh: %s", got.Args)
+	}
+	s.setBooks(nil)
+	s.loadBooks(ctx)
+	if s.bookSRI["other.pgn"] != "x" {
+		t.Errorf("the refreshed books were not stored: %v", s.bookSRI)
+	}
+	s.cfg.BooksURL = srv.URL + "/missing"
+	srv.Config.Handler = http.NotFoundHandler()
+	if err := s.RefreshBooks(ctx); err == nil {
+		t.Error("a failed download reported success")
+	}
+	if got := request(t, s, worker(3)); !strings.Contains(string(got.Args), "sha384-fresh") {
+		t.Error("a failed refresh dropped the known books")
+	}
+}
+
+func TestGitHubLimitedWorkersDuringWorkerRunsCleanup(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	addRun(t, s, runSpec{numGames: 1 << 30, approved: true})
+	w := worker(1)
+	request(t, s, w) // builds the run, so it may come back near the GitHub limit
+	w.NearGithubAPILimit = true
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 50 {
+			_ = s.SaveWorkerRuns(context.Background())
+		}
+	}()
+	for range 50 {
+		if got := request(t, s, w); got.Waiting {
+			t.Fatalf("a worker that built the run was refused: %+v", got)
+		}
+	}
+	wg.Wait()
 }

@@ -23,6 +23,8 @@ type Config struct {
 	ScavengePeriod        time.Duration
 	DuplicateWorkerWindow time.Duration
 	TaskDuration          time.Duration
+	// BooksURL is where books.json is refreshed from; empty: only the database's copy.
+	BooksURL string
 }
 
 // ErrRunNotFound means the run asked for does not exist.
@@ -63,6 +65,8 @@ type Scheduler struct {
 	workerRuns  map[string]map[string]bool // short worker name -> run ids it has built
 	lastRun     map[string]string          // short worker name -> the run of its last task
 	archRE      map[string]*regexp.Regexp  // compiled arch filters; nil value: does not compile
+	bookSRI     map[string]string          // opening book -> the checksum workers verify
+	legacy      map[string]bool            // usernames from before the username rule
 }
 
 // New returns a scheduler over the run cache. Call Load before serving.
@@ -82,6 +86,8 @@ func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *S
 		workerRuns:  make(map[string]map[string]bool),
 		lastRun:     make(map[string]string),
 		archRE:      make(map[string]*regexp.Regexp),
+		bookSRI:     make(map[string]string),
+		legacy:      make(map[string]bool),
 	}
 }
 
@@ -105,6 +111,14 @@ func (s *Scheduler) AddRun(ctx context.Context, r *rundb.Run) error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// LegacyUsername reports whether name is one of the usernames fishtest accepted before its
+// username rule (kvstore legacy_usernames), which workers may still log in with.
+func (s *Scheduler) LegacyUsername(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.legacy[name]
 }
 
 // unfinishedIDs returns the unfinished runs, oldest first (ties in the scheduling order then

@@ -64,6 +64,16 @@ func (s *Scheduler) modifyTask(ctx context.Context, runID rundb.ObjectID, taskID
 	})
 }
 
+// RunLabel returns the event log's label of a run (see RunLabel), without copying it.
+func (s *Scheduler) RunLabel(ctx context.Context, id rundb.ObjectID) (string, error) {
+	var label string
+	err := s.runs.View(ctx, id, func(r *rundb.Run) { label = RunLabel(r) })
+	if errors.Is(err, rundb.ErrNotFound) {
+		return "", fmt.Errorf("%w: %s", ErrRunNotFound, id)
+	}
+	return label, err
+}
+
 // SPSAUpdate is the spsa block of an update_task.
 type SPSAUpdate struct {
 	Wins, Losses, Draws, NumGames int
@@ -90,6 +100,9 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		}
 		var problem string
 		switch {
+		case !plausible(st, t.NumGames):
+			problem = fmt.Sprintf("Update_task: task %s/%d has incompatible stats. The task has %d games; the report counts more.",
+				runID.Hex(), taskID, t.NumGames)
 		case numGames < oldGames || (spsaGames > 0 && numGames <= 0) || (spsaGames > 0 && numGames <= oldGames):
 			problem = fmt.Sprintf("Update_task: task %s/%d has incompatible stats. Before %d. Now %d. SPSA_games %d.",
 				runID.Hex(), taskID, oldGames, numGames, spsaGames)
@@ -140,6 +153,22 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 	})
 	s.writeActions(ctx, ev.actions)
 	return reply, err
+}
+
+// plausible reports whether every count of a task's report fits in the task's games, which also
+// keeps the sums below from overflowing on absurd numbers.
+func plausible(st rundb.Results, games int) bool {
+	for _, n := range []int{st.Wins, st.Losses, st.Draws, st.Crashes, st.TimeLosses} {
+		if n < 0 || n > games {
+			return false
+		}
+	}
+	for _, p := range st.Pentanomial {
+		if p < 0 || p > games {
+			return false
+		}
+	}
+	return st.Wins+st.Losses+st.Draws <= games
 }
 
 // addResults adds new - old to the run's totals.
@@ -207,9 +236,6 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 }
 
 func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message string, now time.Time, ev *events) (Reply, error) {
-	if message == "" {
-		message = "Unknown reason"
-	}
 	var reply Reply
 	err := s.modify(ctx, ref.run, func(r *rundb.Run) (rundb.Prio, error) {
 		if ref.task >= len(r.Tasks) || !r.Tasks[ref.task].Active {

@@ -84,12 +84,13 @@ func TestFixedGamesRunFinishes(t *testing.T) {
 	for i := range 3 {
 		tasks = append(tasks, request(t, s, worker(i)))
 	}
-	if tasks[2].Task.NumGames != 1000-2*466 && tasks[2].Task.NumGames != 1000-tasks[0].Task.NumGames-tasks[1].Task.NumGames {
-		t.Logf("task sizes %d %d %d", tasks[0].Task.NumGames, tasks[1].Task.NumGames, tasks[2].Task.NumGames)
+	// An 8-core worker's task at 10+0.1 is 466 games; the last one gets what is left.
+	if got := []int{tasks[0].Task.NumGames, tasks[1].Task.NumGames, tasks[2].Task.NumGames}; got[0] != 466 || got[1] != 466 || got[2] != 68 {
+		t.Errorf("task sizes %v, want [466 466 68]", got)
 	}
 	for i, tk := range tasks {
-		n := tk.Task.NumGames / 2
-		got := update(t, s, worker(i), id, tk.TaskID, rundb.Results{Wins: n, Losses: 0, Draws: n, Pentanomial: []int{0, 0, n / 2, n - n/2, 0}})
+		n := tk.Task.NumGames / 2 // n pairs, each a win and a draw
+		got := update(t, s, worker(i), id, tk.TaskID, rundb.Results{Wins: n, Draws: n, Pentanomial: []int{0, 0, 0, n, 0}})
 		if *got.TaskAlive {
 			t.Errorf("task %d still alive after all its games", i)
 		}
@@ -262,13 +263,77 @@ func TestSPSABatches(t *testing.T) {
 	if _, err := s.RequestSPSA(context.Background(), id, 99); !errors.Is(err, ErrTaskNotFound) {
 		t.Errorf("request_spsa for a task that does not exist: %v", err)
 	}
-	plain := addRun(t, s, runSpec{numGames: 1000, approved: true})
+	plain := addRun(t, s, runSpec{numGames: 1000, approved: true, priority: 1}) // chosen first
 	task2 := request(t, s, worker(2))
 	if task2.RunID != plain {
-		t.Skip("the second worker went to the SPSA run")
+		t.Fatalf("the second worker went to %s, want the priority run", task2.RunID)
 	}
 	if _, err := s.RequestSPSA(context.Background(), plain, task2.TaskID); !errors.Is(err, ErrNotSPSA) {
 		t.Errorf("request_spsa on a run that is not SPSA: %v", err)
+	}
+}
+
+func TestUpdateTaskRefusesAbsurdCounts(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	id := addRun(t, s, runSpec{numGames: 10000, approved: true})
+	w := worker(1)
+	task := request(t, s, w)
+	huge := 1<<62 - 1
+	// Passes valid_results, but sums to more than the task's games (and overflows int64).
+	got := update(t, s, w, id, task.TaskID, rundb.Results{Wins: huge, Losses: huge, Draws: 2, Pentanomial: []int{huge / 2, 1, 0, 1, huge / 2}})
+	if *got.TaskAlive || !strings.Contains(got.Error, "incompatible stats") {
+		t.Errorf("absurd counts: %+v", got)
+	}
+	r := snapshot(t, s, id)
+	if played(r.Results) != 0 {
+		t.Errorf("absurd counts reached the totals: %+v", r.Results)
+	}
+	checkInvariants(t, r)
+}
+
+func TestPurgeRemovesABadWorkerAndRevivesTheRun(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	id := addRun(t, s, runSpec{numGames: 9 * 466, approved: true, autoPurge: true})
+	normal := rundb.Results{Wins: 133, Losses: 133, Draws: 200, Pentanomial: []int{10, 50, 113, 50, 10}}
+	outlier := rundb.Results{Wins: 333, Losses: 33, Draws: 100, Pentanomial: []int{0, 0, 33, 100, 100}}
+	for i := range 9 {
+		w := worker(i)
+		task := request(t, s, w)
+		if task.Waiting || task.Task.NumGames != 466 {
+			t.Fatalf("task %d: %+v", i, task)
+		}
+		st := normal
+		if i == 4 {
+			st = outlier
+		}
+		update(t, s, w, id, task.TaskID, st)
+	}
+	r := snapshot(t, s, id)
+	if r.Finished {
+		t.Fatal("the run finished although the purge removed 466 games")
+	}
+	if len(r.BadTasks) != 1 || *r.BadTasks[0].TaskID != 4 || r.BadTasks[0].ResidualColor != "red" || !r.Tasks[4].Bad {
+		t.Fatalf("bad tasks %+v", r.BadTasks)
+	}
+	if played(r.Tasks[4].Stats) != 0 || played(r.Results) != 8*466 {
+		t.Errorf("after the purge: bad task has %d games, run %d", played(r.Tasks[4].Stats), played(r.Results))
+	}
+	checkInvariants(t, r)
+	acts, _ := s.db.Actions.Recent(context.Background(), "purge_run", 5)
+	if len(acts) != 1 || acts[0].Message != "Auto purge" {
+		t.Errorf("purge_run actions %+v", acts)
+	}
+	// The revived run hands out the missing games, and finishes when they are played.
+	w := worker(20)
+	task := request(t, s, w)
+	if task.Waiting || task.RunID != id {
+		t.Fatalf("the revived run gave no task: %+v", task)
+	}
+	if got := update(t, s, w, id, task.TaskID, normal); *got.TaskAlive {
+		t.Errorf("the last task is still alive: %+v", got)
+	}
+	if r := snapshot(t, s, id); !r.Finished {
+		t.Error("the revived run did not finish")
 	}
 }
 
@@ -287,7 +352,7 @@ func TestLoadRebuildsAggregates(t *testing.T) {
 	if err := s.db.Runs.Replace(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	fresh := New(testConfig(), s.db, rundb.NewRunCache(s.db.Runs, s.now, nil), nil)
+	fresh := New(testConfig(), s.db, rundb.NewRunCache(s.db.Runs, s.now, nil), s.logger)
 	fresh.now = s.now
 	if err := fresh.Load(context.Background()); err != nil {
 		t.Fatal(err)

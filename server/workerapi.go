@@ -121,7 +121,11 @@ func (s *Server) workerCall(handle func(*gin.Context, *workerRequest)) gin.Handl
 		if !ok {
 			return
 		}
-		req, err := protocol.DecodeRequest(body, nil)
+		var legacy func(string) bool
+		if s.deps.Scheduler != nil {
+			legacy = s.deps.Scheduler.LegacyUsername
+		}
+		req, err := protocol.DecodeRequest(body, legacy)
 		if err != nil {
 			apiError(c, http.StatusBadRequest, err.Error())
 			return
@@ -169,11 +173,27 @@ func (s *Server) workerCall(handle func(*gin.Context, *workerRequest)) gin.Handl
 }
 
 // runTask returns the owner of a task (when taskID is given) and the run's number of tasks:
-// from the scheduler on the primary, from the database on a secondary.
+// from the scheduler on the primary, without copying the run, or from the database on a
+// secondary.
 func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
 	var owner rundb.WorkerInfo
 	var tasks int
 	err := s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
+		if sched := s.deps.Scheduler; sched != nil {
+			t := -1
+			if taskID != nil {
+				t = *taskID
+			}
+			wi, err := sched.TaskOwner(ctx, id, t)
+			switch {
+			case errors.Is(err, scheduler.ErrTaskNotFound):
+				return nil // tasks stays 0: any task_id is out of range
+			case err != nil:
+				return err
+			}
+			owner, tasks = wi, t+1
+			return nil
+		}
 		r, err := s.deps.Runs.Snapshot(ctx, id)
 		if err != nil {
 			return err
@@ -416,12 +436,22 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 	}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		if w.run != (rundb.ObjectID{}) {
-			r, err := s.deps.Runs.Snapshot(ctx, w.run)
-			if err != nil {
-				return err
+			var label string
+			if sched := s.deps.Scheduler; sched != nil {
+				l, err := sched.RunLabel(ctx, w.run)
+				if err != nil {
+					return err
+				}
+				label = l
+			} else {
+				r, err := s.deps.Runs.Snapshot(ctx, w.run)
+				if err != nil {
+					return err
+				}
+				label = scheduler.RunLabel(r)
 			}
 			id := w.taskID()
-			a.RunID, a.Run, a.TaskID = w.run.Hex(), scheduler.RunLabel(r), &id
+			a.RunID, a.Run, a.TaskID = w.run.Hex(), label, &id
 		}
 		return s.deps.DB.Actions.Insert(ctx, a)
 	})

@@ -386,7 +386,59 @@ func TestWorkerAPISameKeyTwiceIsNoDuplicate(t *testing.T) {
 			t.Errorf("request_task: %d %v", code, out)
 		}
 	}
+	// The worker moved on: its first task is failed as stale.
+	if r := f.run(id); len(r.Tasks) != 2 || r.Tasks[0].Active || !r.Tasks[1].Active {
+		t.Errorf("tasks after asking twice: %+v", r.Tasks)
+	}
+	acts, _ := f.db.Actions.Recent(context.Background(), "failed_task", 5)
+	if len(acts) != 1 || acts[0].Message != "Stale active task" {
+		t.Errorf("failed_task actions: %+v", acts)
+	}
 	f.checkAggregates(id)
+}
+
+func TestWorkerAPIConcurrentReportsCountOnce(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	f.post("/api/request_task", call(1, nil))
+	body := call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(50)})
+	done := make(chan struct{})
+	for range 20 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			f.post("/api/update_task", body)
+		}()
+	}
+	for range 20 {
+		<-done
+	}
+	if r := f.run(id); r.Results.Draws != 100 {
+		t.Errorf("20 copies of one report counted %d draws, want 100", r.Results.Draws)
+	}
+	f.checkAggregates(id)
+}
+
+func TestWorkerAPITaskCarriesBookChecksum(t *testing.T) {
+	f := newFleet(t)
+	f.newRun(map[string]any{"num_games": 10000})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"UHO_Lichess_4852_v1.epd": {"sri": "sha384-abc"}}`)
+	}))
+	defer srv.Close()
+	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, TaskDuration: 1800 * time.Second,
+		DuplicateWorkerWindow: 120 * time.Second, BooksURL: srv.URL}, f.db, rundb.NewRunCache(f.db.Runs, nil, nil), discardLogger())
+	if err := sched.RefreshBooks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The fleet's own scheduler reads the stored metadata when it loads.
+	if err := f.sched.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, out := f.post("/api/request_task", call(1, nil))
+	args := out["run"].(map[string]any)["args"].(map[string]any)
+	if args["book_sri"] != "sha384-abc" || args["book"] != "UHO_Lichess_4852_v1.epd" {
+		t.Errorf("task args book %v book_sri %v", args["book"], args["book_sri"])
+	}
 }
 
 // A worker plays its tasks as fishtest's worker does (reference 9.4): request a task, report
@@ -489,8 +541,9 @@ func TestWorkerAPIAutoPurgeFlow(t *testing.T) {
 			t.Errorf("task %d still active", i)
 		}
 	}
+	// All draws: every worker agrees, so the purge finds nobody to remove.
 	acts, _ := f.db.Actions.Recent(context.Background(), "purge_run", 5)
-	if len(acts) != 1 || !strings.HasPrefix(acts[0].Message, "Auto purge") {
+	if len(acts) != 1 || acts[0].Message != "Auto purge (not performed): No bad workers" {
 		t.Errorf("purge_run actions: %+v", acts)
 	}
 	f.checkAggregates(id)

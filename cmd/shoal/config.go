@@ -45,6 +45,9 @@ type Config struct {
 	EmbeddedDBAddr string
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string
+	// BooksURL is where the opening books' metadata (fishtest's books.json, with each book's
+	// checksum that workers verify) is refreshed from; empty means only what the database holds.
+	BooksURL string
 	// ThreadpoolTokens bounds how many blocking database operations this
 	// instance runs at once; further callers wait for a token.
 	ThreadpoolTokens int
@@ -342,6 +345,8 @@ func options() []option {
 			func(c *Config) *string { return &c.EmbeddedDBAddr }, checkLoopbackAddr),
 		stringOption("log_level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
+		stringOption("books_url", "URL of the books.json metadata refreshed every 15 minutes; empty: only the database's",
+			func(c *Config) *string { return &c.BooksURL }, checkOptionalURL),
 		intOption("threadpool_tokens", "maximum number of blocking database operations at once",
 			func(c *Config) *int { return &c.ThreadpoolTokens }),
 		intOption("task_semaphore_size", "request_task callers let in at once; the rest are told the server is busy",
@@ -559,6 +564,17 @@ func checkDatabase(s string) error {
 		return errors.New("must be shorter than 64 bytes")
 	case strings.ContainsAny(s, "/\\. \"$\x00"):
 		return errors.New(`must not contain / \ . " $, a space or a NUL byte`)
+	}
+	return nil
+}
+
+// checkOptionalURL accepts an empty string or an absolute http(s) URL.
+func checkOptionalURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+		return errors.New("must be an http:// or https:// URL")
 	}
 	return nil
 }

@@ -100,6 +100,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
 		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
 		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
+		BooksURL: cfg.BooksURL,
 	}, db, runs, logger.With("component", "scheduler"))
 	if err := sched.Load(ctx); err != nil {
 		return nil, fmt.Errorf("load unfinished runs: %w", err)
