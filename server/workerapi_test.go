@@ -188,6 +188,17 @@ func TestWorkerAPIAuthenticationAndValidation(t *testing.T) {
 	if code != http.StatusOK || out["version"] != float64(325) {
 		t.Errorf("request_version: %d %v", code, out)
 	}
+	for _, path := range []string{"/api/actions", "/api/request_task"} {
+		req, _ := http.NewRequest(http.MethodOptions, f.url+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("OPTIONS %s = %d, want 405 as in fishtest", path, resp.StatusCode)
+		}
+	}
 	for _, path := range allWorkerPaths {
 		code, out := f.post(path, map[string]any{"password": "wrong", "worker_info": workerInfo(1)})
 		if msg, _ := out["error"].(string); code != http.StatusUnauthorized || !strings.HasPrefix(msg, path+": ") {
