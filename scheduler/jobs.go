@@ -126,14 +126,7 @@ func sameResults(a, b rundb.Results) bool {
 		return false
 	}
 	for i := range 5 {
-		var x, y int
-		if i < len(a.Pentanomial) {
-			x = a.Pentanomial[i]
-		}
-		if i < len(b.Pentanomial) {
-			y = b.Pentanomial[i]
-		}
-		if x != y {
+		if cell(a.Pentanomial, i) != cell(b.Pentanomial, i) {
 			return false
 		}
 	}

@@ -171,6 +171,14 @@ func plausible(st rundb.Results, games int) bool {
 	return st.Wins+st.Losses+st.Draws <= games
 }
 
+// cell is pentanomial cell i, 0 when a result predates the pentanomial.
+func cell(p []int, i int) int {
+	if i < len(p) {
+		return p[i]
+	}
+	return 0
+}
+
 // addResults adds new - old to the run's totals.
 func addResults(total *rundb.Results, now, before rundb.Results) {
 	total.Wins += now.Wins - before.Wins
@@ -182,14 +190,7 @@ func addResults(total *rundb.Results, now, before rundb.Results) {
 		total.Pentanomial = append(total.Pentanomial, make([]int, 5-len(total.Pentanomial))...)
 	}
 	for i := range 5 {
-		var n, b int
-		if i < len(now.Pentanomial) {
-			n = now.Pentanomial[i]
-		}
-		if i < len(before.Pentanomial) {
-			b = before.Pentanomial[i]
-		}
-		total.Pentanomial[i] += n - b
+		total.Pentanomial[i] += cell(now.Pentanomial, i) - cell(before.Pentanomial, i)
 	}
 }
 
