@@ -33,6 +33,7 @@ Usage:
   shoal serve [flags]      run the server (embedded database unless --mongo-uri)
   shoal user add [flags]   create an accepted user while the server is stopped
   shoal run new|approve    submit or approve a test through the API
+  shoal worker [flags]     run one worker (simulated games) for a server
   shoal version            print the version
 
 Run "shoal COMMAND --help" for a command's flags. Every flag can also be set
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = user(ctx, rest, getenv, stdout, stderr)
 	case "run":
 		err = runCmd(ctx, rest, getenv, stdout, stderr)
+	case "worker":
+		err = workerCmd(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "shoal %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case "help", "--help", "-help", "-h":

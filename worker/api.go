@@ -1,0 +1,107 @@
+// Package worker is Shoal's worker client: it speaks fishtest's worker protocol to a Shoal (or
+// fishtest) server, asks for tasks, plays them with a GameSource in batches and reports the
+// results, with fishtest's worker semantics (reference section 9).
+//
+// The package imports only the standard library and worker/protocol.
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/shoal-chess/shoal/worker/protocol"
+)
+
+// Task is what a GameSource plays: one task of a run as request_task described it.
+type Task struct {
+	RunID    string
+	TaskID   int
+	NumGames int // games of the whole task
+	// Start is the opening offset: the index in the run of the first game to play. Play gets the
+	// offset of its batch's first game (the task's start plus the games already played).
+	Start int
+	Args  protocol.RunArgs
+}
+
+// SPSAParams are the perturbed values for one SPSA batch (request_spsa's reply): W for the
+// engine under test, B for its opponent, and the signature to send back with the results.
+type SPSAParams struct {
+	W   []protocol.SPSAWParam
+	B   []protocol.SPSABParam
+	Sig uint32
+}
+
+// Batch is the outcome of playing some game pairs: counts for those pairs only (not cumulative).
+// Stats.Wins+Losses+Draws must equal 2*sum(Pentanomial). PGN is the games' text, appended to the
+// task's upload.
+type Batch struct {
+	Stats protocol.Stats
+	PGN   string
+}
+
+// GameSource plays game pairs; simulated now, real UCI engines later. Play plays pairs game
+// pairs (2*pairs games) of task t, with spsa's values when the run is an SPSA run, and returns
+// their counts. An error that is a *RunError (errors.As) blames the run and makes the worker send
+// stop_run; any other error fails the task (failed_task). A source that returns because ctx ended
+// may return ctx.Err().
+type GameSource interface {
+	Play(ctx context.Context, t Task, pairs int, spsa *SPSAParams) (Batch, error)
+}
+
+// RunError is a GameSource failure that is the run's fault, not the worker's (a bench that does
+// not match the run's signature, an engine that does not build): the worker sends stop_run with
+// Message, as fishtest's worker does on its RunException.
+type RunError struct {
+	Message string
+}
+
+func (e *RunError) Error() string { return e.Message }
+
+// Observer sees every call a worker makes (for the fleet's report). All methods must be safe
+// for concurrent use; a nil Observer is allowed.
+type Observer interface {
+	// Request is called after every HTTP call: endpoint is the API name ("request_task"),
+	// status the HTTP status (0 when there was no response), reply the decoded JSON object (nil
+	// when it was not one) and err the transport or decoding error, if any.
+	Request(endpoint string, took time.Duration, status int, reply map[string]any, err error)
+	// TaskStarted is called when request_task gave the worker a task.
+	TaskStarted(runID string, taskID, numGames int)
+	// Accepted is called for each update_task the server recorded, with the cumulative stats
+	// sent and the reply's task_alive: a reply without "error", except the "task R/T is not
+	// active" reply (task_alive false with "info"), which records nothing. Stats are
+	// cumulative, so an update retried after a lost reply is harmless.
+	Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool)
+}
+
+// Config configures one Worker. Zero values get defaults (see New).
+type Config struct {
+	// ServerURL is the server's base URL, e.g. "http://127.0.0.1:8000"; "/api/..." is appended.
+	ServerURL, Username, Password string
+	// Concurrency is the cores the worker plays with (default 1); MaxMemory its memory in MiB
+	// (default: what fishtest's worker needs for STC games, see New); MinThreads the smallest
+	// per-engine thread count (default 1).
+	Concurrency, MaxMemory, MinThreads int
+	// UniqueKey is the full worker key (a uuid4, maybe with a prefix); NewUniqueKey makes one.
+	// Empty: New makes a fresh one without prefix.
+	UniqueKey string
+	// WorkerArch, Compiler, ARCH and Uname fill worker_info; sensible defaults when empty
+	// ("unknown", "g++", "?", "<GOOS> shoal-worker").
+	WorkerArch, Compiler, ARCH, Uname string
+	// TimeScale compresses time: the heartbeat period (120 s), the backoff (15 s to 900 s) and the
+	// update_task retry delay (15 s) are divided by it. 0 means 1.
+	TimeScale float64
+	// HTTPClient is used for every call and may be shared by a fleet; default: a client with a
+	// 30 s timeout, as fishtest's worker.
+	HTTPClient *http.Client
+	// Logger gets the worker's log; default: slog.Default().
+	Logger *slog.Logger
+	// Observer sees every call; may be nil.
+	Observer Observer
+	// StopFile, if set and the file exists, makes the worker finish the current batch, report it
+	// and exit cleanly (fishtest's fish.exit).
+	StopFile string
+	// MaxTasks bounds the tasks the worker takes; 0 means unlimited.
+	MaxTasks int
+}

@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// maxReplyBytes bounds what is read of a reply; request_task's carries a run's args, which for
+// an SPSA run with a long history can be large, but never this large.
+const maxReplyBytes = 64 << 20
+
+// errInvalidReply is a reply that is not a JSON object with a numeric duration: fishtest's
+// worker raises WorkerException for it (or fails reading "duration"), and backs off.
+var errInvalidReply = errors.New("the reply was not a json encoded dictionary with a duration")
+
+// reply is a worker API reply that was a JSON object with a duration.
+type reply struct {
+	status int
+	body   []byte
+	m      map[string]any
+}
+
+func (r *reply) has(key string) bool {
+	_, ok := r.m[key]
+	return ok
+}
+
+// errorMessage returns the reply's "error", if it has one: fishtest's worker treats any reply
+// with that key as a failure, whatever the HTTP status.
+func (r *reply) errorMessage() (string, bool) {
+	v, ok := r.m["error"]
+	if !ok {
+		return "", false
+	}
+	if s, isString := v.(string); isString {
+		return s, true
+	}
+	return fmt.Sprint(v), true
+}
+
+func (r *reply) hasError() bool {
+	_, bad := r.errorMessage()
+	return bad
+}
+
+// taskAlive reads task_alive, or def when it is absent or not a boolean.
+func (r *reply) taskAlive(def bool) bool {
+	if v, ok := r.m["task_alive"].(bool); ok {
+		return v
+	}
+	return def
+}
+
+func (r *reply) decode(v any) error { return json.Unmarshal(r.body, v) }
+
+// post sends payload to /api/<endpoint> and reads the reply. The error is a transport error, a
+// cancelled ctx, or errInvalidReply (wrapped); a reply with an "error" key is not an error here,
+// it is logged as fishtest's worker prints it and left to the caller. The Observer sees every call.
+func (w *Worker) post(ctx context.Context, endpoint string, payload any) (*reply, error) {
+	start := time.Now()
+	r, status, err := w.do(ctx, endpoint, payload)
+	took := time.Since(start)
+	if w.obs != nil {
+		var m map[string]any
+		if r != nil {
+			m = r.m
+		}
+		w.obs.Request(endpoint, took, status, m, err)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("Request failed", "endpoint", endpoint, "status", status, "err", err)
+		}
+		return nil, err
+	}
+	if msg, bad := r.errorMessage(); bad {
+		w.log.Warn("Error from remote: "+msg, "endpoint", endpoint, "status", status)
+	} else if info, ok := r.m["info"]; ok {
+		w.log.Info(fmt.Sprint("Info from remote: ", info), "endpoint", endpoint)
+	}
+	w.log.Debug("Post request handled", "endpoint", endpoint, "took", took,
+		"server_ms", 1000*r.m["duration"].(float64))
+	return r, nil
+}
+
+// do makes the HTTP call. status is 0 when no response arrived.
+func (w *Worker) do(ctx context.Context, endpoint string, payload any) (*reply, int, error) {
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: encode request: %w", endpoint, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.base+"/api/"+endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", endpoint, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("%s: read reply: %w", endpoint, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+		return nil, resp.StatusCode, fmt.Errorf("%s: HTTP %d: %w", endpoint, resp.StatusCode, errInvalidReply)
+	}
+	if _, ok := m["duration"].(float64); !ok {
+		return &reply{status: resp.StatusCode, body: data, m: m}, resp.StatusCode,
+			fmt.Errorf("%s: HTTP %d: no duration: %w", endpoint, resp.StatusCode, errInvalidReply)
+	}
+	return &reply{status: resp.StatusCode, body: data, m: m}, resp.StatusCode, nil
+}
