@@ -9,7 +9,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 ADDR      ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test test-race test-norace lint fmt bench fuzz clean
+.PHONY: help build run demo test test-race test-norace lint fmt bench fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-12s %s\n", $$1, $$2}'
@@ -20,15 +20,19 @@ build: ## build bin/shoal
 run: build ## build and serve on the embedded database in ./data
 	$(BIN) serve $(if $(ADDR),--addr $(ADDR))
 
+demo: build ## serve on a temporary database and watch a few hundred simulated workers decide an SPRT test
+	$(BIN) demo
+
 test: test-race test-norace ## vet, then every test with the race detector, then the race-free end-to-end pass
 
 test-race:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-# Tests that build the binary or run long end-to-end scenarios carry //go:build !race.
+# Tests that build the binary or run long end-to-end scenarios (fleets of simulated workers)
+# carry //go:build !race and are named TestBinary... or TestE2E...
 test-norace:
-	$(GO) test -count=1 -run 'Binary' ./cmd/shoal/
+	$(GO) test -count=1 -run 'Binary|E2E' ./cmd/shoal/
 
 lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) if installed
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
