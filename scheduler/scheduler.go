@@ -27,8 +27,9 @@ type Config struct {
 	BooksURL string
 }
 
-// ErrRunNotFound means the run asked for does not exist.
-var ErrRunNotFound = errors.New("run not found")
+// ErrRunNotFound means the run asked for does not exist. It is a rundb.ErrNotFound, so callers
+// that only care whether something was missing need test for one error.
+var ErrRunNotFound = fmt.Errorf("run %w", rundb.ErrNotFound)
 
 // taskRef names one task of one run.
 type taskRef struct {

@@ -226,6 +226,26 @@ func TestWorkerAPIAuthenticationAndValidation(t *testing.T) {
 	}
 }
 
+// The read API served from the scheduler (as on the primary) answers 404 for an unknown run,
+// not 500.
+func TestReadAPIOnThePrimaryKnowsMissingRuns(t *testing.T) {
+	f := newFleet(t)
+	for _, path := range []string{"/api/get_run/", "/api/get_elo/", "/api/get_task/"} {
+		url := f.url + path + strings.Repeat("f", 24)
+		if path == "/api/get_task/" {
+			url += "/0"
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", url, resp.StatusCode)
+		}
+	}
+}
+
 func TestWorkerAPINoRunsAndBlockedWorker(t *testing.T) {
 	f := newFleet(t)
 	code, out := f.post("/api/request_task", call(1, nil))
