@@ -34,6 +34,8 @@ Usage:
   shoal user add [flags]   create an accepted user while the server is stopped
   shoal run new|approve    submit or approve a test through the API
   shoal worker [flags]     run one worker (simulated games) for a server
+  shoal fleet [flags]      run N simulated workers against a server and report
+  shoal demo [flags]       decide a test with a simulated fleet on a temporary server
   shoal version            print the version
 
 Run "shoal COMMAND --help" for a command's flags. Every flag can also be set
@@ -59,6 +61,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runCmd(ctx, rest, getenv, stdout, stderr)
 	case "worker":
 		err = workerCmd(ctx, rest, getenv, stdout, stderr)
+	case "fleet":
+		err = fleetCmd(ctx, rest, getenv, stdout, stderr)
+	case "demo":
+		err = demoCmd(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "shoal %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case "help", "--help", "-help", "-h":

@@ -1,0 +1,469 @@
+// Package fleet runs many simulated workers in one process against a Shoal (or fishtest) server,
+// for end-to-end tests, demos and load tests: each worker is a real worker.Worker with its own
+// unique_key and worker_info, playing games from a worker.SimSource, and all of them share one
+// HTTP connection pool. Run injects failures on request (workers that vanish mid-task, workers
+// that send bad data), shows live progress, and ends with a Report: per-endpoint request counts
+// and latency percentiles, errors by kind, tasks started and abandoned, games reported, and the
+// exactly-once check of every run the fleet touched. Several fleets may run at once; each has
+// its own connection pool.
+//
+// The package imports only the standard library, worker and worker/protocol.
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-chess/shoal/worker"
+)
+
+// Arrival is how the fleet's workers start.
+type Arrival string
+
+const (
+	// Storm starts every worker at once, like a fleet reconnecting after a server restart.
+	Storm Arrival = "storm"
+	// Ramp starts them one by one, evenly over Options.Ramp.
+	Ramp Arrival = "ramp"
+)
+
+// stcGameSeconds is the length of one STC (10+0.1) game as fishtest estimates it
+// ((10 + 0.1*68) * 2 * 0.92 s): the default game length, before time compression.
+const stcGameSeconds = 30.912
+
+// MaxWorkers is the largest fleet: worker i's unique_key prefix is "fl" and i in six digits
+// (a prefix has at most 8 characters).
+const MaxWorkers = 1_000_000
+
+// Options configure a fleet. Zero values get the defaults named.
+type Options struct {
+	// ServerURL, Username and Password: where the workers connect and as whom. The user's
+	// machine limit must allow Workers tasks from one address (`shoal user add --machine-limit`).
+	ServerURL, Username, Password string
+	// Workers is the number of simulated workers (required, at most MaxWorkers).
+	Workers int
+	// Concurrency is the cores each worker announces in worker_info (default 1).
+	Concurrency int
+	// Elo is the true Elo difference of the tested engine over its base; DrawRatio the share of
+	// drawn games; both go to every worker's SimSource.
+	Elo, DrawRatio float64
+	// SPSAOptimum is each tuned parameter's best value for SimSource (SPSA runs), and
+	// SPSAEloPerStep the Elo a step c closer to it is worth (SimSource's default when 0).
+	SPSAOptimum    map[string]float64
+	SPSAEloPerStep float64
+	// TimeScale compresses time: every worker's protocol clock (heartbeat, backoff) is divided
+	// by it, and so is the default pair time. Default 1. The server's time knobs should be
+	// compressed by the same factor (task_duration 1800 s / TimeScale keeps tasks as long, in
+	// games, as fishtest's).
+	TimeScale float64
+	// PairTime is the wall time a worker takes to play one game pair (SimSource.GameTime); default
+	// two STC games (2 * 30.9 s) / Concurrency / TimeScale, as a worker plays Concurrency games at
+	// once.
+	PairTime time.Duration
+	// Arrival is Storm (default) or Ramp, over Ramp (required for Ramp).
+	Arrival Arrival
+	Ramp    time.Duration
+	// Vanish is the fraction of workers that vanish mid-task: each cancels its own context right
+	// after its first accepted update that leaves its task alive, and sends nothing more. Their
+	// tasks are left for the server to reclaim after its dead-task timeout.
+	Vanish float64
+	// BadData is the fraction of workers that send bad data: a quarter of their update_task
+	// calls carry stats the server must refuse (an odd number of games, an inconsistent
+	// pentanomial, or fewer games than before). The corruption is made on the wire, after the
+	// worker's own check of its batch, so that the server's validation is what is tested.
+	BadData float64
+	// Duration bounds the run (0: no bound). UntilFinished lists runs whose end ends the fleet
+	// (polled through GET /api/get_run). With neither, the fleet runs until ctx ends.
+	Duration      time.Duration
+	UntilFinished []string
+	// Seed makes the games, the arrival and the choice of failing workers reproducible (as far
+	// as scheduling allows); 0 picks a random seed.
+	Seed uint64
+	// Progress, if set, gets a progress line every ProgressPeriod (default 1 s). Terminal makes
+	// it one line rewritten in place instead of a line per period.
+	Progress       io.Writer
+	Terminal       bool
+	ProgressPeriod time.Duration
+	// Logger gets every worker's log (very verbose for a big fleet); nil discards it.
+	Logger *slog.Logger
+	// StopGrace is how long workers get, at the end, to finish and report the batch they are
+	// playing before they are cut off (default 30 s).
+	StopGrace time.Duration
+	// HTTPTimeout bounds each request (default 30 s, as fishtest's worker).
+	HTTPTimeout time.Duration
+}
+
+// validate checks o and fills its defaults.
+func (o *Options) validate() error {
+	u, err := url.Parse(o.ServerURL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("invalid server URL %q: want http://HOST[:PORT] or https://...", o.ServerURL)
+	case o.Username == "" || o.Password == "":
+		return errors.New("a username and a password are required")
+	case o.Workers < 1 || o.Workers > MaxWorkers:
+		return fmt.Errorf("invalid number of workers %d: want 1 to %d", o.Workers, MaxWorkers)
+	case o.Concurrency < 0:
+		return fmt.Errorf("invalid concurrency %d: must be positive", o.Concurrency)
+	case math.IsNaN(o.Elo) || math.Abs(o.Elo) > 1000:
+		return fmt.Errorf("invalid Elo %v: want -1000 to 1000", o.Elo)
+	case math.IsNaN(o.SPSAEloPerStep) || o.SPSAEloPerStep < 0:
+		return fmt.Errorf("invalid SPSA Elo per step %v: must not be negative", o.SPSAEloPerStep)
+	case !(o.DrawRatio >= 0 && o.DrawRatio < 1):
+		return fmt.Errorf("invalid draw ratio %v: want 0 <= d < 1", o.DrawRatio)
+	case o.TimeScale < 0 || math.IsNaN(o.TimeScale) || math.IsInf(o.TimeScale, 0):
+		return fmt.Errorf("invalid time scale %v: must be a positive number", o.TimeScale)
+	case o.PairTime < 0:
+		return fmt.Errorf("invalid pair time %v: must not be negative", o.PairTime)
+	case o.Arrival != "" && o.Arrival != Storm && o.Arrival != Ramp:
+		return fmt.Errorf("invalid arrival %q: want storm or ramp", o.Arrival)
+	case o.Arrival == Ramp && o.Ramp <= 0:
+		return fmt.Errorf("invalid ramp %v: a ramp arrival needs a positive duration", o.Ramp)
+	case !(o.Vanish >= 0 && o.Vanish <= 1):
+		return fmt.Errorf("invalid vanish fraction %v: want 0 to 1", o.Vanish)
+	case !(o.BadData >= 0 && o.BadData <= 1):
+		return fmt.Errorf("invalid bad-data fraction %v: want 0 to 1", o.BadData)
+	case o.Vanish+o.BadData > 1:
+		return fmt.Errorf("vanish (%v) and bad-data (%v) fractions add up to more than 1", o.Vanish, o.BadData)
+	case o.Duration < 0 || o.Ramp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0:
+		return errors.New("durations must not be negative")
+	}
+	for _, id := range o.UntilFinished {
+		if id == "" || strings.ContainsAny(id, "/?#") {
+			return fmt.Errorf("invalid run id %q", id)
+		}
+	}
+	o.ServerURL = strings.TrimRight(o.ServerURL, "/")
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.TimeScale == 0 {
+		o.TimeScale = 1
+	}
+	if o.PairTime == 0 {
+		o.PairTime = time.Duration(2 * stcGameSeconds / float64(o.Concurrency) / o.TimeScale * float64(time.Second))
+	}
+	if o.Arrival == "" {
+		o.Arrival = Storm
+	}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	if o.ProgressPeriod == 0 {
+		o.ProgressPeriod = time.Second
+	}
+	if o.StopGrace == 0 {
+		o.StopGrace = 30 * time.Second
+	}
+	if o.HTTPTimeout == 0 {
+		o.HTTPTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// fleet is one Run's state.
+type fleet struct {
+	opts   Options
+	rec    *recorder
+	client *http.Client // shared by every well-behaved worker
+
+	stop chan struct{} // closed when the fleet starts stopping
+
+	mu        sync.Mutex
+	started   []*worker.Worker
+	stopping  bool
+	progGames int64         // games at the last progress line, for the rate
+	progAt    time.Duration // when it was written
+}
+
+// Run starts opts.Workers workers, lets them work until opts.Duration has passed, every run of
+// opts.UntilFinished is finished, every worker has quit or ctx ends, then stops them gracefully
+// (each finishes and reports its batch, within opts.StopGrace) and returns the report, with the
+// exactly-once check of every run touched. The error is for invalid options and for a server
+// that cannot be used at all (unreachable, credentials refused, an unknown run to wait for);
+// everything that goes wrong once the fleet runs is in the report.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns = opts.Workers + 16
+	transport.MaxIdleConnsPerHost = opts.Workers + 16
+	f := &fleet{
+		opts:   opts,
+		rec:    newRecorder(),
+		client: &http.Client{Transport: transport, Timeout: opts.HTTPTimeout},
+		stop:   make(chan struct{}),
+	}
+	defer transport.CloseIdleConnections()
+	if err := f.preflight(ctx); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+
+	rng := rand.New(rand.NewPCG(opts.Seed, 0))
+	order := rng.Perm(opts.Workers)
+	nVanish := int(math.Round(opts.Vanish * float64(opts.Workers)))
+	nBad := int(math.Round(opts.BadData * float64(opts.Workers)))
+	role := make([]byte, opts.Workers) // 'v' vanishes, 'b' sends bad data
+	for i, w := range order {
+		switch {
+		case i < nVanish:
+			role[w] = 'v'
+		case i < nVanish+nBad:
+			role[w] = 'b'
+		}
+	}
+
+	rep := &Report{Workers: opts.Workers, Concurrency: opts.Concurrency, Arrival: string(opts.Arrival),
+		TimeScale: opts.TimeScale, Elo: opts.Elo, DrawRatio: opts.DrawRatio, BadDataWorkers: nBad}
+
+	// The workers do not stop when ctx does: ctx ending starts the graceful stop below, and
+	// workersCtx is cancelled only when the grace is over.
+	workersCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWorkers()
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	launchDone := make(chan struct{})
+	go func() { // the launcher; joined through wg
+		defer wg.Done()
+		defer close(launchDone)
+		for i := range opts.Workers {
+			if opts.Arrival == Ramp {
+				at := start.Add(time.Duration(float64(opts.Ramp) * float64(i) / float64(opts.Workers)))
+				timer := time.NewTimer(time.Until(at))
+				select {
+				case <-timer.C:
+				case <-f.stop:
+					timer.Stop()
+					return
+				}
+			}
+			if !f.launch(workersCtx, &wg, i, role[i]) {
+				return
+			}
+		}
+	}()
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }() // returns once every worker and the launcher have
+
+	rep.StoppedBecause = f.watch(ctx, start, allDone, launchDone)
+	f.stopAll()
+	grace := time.NewTimer(opts.StopGrace)
+	select {
+	case <-allDone:
+		grace.Stop()
+	case <-grace.C:
+		cancelWorkers()
+		<-allDone
+	}
+	elapsed := time.Since(start)
+	f.progress(elapsed, true)
+
+	rep.fill(f.rec, elapsed)
+	checkCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	rep.checkRuns(checkCtx, f.rec, f.client, opts.ServerURL, opts.UntilFinished)
+	return rep, nil
+}
+
+// preflight makes sure the server answers and accepts the credentials, and that every run to
+// wait for exists, so that a mistake fails at once instead of in a thousand workers.
+func (f *fleet) preflight(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{"password": f.opts.Password, "worker_info": map[string]string{"username": f.opts.Username}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.opts.ServerURL+"/api/request_version", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the server: %w", err)
+	}
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	var m struct {
+		Error   string `json:"error"`
+		Version *int   `json:"version"`
+	}
+	if err := json.Unmarshal(reply, &m); err != nil || resp.StatusCode != http.StatusOK || m.Error != "" || m.Version == nil {
+		msg := m.Error
+		if msg == "" {
+			msg = strings.TrimSpace(string(reply))
+		}
+		return fmt.Errorf("request_version as %s: %s: %s", f.opts.Username, resp.Status, msg)
+	}
+	for _, id := range f.opts.UntilFinished {
+		if _, err := getRun(ctx, f.client, f.opts.ServerURL, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// launch creates and starts worker i, unless the fleet is stopping.
+func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte) bool {
+	o := f.opts
+	src := &worker.SimSource{Elo: o.Elo, DrawRatio: o.DrawRatio, GameTime: o.PairTime,
+		Rand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1)), SPSAOptimum: o.SPSAOptimum,
+		SPSAEloPerStep: o.SPSAEloPerStep}
+	wctx, vanish := context.WithCancel(ctx)
+	obs := &workerObserver{rec: f.rec}
+	if role == 'v' {
+		obs.vanish = vanish
+	}
+	client := f.client
+	if role == 'b' {
+		client = &http.Client{Timeout: f.client.Timeout, Transport: &spoiler{
+			base: f.client.Transport, rec: f.rec, rand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1<<32))}}
+	}
+	w, err := worker.New(worker.Config{
+		ServerURL: o.ServerURL, Username: o.Username, Password: o.Password,
+		Concurrency: o.Concurrency, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("fl%06d", i)),
+		WorkerArch: "x86-64-avx2", ARCH: "x86-64-avx2", Uname: "Linux shoal-fleet",
+		TimeScale: o.TimeScale, HTTPClient: client, Logger: o.Logger, Observer: obs,
+	}, src)
+	if err != nil {
+		vanish()
+		f.rec.workerExited(err)
+		return true
+	}
+	f.mu.Lock()
+	if f.stopping {
+		f.mu.Unlock()
+		vanish()
+		return false
+	}
+	f.started = append(f.started, w)
+	wg.Add(1)
+	f.mu.Unlock()
+	f.rec.running.Add(1)
+	go func() { // joined through wg
+		defer wg.Done()
+		defer vanish()
+		err := w.Run(wctx)
+		f.rec.running.Add(-1)
+		obs.stopped()
+		f.rec.workerExited(err)
+	}()
+	return true
+}
+
+// stopAll asks every started worker to finish its batch and quit, and stops the launcher. It is
+// called once.
+func (f *fleet) stopAll() {
+	close(f.stop)
+	f.mu.Lock()
+	f.stopping = true
+	started := f.started
+	f.mu.Unlock()
+	for _, w := range started {
+		w.Stop()
+	}
+}
+
+// watch prints progress until it is time to stop, and says why.
+func (f *fleet) watch(ctx context.Context, start time.Time, allDone, launchDone <-chan struct{}) string {
+	tick := time.NewTicker(f.opts.ProgressPeriod)
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	if f.opts.Duration > 0 {
+		t := time.NewTimer(f.opts.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var poll <-chan time.Time
+	if len(f.opts.UntilFinished) > 0 {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return "interrupted"
+		case <-deadline:
+			return "duration"
+		case <-allDone:
+			return "workers exited"
+		case <-tick.C:
+			f.progress(time.Since(start), false)
+			select {
+			case <-launchDone:
+				if f.rec.running.Load() == 0 {
+					return "workers exited"
+				}
+			default:
+			}
+		case <-poll:
+			if f.runsFinished(ctx) {
+				return "runs finished"
+			}
+		}
+	}
+}
+
+// runsFinished reports whether every run of UntilFinished is finished. A run that cannot be
+// read counts as not finished: the next poll tries again.
+func (f *fleet) runsFinished(ctx context.Context) bool {
+	for _, id := range f.opts.UntilFinished {
+		rs, err := getRun(ctx, f.client, f.opts.ServerURL, id)
+		if err != nil || !rs.Finished {
+			return false
+		}
+	}
+	return true
+}
+
+// progress writes one progress line; final ends the in-place line of a terminal.
+func (f *fleet) progress(elapsed time.Duration, final bool) {
+	w := f.opts.Progress
+	if w == nil {
+		return
+	}
+	r := f.rec
+	games := r.games.Load()
+	f.mu.Lock()
+	started := len(f.started)
+	rate := 0.0
+	if dt := (elapsed - f.progAt).Seconds(); dt > 0 {
+		rate = float64(games-f.progGames) / dt
+	}
+	f.progGames, f.progAt = games, elapsed
+	f.mu.Unlock()
+	if final && elapsed > 0 {
+		rate = float64(games) / elapsed.Seconds()
+	}
+	httpErrs, transport, app := r.errorsSoFar()
+	line := fmt.Sprintf("[%5.0fs] workers %s/%s running, %s busy | tasks %s | games %s (%s/s) | too busy %s | errors: http %s, transport %s, app %s",
+		elapsed.Seconds(), thousands(r.running.Load()), thousands(int64(started)), thousands(r.busy.Load()),
+		thousands(r.tasksStarted.Load()), thousands(games), thousands(int64(rate+0.5)), thousands(r.tooBusy.Load()),
+		thousands(httpErrs), thousands(transport), thousands(app))
+	if final {
+		line = strings.Replace(line, "/s)", "/s overall)", 1)
+	}
+	if f.opts.Terminal {
+		end := ""
+		if final {
+			end = "\n"
+		}
+		fmt.Fprintf(w, "\r\033[K%s%s", line, end)
+		return
+	}
+	fmt.Fprintln(w, line)
+}

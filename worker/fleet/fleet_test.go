@@ -1,0 +1,326 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-chess/shoal/worker/protocol"
+)
+
+// fakeServer is the smallest server a fleet can run against: one fixed-games run, tasks of
+// taskGames games, fishtest's validation of every worker request (protocol.DecodeRequest), its
+// update rules, and a dead-task reclaim after deadAfter. The real server's behaviour is tested
+// end to end in cmd/shoal; this one lets the fleet's own concurrency run under the race detector.
+type fakeServer struct {
+	password            string
+	numGames, taskGames int
+	deadAfter           time.Duration
+	// busyEvery makes every n-th request_task answer "too busy" (0: never).
+	busyEvery int
+
+	mu        sync.Mutex
+	committed int
+	results   protocol.Stats
+	tasks     []*fakeTask
+	requests  int
+	finished  bool
+	deadTasks []int
+}
+
+type fakeTask struct {
+	games  int
+	stats  protocol.Stats
+	active bool
+	last   time.Time
+}
+
+const fakeRunID = "0123456789abcdef01234567"
+
+func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reply := func(status int, m map[string]any) {
+		m["duration"] = 0.001
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(m)
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/api/get_run/"+fakeRunID {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		reply(200, map[string]any{"_id": fakeRunID, "finished": f.finished, "results": f.results})
+		return
+	}
+	if r.Method == http.MethodGet {
+		reply(404, map[string]any{"error": "no such run"})
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	endpoint := strings.TrimPrefix(r.URL.Path, "/api/")
+	if endpoint == "request_version" {
+		_, password, err := protocol.DecodeAccess(body)
+		if err != nil || password != f.password {
+			reply(401, map[string]any{"error": "/api/request_version: Invalid password"})
+			return
+		}
+		reply(200, map[string]any{"version": protocol.Version})
+		return
+	}
+	req, err := protocol.DecodeRequest(body, nil)
+	if err != nil {
+		reply(400, map[string]any{"error": r.URL.Path + ": " + err.Error()})
+		return
+	}
+	if req.Password != f.password {
+		reply(401, map[string]any{"error": r.URL.Path + ": Invalid password"})
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	var t *fakeTask
+	if req.TaskID != nil {
+		if *req.TaskID < 0 || *req.TaskID >= len(f.tasks) {
+			reply(400, map[string]any{"error": "no such task"})
+			return
+		}
+		t = f.tasks[*req.TaskID]
+	}
+	switch endpoint {
+	case "request_task":
+		f.requests++
+		if f.busyEvery > 0 && f.requests%f.busyEvery == 0 {
+			reply(200, map[string]any{"task_waiting": false, "info": "Request_task: the server is currently too busy..."})
+			return
+		}
+		f.scavenge(now)
+		if f.finished || f.committed >= f.numGames {
+			reply(200, map[string]any{"task_waiting": false})
+			return
+		}
+		n := min(f.taskGames, f.numGames-f.committed)
+		f.committed += n
+		f.tasks = append(f.tasks, &fakeTask{games: n, active: true, last: now})
+		args := map[string]any{"tc": "10+0.1", "threads": 1, "num_games": f.numGames, "book": "x.epd",
+			"book_depth": "8", "base_options": "Hash=16", "new_options": "Hash=16"}
+		reply(200, map[string]any{"task_id": len(f.tasks) - 1, "run": map[string]any{
+			"_id": fakeRunID, "args": args, "my_task": map[string]any{"num_games": n, "start": 0, "stats": protocol.Stats{}}}})
+	case "update_task":
+		st := *req.Stats
+		played, before := st.Wins+st.Losses+st.Draws, t.stats.Wins+t.stats.Losses+t.stats.Draws
+		switch {
+		case !t.active:
+			reply(200, map[string]any{"task_alive": false, "info": "Update_task: task is not active"})
+		case played < before || (played-before)%2 != 0 || played > t.games:
+			f.inactive(t, now)
+			reply(200, map[string]any{"task_alive": false, "error": "Update_task: incompatible stats"})
+		default:
+			f.results = add(f.results, st, t.stats)
+			t.stats, t.last = st, now
+			if played >= t.games {
+				f.inactive(t, now)
+			}
+			total := f.results.Wins + f.results.Losses + f.results.Draws
+			if total >= f.numGames {
+				f.finished = true
+				for _, t := range f.tasks {
+					f.inactive(t, now)
+				}
+			}
+			reply(200, map[string]any{"task_alive": t.active})
+		}
+	case "beat":
+		if t.active {
+			t.last = now
+		}
+		reply(200, map[string]any{"task_alive": t.active})
+	case "failed_task":
+		f.inactive(t, now)
+		reply(200, map[string]any{})
+	default:
+		reply(200, map[string]any{})
+	}
+}
+
+// inactive ends a task; its unplayed games go back to the run. The caller holds f.mu.
+func (f *fakeServer) inactive(t *fakeTask, now time.Time) {
+	if t.active {
+		t.active = false
+		f.committed -= t.games - (t.stats.Wins + t.stats.Losses + t.stats.Draws)
+		t.last = now
+	}
+}
+
+// scavenge reclaims dead tasks. The caller holds f.mu.
+func (f *fakeServer) scavenge(now time.Time) {
+	for i, t := range f.tasks {
+		if t.active && now.Sub(t.last) > f.deadAfter {
+			f.deadTasks = append(f.deadTasks, i)
+			f.inactive(t, now)
+		}
+	}
+}
+
+func add(total, now, before protocol.Stats) protocol.Stats {
+	total.Wins += now.Wins - before.Wins
+	total.Losses += now.Losses - before.Losses
+	total.Draws += now.Draws - before.Draws
+	total.Crashes += now.Crashes - before.Crashes
+	total.TimeLosses += now.TimeLosses - before.TimeLosses
+	for i := range total.Pentanomial {
+		total.Pentanomial[i] += now.Pentanomial[i] - before.Pentanomial[i]
+	}
+	return total
+}
+
+func TestRunAgainstFakeServer(t *testing.T) {
+	f := &fakeServer{password: "pw", numGames: 4000, taskGames: 40, deadAfter: 300 * time.Millisecond, busyEvery: 4}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	var progress bytes.Buffer
+	rep, err := Run(context.Background(), Options{
+		ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: 40, Elo: 20, DrawRatio: 0.4,
+		TimeScale: 1000, PairTime: time.Millisecond, Vanish: 0.1, BadData: 0.1, Seed: 3,
+		UntilFinished: []string{fakeRunID}, Duration: time.Minute, Progress: &progress,
+		ProgressPeriod: 50 * time.Millisecond, StopGrace: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js bytes.Buffer
+	_ = rep.WriteJSON(&js)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	if rep.StoppedBecause != "runs finished" || !f.finished {
+		t.Errorf("stopped because %q, run finished %v; want the run finished", rep.StoppedBecause, f.finished)
+	}
+	if !rep.ExactlyOnce || len(rep.Runs) != 1 || rep.Runs[0].ServerGames != 4000 || rep.Runs[0].FleetGames != 4000 {
+		t.Errorf("exactly-once check: %+v, want a pass with 4000 games on both sides", rep.Runs)
+	}
+	if rep.GamesReported != 4000 {
+		t.Errorf("games reported %d, want 4000", rep.GamesReported)
+	}
+	if rep.WorkersVanished != 4 || rep.TasksReclaimed != 4 {
+		t.Errorf("%d workers vanished holding %d tasks, want 4 and 4", rep.WorkersVanished, rep.TasksReclaimed)
+	}
+	for _, id := range rep.ReclaimedTasks {
+		var task int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(id, fakeRunID+"/"), "%d", &task); err != nil || f.tasks[task].active {
+			t.Errorf("reclaimed task %s: still active or not a task of the run", id)
+		}
+	}
+	if rep.BadDataWorkers != 4 || rep.BadBatches == 0 || rep.HTTPErrors["400"] != rep.BadBatches {
+		t.Errorf("bad data: %d workers spoiled %d updates, %d answered 400; want 4 workers, every spoiled update refused with 400",
+			rep.BadDataWorkers, rep.BadBatches, rep.HTTPErrors["400"])
+	}
+	if rep.TooBusy == 0 || rep.TooBusy > rep.Endpoints["request_task"].Requests {
+		t.Errorf("too busy %d of %d request_task calls, want some", rep.TooBusy, rep.Endpoints["request_task"].Requests)
+	}
+	if int(rep.TasksStarted) != len(f.tasks) {
+		t.Errorf("tasks started %d, the server handed out %d", rep.TasksStarted, len(f.tasks))
+	}
+	for _, name := range []string{"request_version", "request_task", "update_task"} {
+		e := rep.Endpoints[name]
+		if e.Requests == 0 || !(e.P50MS > 0 && e.P50MS <= e.P95MS && e.P95MS <= e.P99MS && e.P99MS <= e.MaxMS) {
+			t.Errorf("endpoint %s: %+v, want requests and ordered percentiles", name, e)
+		}
+	}
+	if rep.TransportErrors != 0 || len(rep.WorkerExitErrors) != 0 {
+		t.Errorf("transport errors %d, worker exit errors %v", rep.TransportErrors, rep.WorkerExitErrors)
+	}
+	if lines := strings.Count(progress.String(), "\n"); lines < 2 || !strings.Contains(progress.String(), "overall") {
+		t.Errorf("progress has %d lines, want one per period and a final one:\n%s", lines, progress.String())
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "Exactly-once check: PASS") {
+		t.Errorf("text report (err %v):\n%s", err, text.String())
+	}
+	if t.Failed() {
+		t.Logf("report: %s", js.String())
+	}
+}
+
+func TestRunRefusesBadCredentialsAndUnknownRuns(t *testing.T) {
+	f := &fakeServer{password: "pw", numGames: 100, taskGames: 10, deadAfter: time.Second}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	base := Options{ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: 2}
+	for _, tc := range []struct {
+		name   string
+		change func(*Options)
+		want   string
+	}{
+		{"wrong password", func(o *Options) { o.Password = "nope" }, "401 Unauthorized: /api/request_version: Invalid password"},
+		{"unknown run", func(o *Options) { o.UntilFinished = []string{"ffffffffffffffffffffffff"} }, "get run ffffffffffffffffffffffff: 404"},
+		{"no workers", func(o *Options) { o.Workers = 0 }, "invalid number of workers 0"},
+		{"ramp without duration", func(o *Options) { o.Arrival = Ramp }, "a ramp arrival needs a positive duration"},
+		{"fractions over one", func(o *Options) { o.Vanish, o.BadData = 0.6, 0.5 }, "add up to more than 1"},
+		{"server URL without scheme", func(o *Options) { o.ServerURL = "127.0.0.1:1" }, "invalid server URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.change(&o)
+			_, err := Run(context.Background(), o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRampStopsAtDurationAndWorkersStopGracefully(t *testing.T) {
+	// A run far too big to finish: the fleet stops at its duration, mid-ramp, and every worker
+	// that had started reports its batch and releases its task.
+	f := &fakeServer{password: "pw", numGames: 1 << 30, taskGames: 1000, deadAfter: time.Minute}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	rep, err := Run(context.Background(), Options{
+		ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: 50, TimeScale: 1000,
+		PairTime: 5 * time.Millisecond, Arrival: Ramp, Ramp: 2 * time.Second, Duration: 500 * time.Millisecond,
+		StopGrace: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if rep.StoppedBecause != "duration" {
+		t.Errorf("stopped because %q, want duration", rep.StoppedBecause)
+	}
+	if len(f.tasks) == 0 || len(f.tasks) >= 50 {
+		t.Errorf("%d tasks handed out, want some but not all 50 workers started by then", len(f.tasks))
+	}
+	for i, task := range f.tasks {
+		if task.active {
+			t.Errorf("task %d still active: a gracefully stopped worker releases its task", i)
+		}
+	}
+	if !rep.ExactlyOnce || rep.GamesReported == 0 {
+		t.Errorf("exactly once %v with %d games, want a pass with games", rep.ExactlyOnce, rep.GamesReported)
+	}
+}
+
+func TestInterruptStopsTheFleet(t *testing.T) {
+	f := &fakeServer{password: "pw", numGames: 1 << 30, taskGames: 1000, deadAfter: time.Minute}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	rep, err := Run(ctx, Options{ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: 10,
+		TimeScale: 1000, PairTime: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.StoppedBecause != "interrupted" || !rep.ExactlyOnce || rep.GamesReported == 0 {
+		t.Errorf("stopped because %q, exactly once %v, games %d; want interrupted, a pass, games",
+			rep.StoppedBecause, rep.ExactlyOnce, rep.GamesReported)
+	}
+}

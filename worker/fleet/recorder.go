@@ -1,0 +1,360 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-chess/shoal/worker/protocol"
+)
+
+// taskKey names one task of one run.
+type taskKey struct {
+	run  string
+	task int
+}
+
+// endpointStats are one endpoint's counters. The histogram and the counters are atomic, so
+// recording a request takes no lock once the entry exists.
+type endpointStats struct {
+	lat       histogram
+	requests  atomic.Int64
+	httpErrs  atomic.Int64
+	transport atomic.Int64
+	appErrs   atomic.Int64
+}
+
+// maxAppErrorKinds bounds the distinct application-error messages kept; later kinds are
+// counted under "other".
+const maxAppErrorKinds = 40
+
+// maxTransportSamples is how many distinct transport error messages the report quotes.
+const maxTransportSamples = 5
+
+// recorder gathers what every worker of the fleet did. Safe for concurrent use.
+//
+// Lock order: recorder.mu is never held while a workerObserver's mu is taken, and a
+// workerObserver holds its own mu only around its own fields, calling the recorder after
+// releasing it.
+type recorder struct {
+	tooBusy      atomic.Int64
+	tasksStarted atomic.Int64
+	games        atomic.Int64 // games in accepted updates, each game once
+	busy         atomic.Int64 // workers holding a task
+	running      atomic.Int64 // workers whose Run has not returned
+	cancelled    atomic.Int64 // requests cut short on the worker's side (see Report.CancelledRequests)
+	badReplies   atomic.Int64 // 200 replies that were not a JSON object with a duration
+	inDoubt      atomic.Int64 // update_task calls with no answer: applied or not, nobody knows
+
+	mu               sync.Mutex
+	endpoints        map[string]*endpointStats
+	httpErrors       map[int]int64
+	transportErrors  int64
+	transportSamples []string
+	appErrors        map[string]int64
+	accepted         map[taskKey]protocol.Stats // the last cumulative stats the server took
+	reclaimed        map[taskKey]bool           // tasks whose worker vanished while holding them
+	vanished         int
+	badBatches       int64
+	exitErrors       map[string]int
+}
+
+func newRecorder() *recorder {
+	return &recorder{
+		endpoints:  make(map[string]*endpointStats),
+		httpErrors: make(map[int]int64),
+		appErrors:  make(map[string]int64),
+		accepted:   make(map[taskKey]protocol.Stats),
+		reclaimed:  make(map[taskKey]bool),
+		exitErrors: make(map[string]int),
+	}
+}
+
+func (r *recorder) endpoint(name string) *endpointStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.endpoints[name]
+	if e == nil {
+		e = &endpointStats{}
+		r.endpoints[name] = e
+	}
+	return e
+}
+
+// request records one HTTP call (see worker.Observer.Request).
+func (r *recorder) request(endpoint string, took time.Duration, status int, reply map[string]any, err error) {
+	if status == 0 && err != nil && errors.Is(err, context.Canceled) {
+		// A beat cut short by the end of its task, a worker told to vanish, or the fleet
+		// cutting its workers off: not the server's doing.
+		r.cancelled.Add(1)
+		if endpoint == "update_task" {
+			r.inDoubt.Add(1)
+		}
+		return
+	}
+	e := r.endpoint(endpoint)
+	e.requests.Add(1)
+	e.lat.record(took)
+	switch {
+	case status == 0:
+		e.transport.Add(1)
+		if endpoint == "update_task" {
+			r.inDoubt.Add(1)
+		}
+		r.mu.Lock()
+		r.transportErrors++
+		if msg := errText(err); len(r.transportSamples) < maxTransportSamples && !contains(r.transportSamples, msg) {
+			r.transportSamples = append(r.transportSamples, msg)
+		}
+		r.mu.Unlock()
+		return
+	case status != 200:
+		e.httpErrs.Add(1)
+		r.mu.Lock()
+		r.httpErrors[status]++
+		r.mu.Unlock()
+		return
+	case err != nil || reply == nil:
+		// A 200 whose body was not a JSON object with a duration.
+		r.badReplies.Add(1)
+		return
+	}
+	if info, _ := reply["info"].(string); strings.Contains(strings.ToLower(info), "too busy") {
+		r.tooBusy.Add(1)
+	}
+	if msg, ok := reply["error"].(string); ok {
+		e.appErrs.Add(1)
+		kind := errorKind(msg)
+		r.mu.Lock()
+		if _, known := r.appErrors[kind]; !known && len(r.appErrors) >= maxAppErrorKinds {
+			kind = "other"
+		}
+		r.appErrors[kind]++
+		r.mu.Unlock()
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "no reply"
+	}
+	return err.Error()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	objectIDPattern = regexp.MustCompile(`[0-9a-f]{24}`)
+	quotedPattern   = regexp.MustCompile(`"[^"]*"`)
+	numberPattern   = regexp.MustCompile(`[0-9]+`)
+)
+
+// errorKind is an application error message with its run ids, quoted names and numbers
+// replaced, so that the same refusal to different workers counts as one kind.
+func errorKind(msg string) string {
+	msg, _, _ = strings.Cut(msg, "\n")
+	msg = objectIDPattern.ReplaceAllString(msg, "RUN")
+	msg = quotedPattern.ReplaceAllString(msg, `"…"`)
+	msg = numberPattern.ReplaceAllString(msg, "N")
+	if len(msg) > 160 {
+		msg = msg[:160] + "…"
+	}
+	return msg
+}
+
+// taskStarted records a task handed out.
+func (r *recorder) taskStarted() { r.tasksStarted.Add(1) }
+
+// accept records cumulative stats the server took for a task. Reports are cumulative, so only
+// the newest (largest) one counts, and the games counter grows by what it adds.
+func (r *recorder) accept(k taskKey, st protocol.Stats) {
+	r.mu.Lock()
+	prev := r.accepted[k]
+	if games(st) < games(prev) {
+		r.mu.Unlock()
+		return
+	}
+	r.accepted[k] = st
+	r.mu.Unlock()
+	r.games.Add(int64(games(st) - games(prev)))
+}
+
+func games(st protocol.Stats) int { return st.Wins + st.Losses + st.Draws }
+
+// vanish records a worker that vanished holding task k.
+func (r *recorder) vanish(k taskKey) {
+	r.mu.Lock()
+	r.vanished++
+	r.reclaimed[k] = true
+	r.mu.Unlock()
+}
+
+// badBatch records a batch the bad-data wrapper spoiled.
+func (r *recorder) badBatch() {
+	r.mu.Lock()
+	r.badBatches++
+	r.mu.Unlock()
+}
+
+// workerExited records how a worker's Run ended; nil and cancellation are normal.
+func (r *recorder) workerExited(err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	msg := errorKind(err.Error())
+	r.mu.Lock()
+	if _, known := r.exitErrors[msg]; !known && len(r.exitErrors) >= maxAppErrorKinds {
+		msg = "other"
+	}
+	r.exitErrors[msg]++
+	r.mu.Unlock()
+}
+
+// errorsSoFar is the number of failed requests of every kind, for the progress line.
+func (r *recorder) errorsSoFar() (httpErrs, transport, app int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.httpErrors {
+		httpErrs += n
+	}
+	for _, n := range r.appErrors {
+		app += n
+	}
+	return httpErrs, r.transportErrors, app
+}
+
+// runsTouched lists the runs the fleet got tasks of and had results accepted for, sorted.
+func (r *recorder) runsTouched() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for k := range r.accepted {
+		seen[k.run] = true
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// acceptedSum is the sum over run's tasks of the last accepted cumulative stats, and the number
+// of tasks.
+func (r *recorder) acceptedSum(run string) (protocol.Stats, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var sum protocol.Stats
+	n := 0
+	for k, st := range r.accepted {
+		if k.run != run {
+			continue
+		}
+		n++
+		sum.Wins += st.Wins
+		sum.Losses += st.Losses
+		sum.Draws += st.Draws
+		sum.Crashes += st.Crashes
+		sum.TimeLosses += st.TimeLosses
+		for i := range sum.Pentanomial {
+			sum.Pentanomial[i] += st.Pentanomial[i]
+		}
+	}
+	return sum, n
+}
+
+// workerObserver is the Observer of one worker: it forwards to the fleet's recorder and keeps
+// what the progress line and the failure injection need about this worker. Safe for concurrent
+// use (the worker's heartbeat and its main loop both call it).
+type workerObserver struct {
+	rec *recorder
+	// vanish, if set, is called once, after the first accepted update that leaves the worker's
+	// task alive: it cancels the worker's context, so the worker disappears mid-task.
+	vanish func()
+
+	mu       sync.Mutex
+	busy     bool
+	vanished bool
+}
+
+// Request implements worker.Observer.
+func (o *workerObserver) Request(endpoint string, took time.Duration, status int, reply map[string]any, err error) {
+	o.rec.request(endpoint, took, status, reply, err)
+	idle := false
+	o.mu.Lock()
+	switch endpoint {
+	case "request_task", "failed_task", "stop_run":
+		// Asking for a task, or giving one up: not holding one (TaskStarted follows a success).
+		idle = true
+	case "beat":
+		alive, ok := reply["task_alive"].(bool)
+		idle = ok && !alive
+	}
+	wasBusy := o.busy
+	if idle {
+		o.busy = false
+	}
+	o.mu.Unlock()
+	if idle && wasBusy {
+		o.rec.busy.Add(-1)
+	}
+}
+
+// TaskStarted implements worker.Observer.
+func (o *workerObserver) TaskStarted(runID string, taskID, numGames int) {
+	o.rec.taskStarted()
+	o.mu.Lock()
+	wasBusy := o.busy
+	o.busy = true
+	o.mu.Unlock()
+	if !wasBusy {
+		o.rec.busy.Add(1)
+	}
+}
+
+// Accepted implements worker.Observer. The worker calls it only for updates the server
+// recorded, so these are the stats the server's totals must contain.
+func (o *workerObserver) Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool) {
+	o.mu.Lock()
+	vanishNow := alive && o.vanish != nil && !o.vanished
+	if vanishNow {
+		o.vanished = true
+	}
+	wasBusy := o.busy
+	if !alive {
+		o.busy = false
+	}
+	o.mu.Unlock()
+	k := taskKey{runID, taskID}
+	o.rec.accept(k, cumulative)
+	if !alive && wasBusy {
+		o.rec.busy.Add(-1)
+	}
+	if vanishNow {
+		o.rec.vanish(k)
+		o.vanish()
+	}
+}
+
+// stopped is called when the worker's Run has returned.
+func (o *workerObserver) stopped() {
+	o.mu.Lock()
+	wasBusy := o.busy
+	o.busy = false
+	o.mu.Unlock()
+	if wasBusy {
+		o.rec.busy.Add(-1)
+	}
+}

@@ -1,0 +1,387 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoal-chess/shoal/worker/protocol"
+)
+
+// Report is what a fleet run did and found. Its JSON form (the keys below) is what
+// `shoal fleet --json` writes; WriteText renders it for a person.
+type Report struct {
+	// The fleet: its size, the cores each worker announced, how the workers arrived and how
+	// time was compressed.
+	Workers     int     `json:"workers"`
+	Concurrency int     `json:"concurrency"`
+	Arrival     string  `json:"arrival"`
+	TimeScale   float64 `json:"time_scale"`
+	// The simulated truth: the Elo of the tested engine over its base, and the draw ratio.
+	Elo       float64 `json:"elo"`
+	DrawRatio float64 `json:"draw_ratio"`
+	// ElapsedSeconds is the wall time from the first worker's start to the last one's end;
+	// StoppedBecause is "duration", "runs finished", "interrupted" or "workers exited".
+	ElapsedSeconds float64 `json:"elapsed_s"`
+	StoppedBecause string  `json:"stopped_because"`
+
+	// Requests counts every HTTP call the workers made (cancelled ones aside); Endpoints splits
+	// them by API name, with latency percentiles.
+	Requests  int64                     `json:"requests"`
+	Endpoints map[string]EndpointReport `json:"endpoints"`
+	// TooBusy counts replies whose info says the server is too busy (request_task's semaphore).
+	TooBusy int64 `json:"too_busy"`
+	// HTTPErrors counts non-200 replies by status code; TransportErrors calls without any
+	// reply (refused, reset, timed out), quoted in TransportErrorSamples; AppErrors 200 replies
+	// carrying "error", by message with ids and numbers blanked; BadReplies 200 replies that
+	// were not a JSON object with a duration.
+	HTTPErrors            map[string]int64 `json:"http_errors"`
+	TransportErrors       int64            `json:"transport_errors"`
+	TransportErrorSamples []string         `json:"transport_error_samples,omitempty"`
+	AppErrors             map[string]int64 `json:"app_errors"`
+	BadReplies            int64            `json:"bad_replies"`
+	// CancelledRequests were cut short on the workers' side: a beat still in flight when its
+	// task ended, the calls of a worker made to vanish, or the end of the stop grace. They are in
+	// no latency or error figure.
+	CancelledRequests int64 `json:"cancelled_requests"`
+	// UpdatesInDoubt are update_task calls that got no reply (transport error or cancelled):
+	// the server may have applied them without the fleet knowing. Non-zero makes a failed
+	// exactly-once check explicable; zero makes it a server bug.
+	UpdatesInDoubt int64 `json:"updates_in_doubt"`
+
+	// TasksStarted counts tasks request_task handed out; TasksReclaimed the tasks abandoned by
+	// the WorkersVanished workers (the server must reclaim them after its dead-task timeout).
+	TasksStarted    int64 `json:"tasks_started"`
+	TasksReclaimed  int   `json:"tasks_reclaimed"`
+	WorkersVanished int   `json:"workers_vanished"`
+	// ReclaimedTasks names those tasks, "RUN_ID/TASK_ID", sorted.
+	ReclaimedTasks []string `json:"reclaimed_tasks"`
+	// BadDataWorkers were given a source that spoils batches; BadBatches is how many it spoiled.
+	BadDataWorkers int   `json:"bad_data_workers"`
+	BadBatches     int64 `json:"bad_batches"`
+	// GamesReported counts the games of every update the server accepted, each game once (the
+	// sum over tasks of the last accepted cumulative stats); GamesPerSecond divides it by the
+	// elapsed time.
+	GamesReported  int64   `json:"games_reported"`
+	GamesPerSecond float64 `json:"games_per_second"`
+	// WorkerExitErrors counts workers whose Run ended with an error, by message.
+	WorkerExitErrors map[string]int `json:"worker_exit_errors,omitempty"`
+
+	// Runs is the exactly-once check of every run the fleet reported games for (and every run
+	// it was told to wait for); ExactlyOnce is true when every run passed.
+	Runs        []RunReport `json:"runs"`
+	ExactlyOnce bool        `json:"exactly_once"`
+}
+
+// EndpointReport is one API endpoint's requests and latency (milliseconds; percentiles from a
+// log-linear histogram, at most 1.6 % high; the maximum is exact).
+type EndpointReport struct {
+	Requests        int64   `json:"requests"`
+	HTTPErrors      int64   `json:"http_errors"`
+	TransportErrors int64   `json:"transport_errors"`
+	AppErrors       int64   `json:"app_errors"`
+	MeanMS          float64 `json:"mean_ms"`
+	P50MS           float64 `json:"p50_ms"`
+	P95MS           float64 `json:"p95_ms"`
+	P99MS           float64 `json:"p99_ms"`
+	MaxMS           float64 `json:"max_ms"`
+}
+
+// RunReport is the exactly-once check of one run: the server's results (GET /api/get_run) must
+// equal the sum over the run's tasks of the last cumulative stats the server accepted from the
+// fleet, vanished workers included. It assumes the fleet is the only source of the run's games.
+type RunReport struct {
+	RunID string `json:"run_id"`
+	// Tasks is the number of the run's tasks the fleet had an update accepted for.
+	Tasks    int    `json:"tasks"`
+	Finished bool   `json:"finished"`
+	State    string `json:"sprt_state,omitempty"`
+	// ServerResults is nil when the run could not be read (Error says why).
+	ServerResults *protocol.Stats `json:"server_results"`
+	FleetResults  protocol.Stats  `json:"fleet_results"`
+	ServerGames   int             `json:"server_games"`
+	FleetGames    int             `json:"fleet_games"`
+	ExactlyOnce   bool            `json:"exactly_once"`
+	Error         string          `json:"error,omitempty"`
+}
+
+// ms is d in milliseconds, rounded to microseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// fill copies the recorder's figures into the report.
+func (rep *Report) fill(rec *recorder, elapsed time.Duration) {
+	rep.ElapsedSeconds = elapsed.Seconds()
+	rep.Endpoints = make(map[string]EndpointReport)
+	rec.mu.Lock()
+	endpoints := make(map[string]*endpointStats, len(rec.endpoints))
+	for name, e := range rec.endpoints {
+		endpoints[name] = e
+	}
+	rep.HTTPErrors = make(map[string]int64, len(rec.httpErrors))
+	for code, n := range rec.httpErrors {
+		rep.HTTPErrors[strconv.Itoa(code)] = n
+	}
+	rep.TransportErrors = rec.transportErrors
+	rep.TransportErrorSamples = append([]string(nil), rec.transportSamples...)
+	rep.AppErrors = make(map[string]int64, len(rec.appErrors))
+	for k, n := range rec.appErrors {
+		rep.AppErrors[k] = n
+	}
+	rep.TasksReclaimed = len(rec.reclaimed)
+	rep.ReclaimedTasks = make([]string, 0, len(rec.reclaimed))
+	for k := range rec.reclaimed {
+		rep.ReclaimedTasks = append(rep.ReclaimedTasks, k.run+"/"+strconv.Itoa(k.task))
+	}
+	sort.Strings(rep.ReclaimedTasks)
+	rep.WorkersVanished = rec.vanished
+	rep.BadBatches = rec.badBatches
+	if len(rec.exitErrors) > 0 {
+		rep.WorkerExitErrors = make(map[string]int, len(rec.exitErrors))
+		for k, n := range rec.exitErrors {
+			rep.WorkerExitErrors[k] = n
+		}
+	}
+	rec.mu.Unlock()
+
+	for name, e := range endpoints {
+		n := e.requests.Load()
+		rep.Requests += n
+		rep.Endpoints[name] = EndpointReport{
+			Requests: n, HTTPErrors: e.httpErrs.Load(), TransportErrors: e.transport.Load(),
+			AppErrors: e.appErrs.Load(),
+			MeanMS:    ms(e.lat.mean()), P50MS: ms(e.lat.quantile(0.50)), P95MS: ms(e.lat.quantile(0.95)),
+			P99MS: ms(e.lat.quantile(0.99)), MaxMS: ms(time.Duration(e.lat.max.Load())),
+		}
+	}
+	rep.TooBusy = rec.tooBusy.Load()
+	rep.BadReplies = rec.badReplies.Load()
+	rep.CancelledRequests = rec.cancelled.Load()
+	rep.UpdatesInDoubt = rec.inDoubt.Load()
+	rep.TasksStarted = rec.tasksStarted.Load()
+	rep.GamesReported = rec.games.Load()
+	if elapsed > 0 {
+		rep.GamesPerSecond = float64(rep.GamesReported) / elapsed.Seconds()
+	}
+}
+
+// runState is what the fleet reads of a run: GET /api/get_run/{id}.
+type runState struct {
+	Finished bool           `json:"finished"`
+	Results  protocol.Stats `json:"results"`
+	Args     struct {
+		SPRT *struct {
+			State string `json:"state"`
+		} `json:"sprt"`
+	} `json:"args"`
+}
+
+// getRun reads a run through the read API.
+func getRun(ctx context.Context, client *http.Client, base, id string) (*runState, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/get_run/"+url.PathEscape(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return nil, fmt.Errorf("get run %s: %s: %s", id, resp.Status, e.Error)
+		}
+		return nil, fmt.Errorf("get run %s: %s", id, resp.Status)
+	}
+	var rs runState
+	if err := json.Unmarshal(body, &rs); err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return &rs, nil
+}
+
+// checkRuns does the exactly-once check of every run the fleet touched and of extra.
+func (rep *Report) checkRuns(ctx context.Context, rec *recorder, client *http.Client, base string, extra []string) {
+	ids := rec.runsTouched()
+	for _, id := range extra {
+		if !contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	rep.Runs = make([]RunReport, 0, len(ids))
+	rep.ExactlyOnce = true
+	for _, id := range ids {
+		fleet, tasks := rec.acceptedSum(id)
+		rr := RunReport{RunID: id, Tasks: tasks, FleetResults: fleet, FleetGames: games(fleet)}
+		rs, err := getRun(ctx, client, base, id)
+		if err != nil {
+			rr.Error = err.Error()
+		} else {
+			res := rs.Results
+			rr.ServerResults = &res
+			rr.ServerGames = games(res)
+			rr.Finished = rs.Finished
+			if rs.Args.SPRT != nil {
+				rr.State = rs.Args.SPRT.State
+			}
+			rr.ExactlyOnce = res == fleet
+		}
+		rep.ExactlyOnce = rep.ExactlyOnce && rr.ExactlyOnce
+		rep.Runs = append(rep.Runs, rr)
+	}
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteText writes the report for a person, as Markdown.
+func (rep *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Fleet report\n\n")
+	fmt.Fprintf(&b, "%s workers (%d core%s each, %s arrival), time scale %g, true Elo %+.1f, draw ratio %.2f; ran %s, stopped: %s.\n\n",
+		thousands(int64(rep.Workers)), rep.Concurrency, plural(rep.Concurrency), rep.Arrival, rep.TimeScale,
+		rep.Elo, rep.DrawRatio, time.Duration(rep.ElapsedSeconds*float64(time.Second)).Round(100*time.Millisecond).String(), rep.StoppedBecause)
+
+	fmt.Fprintf(&b, "| endpoint | requests | errors | mean ms | p50 ms | p95 ms | p99 ms | max ms |\n")
+	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	names := make([]string, 0, len(rep.Endpoints))
+	for name := range rep.Endpoints {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		e := rep.Endpoints[name]
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", name, thousands(e.Requests),
+			thousands(e.HTTPErrors+e.TransportErrors+e.AppErrors), e.MeanMS, e.P50MS, e.P95MS, e.P99MS, e.MaxMS)
+	}
+	fmt.Fprintf(&b, "| **all** | %s | | | | | | |\n\n", thousands(rep.Requests))
+
+	fmt.Fprintf(&b, "- Games reported: %s (%s/s); tasks started %s\n", thousands(rep.GamesReported),
+		thousands(int64(rep.GamesPerSecond+0.5)), thousands(rep.TasksStarted))
+	fmt.Fprintf(&b, "- Too busy: %s\n", thousands(rep.TooBusy))
+	fmt.Fprintf(&b, "- Vanished workers: %d, holding %d tasks to be reclaimed; bad-data workers: %d, spoiled batches: %d\n",
+		rep.WorkersVanished, rep.TasksReclaimed, rep.BadDataWorkers, rep.BadBatches)
+	fmt.Fprintf(&b, "- HTTP errors: %s\n", countsByKey(rep.HTTPErrors))
+	fmt.Fprintf(&b, "- Transport errors: %s", thousands(rep.TransportErrors))
+	if len(rep.TransportErrorSamples) > 0 {
+		fmt.Fprintf(&b, " (e.g. %s)", strings.Join(rep.TransportErrorSamples, "; "))
+	}
+	fmt.Fprintf(&b, "\n- Replies that were not JSON: %d; requests cancelled by the workers: %s; updates in doubt: %d\n",
+		rep.BadReplies, thousands(rep.CancelledRequests), rep.UpdatesInDoubt)
+	if len(rep.AppErrors) == 0 {
+		fmt.Fprintf(&b, "- Application errors: none\n")
+	} else {
+		fmt.Fprintf(&b, "- Application errors:\n")
+		for _, k := range sortedByCount(rep.AppErrors) {
+			fmt.Fprintf(&b, "  - %s × %s\n", thousands(rep.AppErrors[k]), k)
+		}
+	}
+	if len(rep.WorkerExitErrors) > 0 {
+		fmt.Fprintf(&b, "- Workers that quit with an error:\n")
+		for k, n := range rep.WorkerExitErrors {
+			fmt.Fprintf(&b, "  - %d × %s\n", n, k)
+		}
+	}
+
+	verdict := "PASS"
+	if !rep.ExactlyOnce {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "\n## Exactly-once check: %s\n\n", verdict)
+	if len(rep.Runs) == 0 {
+		fmt.Fprintf(&b, "No run got games from the fleet.\n")
+	} else {
+		fmt.Fprintf(&b, "| run | tasks | server games | fleet games | finished | equal |\n|---|---:|---:|---:|---|---|\n")
+		for _, r := range rep.Runs {
+			state := strconv.FormatBool(r.Finished)
+			if r.State != "" {
+				state += " (" + r.State + ")"
+			}
+			equal := strconv.FormatBool(r.ExactlyOnce)
+			if r.Error != "" {
+				equal = "error: " + r.Error
+			} else if !r.ExactlyOnce {
+				equal = fmt.Sprintf("NO: server %+v, fleet %+v", *r.ServerResults, r.FleetResults)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", r.RunID, r.Tasks, thousands(int64(r.ServerGames)),
+				thousands(int64(r.FleetGames)), state, equal)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// thousands formats n with thousands separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// countsByKey renders {"400": 3, "503": 1} as "400: 3, 503: 1", or "none".
+func countsByKey(m map[string]int64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ": " + thousands(m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sortedByCount returns m's keys, most frequent first.
+func sortedByCount(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
