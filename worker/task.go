@@ -254,7 +254,7 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 // as fishtest's heartbeat thread. It returns when taskCtx ends.
 func (t *taskRun) heartbeat(taskCtx context.Context, abandon context.CancelCauseFunc) {
 	w := t.w
-	period := w.scaled(heartbeatPeriod)
+	period := max(w.scaled(heartbeatPeriod), minHeartbeat)
 	timer := time.NewTimer(period)
 	defer timer.Stop()
 	for {

@@ -253,8 +253,16 @@ func (w *Worker) stopReason() string {
 
 // scaled divides a fishtest period by TimeScale.
 func (w *Worker) scaled(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / w.scale)
+	// However hard time is compressed, a worker never calls the server in a tight loop.
+	return max(time.Duration(float64(d)/w.scale), minScaledPeriod)
 }
+
+// minScaledPeriod is the shortest wait a compressed period becomes; minHeartbeat the shortest
+// heartbeat period, so that beats never go out back to back.
+const (
+	minScaledPeriod = time.Millisecond
+	minHeartbeat    = 100 * time.Millisecond
+)
 
 // Run works until ctx ends, Stop is called, the stop file appears or MaxTasks tasks were taken,
 // with fishtest's loop: request_version, request_task, play the task, and back off from 15 s to

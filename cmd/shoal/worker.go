@@ -136,7 +136,7 @@ func workerOptions() []workerOption {
 				}
 				return nil
 			}),
-		{key: "sim_pair_time", usage: "how long a simulated game pair takes; 0 = instantly", numeric: true,
+		{key: "sim_pair_time", usage: "how long a simulated game pair takes; 0 (default): a real 10+0.1 pair's time (61.8 s) shared by the concurrency and divided by the time scale", numeric: true,
 			set: func(s *workerSettings, raw string) error {
 				d, err := parseDuration(raw)
 				if err != nil {
@@ -288,6 +288,10 @@ func applyWorkerFile(opts []workerOption, path string, apply func(workerOption, 
 // workerCmd is `shoal worker`: one worker playing simulated games (the only game source so far)
 // for a server. An interrupt (ctx ending) finishes and reports the current batch, gives the task
 // back and exits cleanly; a second interrupt quits at once.
+// stcGameSeconds is fishtest's estimate of one game at 10+0.1 ((10 + 68*0.1) * 2 * 0.92 s), the
+// simulated games' default length.
+const stcGameSeconds = 30.912
+
 func workerCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker", stderr)
 	s, err := loadWorkerSettings(fs, args, getenv)
@@ -298,7 +302,17 @@ func workerCmd(ctx context.Context, args []string, getenv func(string) string, s
 	_ = level.UnmarshalText([]byte(s.LogLevel)) // checked by checkLogLevel
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
 
-	src := &worker.SimSource{Elo: s.SimElo, DrawRatio: s.SimDrawRatio, GameTime: s.SimPairTime}
+	pairTime := s.SimPairTime
+	if pairTime == 0 {
+		// As long as real games would take: a worker that played instantly would hammer the
+		// server with one task after another.
+		scale := s.TimeScale
+		if scale <= 0 {
+			scale = 1
+		}
+		pairTime = time.Duration(2 * stcGameSeconds * float64(time.Second) / float64(max(s.Concurrency, 1)) / scale)
+	}
+	src := &worker.SimSource{Elo: s.SimElo, DrawRatio: s.SimDrawRatio, GameTime: pairTime}
 	w, err := worker.New(worker.Config{
 		ServerURL: s.Server, Username: s.Username, Password: s.Password,
 		Concurrency: s.Concurrency, MaxMemory: s.MaxMemory,

@@ -324,3 +324,33 @@ func TestInterruptStopsTheFleet(t *testing.T) {
 			rep.StoppedBecause, rep.ExactlyOnce, rep.GamesReported)
 	}
 }
+
+// The exactly-once check cannot pass on nothing, and it fails when one task's updates come from
+// two workers (a task handed out twice), even if the counts agree.
+func TestExactlyOnceNeedsGamesAndOneWorkerPerTask(t *testing.T) {
+	empty := newRecorder()
+	var rep Report
+	rep.checkRuns(context.Background(), empty, http.DefaultClient, "http://127.0.0.1:0", nil)
+	if rep.ExactlyOnce {
+		t.Error("a fleet that reported no games passed the exactly-once check")
+	}
+
+	rec := newRecorder()
+	a, b := &workerObserver{rec: rec}, &workerObserver{rec: rec}
+	st := protocol.Stats{Draws: 2, Pentanomial: [5]int{0, 0, 1, 0, 0}}
+	rec.accept(taskKey{"r", 0}, st, a)
+	rec.accept(taskKey{"r", 0}, st, a)
+	if rec.sharedTasks != 0 {
+		t.Fatal("one worker's repeated updates counted as a shared task")
+	}
+	rec.accept(taskKey{"r", 0}, st, b)
+	rec.accept(taskKey{"r", 0}, st, b)
+	if rec.sharedTasks != 1 {
+		t.Errorf("shared tasks = %d after a second worker reported the same task, want 1", rec.sharedTasks)
+	}
+	rep = Report{}
+	rep.checkRuns(context.Background(), rec, http.DefaultClient, "http://127.0.0.1:0", nil)
+	if rep.ExactlyOnce || rep.SharedTasks != 1 {
+		t.Errorf("exactly_once %v with %d shared tasks", rep.ExactlyOnce, rep.SharedTasks)
+	}
+}

@@ -57,8 +57,10 @@ type recorder struct {
 	transportErrors  int64
 	transportSamples []string
 	appErrors        map[string]int64
-	accepted         map[taskKey]protocol.Stats // the last cumulative stats the server took
-	reclaimed        map[taskKey]bool           // tasks whose worker vanished while holding them
+	accepted         map[taskKey]protocol.Stats  // the last cumulative stats the server took
+	owner            map[taskKey]*workerObserver // the worker whose updates were accepted for a task
+	sharedTasks      int                         // tasks two workers had updates accepted for
+	reclaimed        map[taskKey]bool            // tasks whose worker vanished while holding them
 	vanished         int
 	badBatches       int64
 	exitErrors       map[string]int
@@ -70,6 +72,7 @@ func newRecorder() *recorder {
 		httpErrors: make(map[int]int64),
 		appErrors:  make(map[string]int64),
 		accepted:   make(map[taskKey]protocol.Stats),
+		owner:      make(map[taskKey]*workerObserver),
 		reclaimed:  make(map[taskKey]bool),
 		exitErrors: make(map[string]int),
 	}
@@ -179,8 +182,16 @@ func (r *recorder) taskStarted() { r.tasksStarted.Add(1) }
 
 // accept records cumulative stats the server took for a task. Reports are cumulative, so only
 // the newest (largest) one counts, and the games counter grows by what it adds.
-func (r *recorder) accept(k taskKey, st protocol.Stats) {
+func (r *recorder) accept(k taskKey, st protocol.Stats, by *workerObserver) {
 	r.mu.Lock()
+	// A task is one worker's: updates accepted from a second worker mean the server handed the
+	// task out twice, and the merged counts below would hide the loss.
+	if first, ok := r.owner[k]; !ok {
+		r.owner[k] = by
+	} else if first != by && first != nil {
+		r.sharedTasks++
+		r.owner[k] = nil // count each task once
+	}
 	prev := r.accepted[k]
 	if games(st) < games(prev) {
 		r.mu.Unlock()
@@ -338,7 +349,7 @@ func (o *workerObserver) Accepted(runID string, taskID int, cumulative protocol.
 	}
 	o.mu.Unlock()
 	k := taskKey{runID, taskID}
-	o.rec.accept(k, cumulative)
+	o.rec.accept(k, cumulative, o)
 	if !alive && wasBusy {
 		o.rec.busy.Add(-1)
 	}

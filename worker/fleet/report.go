@@ -78,6 +78,9 @@ type Report struct {
 	// it was told to wait for); ExactlyOnce is true when every run passed.
 	Runs        []RunReport `json:"runs"`
 	ExactlyOnce bool        `json:"exactly_once"`
+	// SharedTasks counts tasks for which updates from two different workers were accepted: a
+	// task handed out twice. Any makes the exactly-once check fail.
+	SharedTasks int `json:"shared_tasks"`
 }
 
 // EndpointReport is one API endpoint's requests and latency (milliseconds; percentiles from a
@@ -223,7 +226,11 @@ func (rep *Report) checkRuns(ctx context.Context, rec *recorder, client *http.Cl
 	}
 	sort.Strings(ids)
 	rep.Runs = make([]RunReport, 0, len(ids))
-	rep.ExactlyOnce = true
+	rec.mu.Lock()
+	rep.SharedTasks = rec.sharedTasks
+	rec.mu.Unlock()
+	// No games at all prove nothing: a fleet whose every request failed must not pass.
+	rep.ExactlyOnce = rec.games.Load() > 0 && rep.SharedTasks == 0
 	for _, id := range ids {
 		fleet, tasks := rec.acceptedSum(id)
 		rr := RunReport{RunID: id, Tasks: tasks, FleetResults: fleet, FleetGames: games(fleet)}
@@ -306,6 +313,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(&b, "\n## Exactly-once check: %s\n\n", verdict)
+	if rep.SharedTasks > 0 {
+		fmt.Fprintf(&b, "%d task(s) had updates accepted from two different workers: the server handed them out twice.\n\n", rep.SharedTasks)
+	}
 	if len(rep.Runs) == 0 {
 		fmt.Fprintf(&b, "No run got games from the fleet.\n")
 	} else {
