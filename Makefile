@@ -42,7 +42,7 @@ lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## Go benchmarks of the hot paths (credential check, token pool, SPRT update)
+bench: ## Go benchmarks of the hot paths (request_task, update_task, SPRT update, credential check, decoding)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 FUZZTIME ?= 30s
