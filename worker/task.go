@@ -137,7 +137,7 @@ func (t *taskRun) play(ctx, taskCtx context.Context, remaining int) (endpoint, m
 			return "failed_task", "game source: " + msg, nil
 		}
 		prev := t.cum
-		t.cum = addStats(t.cum, batch.Stats)
+		t.cum = t.cum.Add(batch.Stats)
 		t.played += games
 		remaining -= games
 
@@ -318,18 +318,6 @@ func (t *taskRun) uploadPGN(ctx context.Context) error {
 // taskRequest is the body shared by the calls about a task.
 func (w *Worker) taskRequest(runID string, taskID int) protocol.Request {
 	return protocol.Request{Password: w.cfg.Password, WorkerInfo: w.info, RunID: &runID, TaskID: &taskID}
-}
-
-func addStats(a, b protocol.Stats) protocol.Stats {
-	a.Wins += b.Wins
-	a.Losses += b.Losses
-	a.Draws += b.Draws
-	a.Crashes += b.Crashes
-	a.TimeLosses += b.TimeLosses
-	for i := range a.Pentanomial {
-		a.Pentanomial[i] += b.Pentanomial[i]
-	}
-	return a
 }
 
 // checkBatch returns what is wrong with a batch's counts for the given number of games, "" if

@@ -75,29 +75,6 @@ func NewUniqueKey(prefix string) string {
 	return s
 }
 
-// validUniqueKey is the server's unique_key pattern, [0-9a-zA-Z]{2,8}(-[a-f0-9]{4}){3}-[a-f0-9]{12}.
-func validUniqueKey(s string) bool {
-	prefix, rest, ok := strings.Cut(s, "-")
-	if !ok || len(prefix) < 2 || len(prefix) > 8 || len(rest) != 27 {
-		return false
-	}
-	for _, c := range []byte(prefix) {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
-			return false
-		}
-	}
-	for i, c := range []byte(rest) {
-		if i == 4 || i == 9 || i == 14 {
-			if c != '-' {
-				return false
-			}
-		} else if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // New checks cfg, fills its defaults and returns a worker that plays with src. Defaults:
 // Concurrency 1, MinThreads 1, MaxMemory 444+396*Concurrency MiB (what fishtest's worker needs
 // for STC games), a fresh UniqueKey, WorkerArch "unknown", Compiler "g++", ARCH "?", Uname
@@ -138,7 +115,7 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 	}
 	if cfg.UniqueKey == "" {
 		cfg.UniqueKey = NewUniqueKey("")
-	} else if !validUniqueKey(cfg.UniqueKey) {
+	} else if !protocol.ValidUniqueKey(cfg.UniqueKey) {
 		return nil, fmt.Errorf("new worker: invalid unique key %q: want a uuid4 whose first segment may be 2 to 8 letters or digits", cfg.UniqueKey)
 	}
 	if cfg.WorkerArch == "" {

@@ -25,14 +25,14 @@ func TestNewUniqueKey(t *testing.T) {
 		if prefix != "" && !strings.HasPrefix(k1, prefix+"-") {
 			t.Errorf("prefix %q: key %s does not start with it", prefix, k1)
 		}
-		if !validUniqueKey(k1) {
+		if !protocol.ValidUniqueKey(k1) {
 			t.Errorf("prefix %q: key %s is not a valid unique key", prefix, k1)
 		}
 		if prefix == "" && k1[14] != '4' {
 			t.Errorf("key %s is not a uuid4", k1)
 		}
 	}
-	if validUniqueKey(NewUniqueKey("a")) || validUniqueKey(NewUniqueKey("toolongprefix")) || validUniqueKey(NewUniqueKey("a-b")) {
+	if protocol.ValidUniqueKey(NewUniqueKey("a")) || protocol.ValidUniqueKey(NewUniqueKey("toolongprefix")) || protocol.ValidUniqueKey(NewUniqueKey("a-b")) {
 		t.Error("a key with a prefix of the wrong length or characters passes")
 	}
 }
@@ -330,7 +330,7 @@ func TestPlaysTaskInBatches(t *testing.T) {
 				if start := src.tasks[i].Start; start != 1000+played {
 					t.Errorf("batch %d: opening offset %d, want %d", i, start, 1000+played)
 				}
-				cum = addStats(cum, batches[i].Stats)
+				cum = cum.Add(batches[i].Stats)
 				played += 2 * pairs[i]
 				if *u.req.Stats != cum {
 					t.Errorf("update %d sent %+v, want the cumulative %+v", i, *u.req.Stats, cum)

@@ -274,14 +274,7 @@ func (r *recorder) acceptedSum(run string) (protocol.Stats, int) {
 			continue
 		}
 		n++
-		sum.Wins += st.Wins
-		sum.Losses += st.Losses
-		sum.Draws += st.Draws
-		sum.Crashes += st.Crashes
-		sum.TimeLosses += st.TimeLosses
-		for i := range sum.Pentanomial {
-			sum.Pentanomial[i] += st.Pentanomial[i]
-		}
+		sum = sum.Add(st)
 	}
 	return sum, n
 }

@@ -401,7 +401,7 @@ func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) 
 			w.Compiler, err = d.compiler(s[k], f[k])
 		case wiUniqueKey:
 			w.UniqueKey, err = d.str(s[k], f[k])
-			if err == nil && !validUniqueKey(w.UniqueKey) {
+			if err == nil && !ValidUniqueKey(w.UniqueKey) {
 				err = d.invalid(f[k], s[k], "is not a valid unique key (a uuid4 whose first segment may be 2 to 8 letters or digits)")
 			}
 		case wiModified:
@@ -637,8 +637,9 @@ func ValidUsername(s string) bool {
 	return true
 }
 
-// validUniqueKey matches [0-9a-zA-Z]{2,8}(-[a-f0-9]{4}){3}-[a-f0-9]{12}.
-func validUniqueKey(s string) bool {
+// ValidUniqueKey reports whether s is a worker's unique_key as the server accepts it:
+// [0-9a-zA-Z]{2,8}(-[a-f0-9]{4}){3}-[a-f0-9]{12}, a uuid4 whose first segment may be a prefix.
+func ValidUniqueKey(s string) bool {
 	prefix, rest, ok := strings.Cut(s, "-")
 	if !ok || len(prefix) < 2 || len(prefix) > 8 || len(rest) != 4+1+4+1+4+1+12 {
 		return false

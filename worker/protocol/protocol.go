@@ -96,6 +96,20 @@ type Stats struct {
 	Pentanomial [5]int `json:"pentanomial"`
 }
 
+// Add returns the sum of two results, cell by cell: a task's cumulative stats plus a batch, or a
+// run's total over its tasks.
+func (s Stats) Add(o Stats) Stats {
+	s.Wins += o.Wins
+	s.Losses += o.Losses
+	s.Draws += o.Draws
+	s.Crashes += o.Crashes
+	s.TimeLosses += o.TimeLosses
+	for i := range s.Pentanomial {
+		s.Pentanomial[i] += o.Pentanomial[i]
+	}
+	return s
+}
+
 // SPSAResult is the outcome of one SPSA batch: the games played with the parameters of the last
 // request_spsa reply, and that reply's signature. Sig is an int, not a uint32, because fishtest
 // accepts any non-negative integer here and only then compares it with the CRC it sent.
