@@ -49,7 +49,7 @@ func (s *Server) submitRoutes(r gin.IRoutes) {
 // createRun stores a new, unapproved run for the authenticated user. Every invalid field is a
 // 400 naming it by its JSON path ("run.sprt.elo0"); bad credentials are a 401.
 func (s *Server) createRun(c *gin.Context) {
-	if !s.primaryOnly(c) {
+	if !s.requirePrimary(c, submitToPrimary) {
 		return
 	}
 	var body createRunBody
@@ -88,7 +88,7 @@ func (s *Server) createRun(c *gin.Context) {
 
 // approveRun lets an approver approve someone else's run, once.
 func (s *Server) approveRun(c *gin.Context) {
-	if !s.primaryOnly(c) {
+	if !s.requirePrimary(c, submitToPrimary) {
 		return
 	}
 	var body approveRunBody
@@ -134,15 +134,9 @@ func (s *Server) approveRun(c *gin.Context) {
 	}
 }
 
-// primaryOnly answers 503 where this instance has no scheduler (a secondary): runs are created
-// and approved on the primary, which owns them.
-func (s *Server) primaryOnly(c *gin.Context) bool {
-	if s.deps.Scheduler == nil {
-		apiError(c, http.StatusServiceUnavailable, "runs are submitted to the primary instance")
-		return false
-	}
-	return true
-}
+// submitToPrimary is the 503 text on a secondary: runs are created and approved on the primary,
+// which owns them.
+const submitToPrimary = "runs are submitted to the primary instance"
 
 func isAuthError(err error) bool {
 	return errors.Is(err, rundb.ErrBadCredentials) || errors.Is(err, rundb.ErrBlocked) || errors.Is(err, rundb.ErrPending)

@@ -225,13 +225,21 @@ func toWorkerInfo(w protocol.WorkerInfo) rundb.WorkerInfo {
 	}
 }
 
-// requirePrimary answers fishtest's 503 when this instance does not schedule (a secondary).
-func (s *Server) requirePrimary(c *gin.Context) bool {
+// requirePrimary answers a 503 with msg when this instance does not schedule (a secondary);
+// the worker endpoints use fishtest's text, primaryRequired.
+func (s *Server) requirePrimary(c *gin.Context, msg string) bool {
 	if s.deps.Scheduler == nil {
-		apiError(c, http.StatusServiceUnavailable, "primary instance required")
+		apiError(c, http.StatusServiceUnavailable, msg)
 		return false
 	}
 	return true
+}
+
+const primaryRequired = "primary instance required"
+
+// needPrimaryTask checks what the task endpoints share: a primary, a run_id and a task_id.
+func (s *Server) needPrimaryTask(c *gin.Context, w *workerRequest) bool {
+	return s.requirePrimary(c, primaryRequired) && need(c, w.run != rundb.ObjectID{}, "run_id") && need(c, w.hasTask(), "task_id")
 }
 
 // need answers a 400 for a missing field the endpoint needs.
@@ -243,7 +251,7 @@ func need(c *gin.Context, present bool, what string) bool {
 }
 
 func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
-	if !s.requirePrimary(c) {
+	if !s.requirePrimary(c, primaryRequired) {
 		return
 	}
 	scheme := "http"
@@ -316,8 +324,7 @@ func (s *Server) schedulerCall(c *gin.Context, op func(ctx context.Context) (sch
 }
 
 func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
-	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") ||
-		!need(c, w.body.Stats != nil, "stats") {
+	if !s.needPrimaryTask(c, w) || !need(c, w.body.Stats != nil, "stats") {
 		return
 	}
 	st := w.body.Stats
@@ -336,7 +343,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) beat(c *gin.Context, w *workerRequest) {
-	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+	if !s.needPrimaryTask(c, w) {
 		return
 	}
 	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
@@ -345,7 +352,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
-	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+	if !s.needPrimaryTask(c, w) {
 		return
 	}
 	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
@@ -354,7 +361,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
-	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+	if !s.needPrimaryTask(c, w) {
 		return
 	}
 	msg := ""
@@ -367,7 +374,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
-	if !s.requirePrimary(c) || !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") {
+	if !s.needPrimaryTask(c, w) {
 		return
 	}
 	msg := ""
