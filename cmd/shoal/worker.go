@@ -285,13 +285,13 @@ func applyWorkerFile(opts []workerOption, path string, apply func(workerOption, 
 	return nil
 }
 
-// workerCmd is `shoal worker`: one worker playing simulated games (the only game source so far)
-// for a server. An interrupt (ctx ending) finishes and reports the current batch, gives the task
-// back and exits cleanly; a second interrupt quits at once.
 // stcGameSeconds is fishtest's estimate of one game at 10+0.1 ((10 + 68*0.1) * 2 * 0.92 s), the
 // simulated games' default length.
 const stcGameSeconds = 30.912
 
+// workerCmd is `shoal worker`: one worker playing simulated games (the only game source so far)
+// for a server. An interrupt (ctx ending) finishes and reports the current batch, gives the task
+// back and exits cleanly; a second interrupt quits at once.
 func workerCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker", stderr)
 	s, err := loadWorkerSettings(fs, args, getenv)
