@@ -42,6 +42,8 @@ type RunCache struct {
 
 	mu      sync.Mutex
 	entries map[ObjectID]*cacheEntry
+	// changed is closed, and replaced, when any run changes; see Changed.
+	changed chan struct{}
 }
 
 type cacheEntry struct {
@@ -71,7 +73,8 @@ func NewRunCache(store *RunStore, now func() time.Time, logger *slog.Logger) *Ru
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &RunCache{store: store, now: now, logger: logger, entries: make(map[ObjectID]*cacheEntry)}
+	return &RunCache{store: store, now: now, logger: logger, entries: make(map[ObjectID]*cacheEntry),
+		changed: make(chan struct{})}
 }
 
 // acquire returns the cache entry for id, loading the run from the database on a miss, and pins
@@ -198,13 +201,29 @@ func (c *RunCache) Create(ctx context.Context, r *Run) error {
 		return fmt.Errorf("cache run %s: %w", r.ID, ErrConflict)
 	}
 	c.entries[r.ID] = &cacheEntry{run: r, lastSync: now, lastAccess: now}
+	c.signalLocked()
 	return nil
+}
+
+// Changed returns a channel that is closed the next time any run is created or changed, so
+// that live pages can wait for news without polling. Take a new channel after each wake-up.
+func (c *RunCache) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// signalLocked wakes every Changed waiter. c.mu must be held.
+func (c *RunCache) signalLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 func (c *RunCache) markDirty(e *cacheEntry, prio Prio) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.lastAccess = c.now()
+	c.signalLocked()
 	if !e.dirty {
 		e.dirty = true
 		e.priority = prio

@@ -453,3 +453,42 @@ func TestRunCacheCreateRefusesAnExistingID(t *testing.T) {
 		t.Errorf("the second Create overwrote the stored run: committed_games %d", got)
 	}
 }
+
+func TestRunCacheChangedWakesOnChangeOnly(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := cache.Changed()
+	r := &rundb.Run{ID: rundb.NewObjectID()}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Error("creating a run did not signal Changed")
+	}
+	ch = cache.Changed()
+	if closed(ch) {
+		t.Fatal("a fresh Changed channel is already closed")
+	}
+	_ = cache.Update(ctx, r.ID, rundb.PrioHigh, func(*rundb.Run) error { return errors.New("refused") })
+	if err := cache.View(ctx, r.ID, func(*rundb.Run) {}); err != nil {
+		t.Fatal(err)
+	}
+	if closed(ch) {
+		t.Error("a refused update or a read signalled Changed")
+	}
+	if err := cache.Update(ctx, r.ID, rundb.PrioHigh, setGames(3)); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Error("an update did not signal Changed")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -80,6 +81,14 @@ func (u *User) storedSecret() string {
 		return u.PasswordHash
 	}
 	return u.Password
+}
+
+// SessionStamp identifies the user's current password without revealing it: a web session
+// remembers the stamp it was opened with and ends when it no longer matches, so changing a
+// password logs out every other session.
+func (u *User) SessionStamp() string {
+	sum := sha256.Sum256([]byte("shoal session stamp\x00" + u.storedSecret()))
+	return hex.EncodeToString(sum[:8])
 }
 
 // NewUser is what it takes to create a user.

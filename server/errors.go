@@ -22,7 +22,7 @@ func (s *Server) pageError(c *gin.Context, status int, msg string) {
 		page
 		Status  int
 		Message string
-	}{page{http.StatusText(status), s.deps.Version}, status, msg})
+	}{s.page(c, http.StatusText(status)), status, msg})
 	c.Abort()
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/gin-contrib/sessions"
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/static"
@@ -39,8 +40,8 @@ func (s *Server) routes() *gin.Engine {
 	getAndHead(r, "/api/calc_elo", s.calcElo)
 	s.readRoutes(r)
 
-	// UI pages.
-	r.GET("/", s.index)
+	// UI pages: sessions, the logged-in user and CSRF checks on every one of them.
+	s.uiRoutes(r.Group("", uiHeaders, sessions.Sessions(sessionCookie, s.sessions), s.loadUser, s.checkCSRF))
 
 	// Assets.
 	r.StaticFS("/static", http.FS(static.FS))
@@ -48,4 +49,54 @@ func (s *Server) routes() *gin.Engine {
 	r.NoRoute(func(c *gin.Context) { s.fail(c, http.StatusNotFound, "no such page") })
 	r.NoMethod(func(c *gin.Context) { s.fail(c, http.StatusMethodNotAllowed, "method not allowed") })
 	return r
+}
+
+// uiRoutes registers the web UI. Every POST changes state, so every POST needs the session's
+// CSRF token (checkCSRF); handlers check who may do what.
+func (s *Server) uiRoutes(ui gin.IRoutes) {
+	getAndHead(ui, "/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/tests") })
+
+	// Runs: lists, one run, live updates (ui_runs.go, ui_view.go, ui_live.go).
+	getAndHead(ui, "/tests", s.testsPage)
+	getAndHead(ui, "/tests/finished", s.finishedPage)
+	getAndHead(ui, "/tests/user/:username", s.userTestsPage)
+	getAndHead(ui, "/tests/machines", s.machinesPage)
+	getAndHead(ui, "/tests/view/:id", s.viewPage)
+	getAndHead(ui, "/tests/tasks/:id", s.tasksPage)
+	getAndHead(ui, "/tests/live_elo/:id", s.liveEloPage)
+	getAndHead(ui, "/tests/stats/:id", s.statsPage)
+	ui.GET("/tests/events", s.homeEvents)
+	ui.GET("/tests/view/:id/events", s.runEvents)
+
+	// Submitting and acting on runs (ui_runform.go).
+	getAndHead(ui, "/tests/run", s.newRunPage)
+	ui.POST("/tests/run", s.newRunSubmit)
+	ui.POST("/tests/modify", s.modifyRunSubmit)
+	ui.POST("/tests/stop", s.stopRunSubmit)
+	ui.POST("/tests/approve", s.approveRunSubmit)
+	ui.POST("/tests/purge", s.purgeRunSubmit)
+	ui.POST("/tests/delete", s.deleteRunSubmit)
+
+	// Accounts, people and the event log (ui_accounts.go, ui_people.go).
+	getAndHead(ui, "/login", s.loginPage)
+	ui.POST("/login", s.loginSubmit)
+	ui.POST("/logout", s.logoutSubmit)
+	getAndHead(ui, "/signup", s.signupPage)
+	ui.POST("/signup", s.signupSubmit)
+	getAndHead(ui, "/user", s.profilePage)
+	ui.POST("/user", s.profileSubmit)
+	getAndHead(ui, "/user/:username", s.profilePage)
+	ui.POST("/user/:username", s.profileSubmit)
+	getAndHead(ui, "/user_management", s.userManagementPage)
+	getAndHead(ui, "/workers/:name", s.workerPage)
+	ui.POST("/workers/:name", s.workerSubmit)
+	getAndHead(ui, "/actions", s.actionsPage)
+	getAndHead(ui, "/contributors", s.contributorsPage)
+	getAndHead(ui, "/contributors/monthly", s.contributorsPage)
+
+	// Networks and tools (ui_nns.go).
+	getAndHead(ui, "/nns", s.nnsPage)
+	getAndHead(ui, "/upload", s.uploadPage)
+	ui.POST("/upload", s.uploadSubmit)
+	getAndHead(ui, "/sprt_calc", s.sprtCalcPage)
 }

@@ -10,10 +10,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gin-contrib/sessions/cookie"
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/rundb"
@@ -49,6 +51,15 @@ type Deps struct {
 	Scheduler *scheduler.Scheduler
 	// NNURL is where /api/nn/{name} redirects ("" means the request's own scheme and host).
 	NNURL string
+
+	// SessionSecret signs and encrypts the web UI's session cookies (at least 32 bytes; empty
+	// picks a random one, so sessions end with the process).
+	SessionSecret []byte
+	// DataDir is the instance's data directory; uploaded networks live under DataDir/nn.
+	DataDir string
+	// Changed returns a channel closed at the next change of any run (RunCache.Changed), for
+	// live pages; nil (a secondary) makes them poll.
+	Changed func() <-chan struct{}
 }
 
 // ginReleaseMode switches Gin, whose mode is process-wide, out of debug mode (route dumps on
@@ -60,6 +71,7 @@ type Server struct {
 	deps         Deps
 	logger       *slog.Logger
 	pages        map[string]*template.Template
+	sessions     cookie.Store
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 }
@@ -69,12 +81,20 @@ func New(deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	switch {
+	case len(deps.SessionSecret) == 0:
+		// Sessions then last as long as the process: right for tests, and never guessable.
+		deps.SessionSecret = []byte(newToken())
+	case len(deps.SessionSecret) < minSessionSecret:
+		return nil, fmt.Errorf("session secret: %d bytes, need at least %d", len(deps.SessionSecret), minSessionSecret)
+	}
 	pages, err := parsePages(templates.FS)
 	if err != nil {
 		return nil, err
 	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
-	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages}
+	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
+		sessions: newSessionStore(deps.SessionSecret)}
 	s.engine = s.routes()
 	return s, nil
 }
@@ -86,11 +106,29 @@ func (s *Server) Handler() http.Handler { return s.engine }
 // their error shape, so load balancers and workers back off while in-flight requests finish.
 func (s *Server) BeginShutdown() { s.shuttingDown.Store(true) }
 
-// parsePages parses each page template together with the layout.
+// minSessionSecret is the shortest session secret accepted.
+const minSessionSecret = 32
+
+// parsePages parses each page template (every NAME.html but layout.html and the _*.html
+// partials) together with the layout and the partials, under the name NAME.
 func parsePages(fsys fs.FS) (map[string]*template.Template, error) {
+	names, err := fs.Glob(fsys, "*.html")
+	if err != nil {
+		return nil, err
+	}
+	partials, err := fs.Glob(fsys, "_*.html")
+	if err != nil {
+		return nil, err
+	}
+	funcs := templateFuncs()
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"index", "error"} {
-		t, err := template.New(name).Option("missingkey=error").ParseFS(fsys, "layout.html", name+".html")
+	for _, file := range names {
+		if file == "layout.html" || strings.HasPrefix(file, "_") {
+			continue
+		}
+		name := strings.TrimSuffix(file, ".html")
+		files := append([]string{"layout.html", file}, partials...)
+		t, err := template.New(name).Funcs(funcs).Option("missingkey=error").ParseFS(fsys, files...)
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", name, err)
 		}
@@ -99,20 +137,23 @@ func parsePages(fsys fs.FS) (map[string]*template.Template, error) {
 	return pages, nil
 }
 
-// page is what every page template gets besides its own data.
-type page struct {
-	Title   string
-	Version string
-}
-
 // render writes a page. A template that fails half-way (parse-time checks make it unlikely)
 // leaves a truncated page and is logged.
 func (s *Server) render(c *gin.Context, status int, name string, data any) {
-	t := s.pages[name]
+	s.renderBlock(c, status, name, "layout", data)
+}
+
+// renderBlock writes one named block of a page template (a fragment for live updates, or
+// "layout" for the whole page).
+func (s *Server) renderBlock(c *gin.Context, status int, name, block string, data any) {
+	t, ok := s.pages[name]
+	if !ok {
+		panic("server: no page template " + name) // a programming error, caught by recovery
+	}
 	c.Status(status)
 	c.Header("Content-Type", "text/html; charset=utf-8")
-	if err := t.ExecuteTemplate(c.Writer, "layout", data); err != nil {
-		s.logger.Error("render page", "page", name, "err", err)
+	if err := t.ExecuteTemplate(c.Writer, block, data); err != nil {
+		s.logger.Error("render page", "page", name, "block", block, "err", err)
 	}
 }
 

@@ -70,6 +70,13 @@ type Config struct {
 	DuplicateWorkerWindow time.Duration
 	// TaskDuration is the amount of work handed out in one task.
 	TaskDuration time.Duration
+	// SessionSecret signs and encrypts the web UI's session cookies. Empty: a random secret
+	// kept in DataDir/session_secret (created on first start), or with InsecureDev a fixed,
+	// public one.
+	SessionSecret string
+	// InsecureDev allows development shortcuts that must never reach production: today, the
+	// fixed session secret when none is configured.
+	InsecureDev bool
 
 	// sources records, per option key, where the current value came from
 	// ("config file x.toml", "SHOAL_ADDR", "--addr"), so that Validate can
@@ -124,6 +131,10 @@ func LoadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, key
 	defaults := DefaultConfig()
 	fs.String("config", "", "path of a TOML configuration file (env "+configEnv+")")
 	for _, opt := range flagOpts {
+		if opt.boolean {
+			fs.Bool(opt.flag, false, opt.usage+" (env "+opt.env+")")
+			continue
+		}
 		fs.String(opt.flag, opt.get(&defaults), opt.usage+" (env "+opt.env+")")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -277,6 +288,13 @@ func tomlText(opt option, v any) (string, error) {
 		if opt.numeric {
 			return strconv.FormatFloat(v, 'g', -1, 64), nil
 		}
+	case bool:
+		if opt.boolean {
+			return strconv.FormatBool(v), nil
+		}
+	}
+	if opt.boolean {
+		return fmt.Sprint(v), errors.New("must be true or false")
 	}
 	if opt.numeric {
 		return fmt.Sprint(v), errors.New("must be a number or a string")
@@ -304,6 +322,8 @@ type option struct {
 
 	// numeric is true when the TOML file may give the value as a number.
 	numeric bool
+	// boolean is true for a switch: a flag without a value, true or false in the file.
+	boolean bool
 	// set parses raw, checks it and stores it in c; it returns only the
 	// reason when raw is bad, the caller adds key, value and source.
 	set func(c *Config, raw string) error
@@ -363,6 +383,10 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
 		durationOption("task_duration", "amount of work handed out in one task",
 			func(c *Config) *time.Duration { return &c.TaskDuration }),
+		stringOption("session_secret", "secret (32+ characters) for the web UI's session cookies; empty: generated into the data directory",
+			func(c *Config) *string { return &c.SessionSecret }, checkSessionSecret).withRedact(func(string) string { return "(redacted)" }),
+		boolOption("insecure_dev", "development mode: a fixed, public session secret when none is set; never in production",
+			func(c *Config) *bool { return &c.InsecureDev }),
 	}
 	for i := range opts {
 		opts[i].env = "SHOAL_" + strings.ToUpper(opts[i].key)
@@ -442,6 +466,25 @@ func intOption(key, usage string, field func(*Config) *int) option {
 		},
 		get:   func(c *Config) string { return strconv.Itoa(*field(c)) },
 		check: func(c *Config) error { return check(*field(c)) },
+	}
+}
+
+// boolOption describes a switch, off by default.
+func boolOption(key, usage string, field func(*Config) *bool) option {
+	return option{
+		key:     key,
+		usage:   usage,
+		boolean: true,
+		set: func(c *Config, raw string) error {
+			b, err := strconv.ParseBool(raw)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			*field(c) = b
+			return nil
+		},
+		get:   func(c *Config) string { return strconv.FormatBool(*field(c)) },
+		check: func(*Config) error { return nil },
 	}
 }
 
@@ -575,6 +618,18 @@ func checkOptionalURL(s string) error {
 	}
 	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
 		return errors.New("must be an http:// or https:// URL")
+	}
+	return nil
+}
+
+// minSessionSecret is the shortest session secret accepted: 32 characters of a random
+// string is more than the 128 bits a signing key needs.
+const minSessionSecret = 32
+
+// checkSessionSecret accepts no secret (one is generated) or one long enough to be safe.
+func checkSessionSecret(s string) error {
+	if s != "" && len(s) < minSessionSecret {
+		return fmt.Errorf("must be at least %d characters (try: openssl rand -hex 32)", minSessionSecret)
 	}
 	return nil
 }

@@ -147,6 +147,8 @@ func TestOptionTable(t *testing.T) {
 		"flush_period":            "flush-period",
 		"duplicate_worker_window": "duplicate-worker-window",
 		"task_duration":           "task-duration",
+		"session_secret":          "session-secret",
+		"insecure_dev":            "insecure-dev",
 	}
 	seen := make(map[string]bool)
 	defaults := DefaultConfig()

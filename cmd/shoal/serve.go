@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
@@ -106,9 +111,14 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		return nil, fmt.Errorf("load unfinished runs: %w", err)
 	}
 	logger.Info("run cache loaded", "cached_runs", runs.Len())
+	secret, err := sessionSecret(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := server.New(server.Deps{
 		Logger: logger, Tokens: tokenpool.New(cfg.ThreadpoolTokens), Users: db.Users,
 		Version: version, Database: db.Describe(), DB: db, Runs: sched, Scheduler: sched,
+		SessionSecret: secret, DataDir: cfg.DataDir, Changed: runs.Changed,
 	})
 	if err != nil {
 		return nil, err
@@ -257,4 +267,57 @@ func browseAddr(a net.Addr) string {
 		return a.String()
 	}
 	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+}
+
+// insecureDevSecret is the session secret of --insecure-dev: public, so anyone can forge a
+// session with it.
+const insecureDevSecret = "shoal insecure development secret: anyone can forge sessions"
+
+// sessionSecret returns the web UI's session secret: the configured one; with --insecure-dev
+// the public development one; otherwise the one in DATA_DIR/session_secret, created (random,
+// mode 0600) on first start so that sessions survive restarts. Instances sharing a database
+// must be given the same session_secret.
+func sessionSecret(cfg Config, logger *slog.Logger) ([]byte, error) {
+	switch {
+	case cfg.SessionSecret != "":
+		return []byte(cfg.SessionSecret), nil
+	case cfg.InsecureDev:
+		logger.Warn("insecure_dev: using the public development session secret; anyone can forge a login")
+		return []byte(insecureDevSecret), nil
+	}
+	path := filepath.Join(cfg.DataDir, "session_secret")
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		secret := bytes.TrimSpace(data)
+		if len(secret) < minSessionSecret {
+			return nil, fmt.Errorf("session secret in %s: %d characters, need at least %d; delete the file to make a new one",
+				path, len(secret), minSessionSecret)
+		}
+		return secret, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("read session secret: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	secret := []byte(hex.EncodeToString(b))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return sessionSecret(cfg, logger) // another instance made it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create session secret: %w", err)
+	}
+	if _, err := f.Write(append(secret, '\n')); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write session secret: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write session secret: %w", err)
+	}
+	logger.Info("generated the web UI's session secret", "path", path)
+	return secret, nil
 }

@@ -1,0 +1,336 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-contrib/sessions"
+	"github.com/gin-contrib/sessions/cookie"
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/rundb"
+)
+
+// The web UI's session is a signed and encrypted cookie: it holds who is logged in, the CSRF
+// token and the flash messages, nothing else.
+const (
+	sessionCookie = "shoal_session"
+	sessionUser   = "user"  // username, absent when logged out
+	sessionStamp  = "stamp" // the user's SessionStamp when the session was opened
+	sessionCSRF   = "csrf"  // the token every state-changing form carries
+	// rememberAge is how long a "remember me" login lasts; other sessions end with the browser.
+	rememberAge = 400 * 24 * time.Hour
+)
+
+// Context keys the UI middleware sets.
+const (
+	userKey = "shoal.user" // *rundb.User of the logged-in user
+)
+
+// csrfField is the form field (and X-CSRF-Token the header) carrying the CSRF token.
+const csrfField = "csrf_token"
+
+// newSessionStore builds the cookie store from the session secret: one key signs, one
+// encrypts, both derived from the secret so operators configure one value.
+func newSessionStore(secret []byte) cookie.Store {
+	auth := sha256.Sum256(append([]byte("shoal session auth\x00"), secret...))
+	enc := sha256.Sum256(append([]byte("shoal session encryption\x00"), secret...))
+	store := cookie.NewStore(auth[:], enc[:])
+	store.Options(sessions.Options{Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	return store
+}
+
+// uiHeaders sets the headers every page carries: no caching of personal pages, and a content
+// security policy that allows only Shoal's own scripts and styles, so injected markup cannot
+// run.
+func uiHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Cache-Control", "no-cache, private")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "+
+		"script-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	c.Next()
+}
+
+// secureRequest reports whether the browser reached Shoal over TLS, directly or through the
+// local proxy, so cookies get the Secure flag.
+func secureRequest(c *gin.Context) bool {
+	if c.Request.TLS != nil {
+		return true
+	}
+	// X-Forwarded-Proto is only believed from a trusted proxy (loopback), as ClientIP is.
+	return c.RemoteIP() == c.ClientIP() && isLoopback(c.RemoteIP()) &&
+		strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
+}
+
+func isLoopback(ip string) bool { return ip == "127.0.0.1" || ip == "::1" }
+
+// sessionOptions returns the cookie options for this request; maxAge 0 ends with the browser.
+func sessionOptions(c *gin.Context, maxAge time.Duration) sessions.Options {
+	return sessions.Options{Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: secureRequest(c), MaxAge: int(maxAge / time.Second)}
+}
+
+// loadUser makes the session's user known to the handlers. A session whose user is gone,
+// blocked or pending, or whose password has changed since login, ends here and now: the
+// user document is read on every request, so an approver's block takes effect on the
+// blocked user's next click.
+func (s *Server) loadUser(c *gin.Context) {
+	sess := sessions.Default(c)
+	name, _ := sess.Get(sessionUser).(string)
+	if name == "" {
+		c.Next()
+		return
+	}
+	var u *rundb.User
+	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		var err error
+		u, err = s.deps.DB.Users.Get(ctx, name)
+		return err
+	})
+	switch {
+	case errors.Is(err, rundb.ErrNotFound):
+		u = nil
+	case err != nil:
+		s.uiError(c, err)
+		return
+	}
+	stamp, _ := sess.Get(sessionStamp).(string)
+	if u == nil || u.Blocked || u.Pending || stamp != u.SessionStamp() {
+		s.endSession(c)
+		if u != nil && u.Blocked {
+			s.flash(c, "error", "Your account is blocked.")
+		}
+		s.saveSession(c)
+		c.Redirect(http.StatusFound, "/tests")
+		c.Abort()
+		return
+	}
+	c.Set(userKey, u)
+	c.Next()
+}
+
+// startSession logs u in: a new CSRF token (so a token seen before login is worthless) and,
+// with remember, a cookie that outlives the browser.
+func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) {
+	sess := sessions.Default(c)
+	sess.Clear()
+	sess.Set(sessionUser, u.Username)
+	sess.Set(sessionStamp, u.SessionStamp())
+	sess.Set(sessionCSRF, newToken())
+	var age time.Duration
+	if remember {
+		age = rememberAge
+	}
+	sess.Options(sessionOptions(c, age))
+}
+
+// endSession logs out: the session keeps nothing but a fresh CSRF token.
+func (s *Server) endSession(c *gin.Context) {
+	sess := sessions.Default(c)
+	sess.Clear()
+	sess.Set(sessionCSRF, newToken())
+	sess.Options(sessionOptions(c, 0))
+	c.Set(userKey, (*rundb.User)(nil))
+}
+
+// saveSession writes the session cookie; a failure (a cookie over the size limit) is logged,
+// as the page itself can still be served.
+func (s *Server) saveSession(c *gin.Context) {
+	if err := sessions.Default(c).Save(); err != nil {
+		s.logger.Error("save session", "err", err)
+	}
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// csrfToken returns the session's CSRF token, creating one on first use.
+func (s *Server) csrfToken(c *gin.Context) string {
+	sess := sessions.Default(c)
+	tok, _ := sess.Get(sessionCSRF).(string)
+	if tok == "" {
+		tok = newToken()
+		sess.Set(sessionCSRF, tok)
+		sess.Options(sessionOptions(c, 0))
+		s.saveSession(c)
+	}
+	return tok
+}
+
+// checkCSRF refuses a state-changing request whose csrf_token field (or X-CSRF-Token header)
+// does not match the session's token. It runs on every UI POST.
+func (s *Server) checkCSRF(c *gin.Context) {
+	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
+		c.Next()
+		return
+	}
+	want, _ := sessions.Default(c).Get(sessionCSRF).(string)
+	got := c.GetHeader("X-CSRF-Token")
+	if got == "" {
+		got = c.PostForm(csrfField)
+	}
+	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		s.pageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
+		return
+	}
+	c.Next()
+}
+
+// currentUser returns the logged-in user, or nil.
+func currentUser(c *gin.Context) *rundb.User {
+	u, _ := c.Get(userKey)
+	user, _ := u.(*rundb.User)
+	return user
+}
+
+// requireUser returns the logged-in user; otherwise it sends the browser to the login page,
+// which brings it back here, and returns false.
+func (s *Server) requireUser(c *gin.Context) (*rundb.User, bool) {
+	if u := currentUser(c); u != nil {
+		return u, true
+	}
+	next := c.Request.URL.RequestURI()
+	if c.Request.Method != http.MethodGet {
+		next = c.GetHeader("Referer")
+		if ref, err := url.Parse(next); err == nil {
+			next = ref.RequestURI()
+		}
+	}
+	s.flash(c, "info", "Please log in first.")
+	s.saveSession(c)
+	c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
+	c.Abort()
+	return nil, false
+}
+
+// requireApprover returns the logged-in approver; anyone else gets 403 (or the login page).
+func (s *Server) requireApprover(c *gin.Context) (*rundb.User, bool) {
+	u, ok := s.requireUser(c)
+	if !ok {
+		return nil, false
+	}
+	if !u.IsApprover() {
+		s.pageError(c, http.StatusForbidden, "Only approvers may do this.")
+		return nil, false
+	}
+	return u, true
+}
+
+// flash is a one-time message shown on the next page rendered.
+type flash struct {
+	Kind    string // "info", "success" or "error"
+	Message string
+}
+
+// flash queues a message for the next page; the caller saves the session (redirect does).
+func (s *Server) flash(c *gin.Context, kind, msg string) {
+	sessions.Default(c).AddFlash(kind+"\x00"+msg, "flash")
+}
+
+// takeFlashes returns and removes the queued messages.
+func (s *Server) takeFlashes(c *gin.Context) []flash {
+	sess := sessions.Default(c)
+	raw := sess.Flashes("flash")
+	if len(raw) == 0 {
+		return nil
+	}
+	out := make([]flash, 0, len(raw))
+	for _, r := range raw {
+		str, _ := r.(string)
+		kind, msg, _ := strings.Cut(str, "\x00")
+		out = append(out, flash{Kind: kind, Message: msg})
+	}
+	s.saveSession(c)
+	return out
+}
+
+// redirect ends a successful POST: save the session (flashes, login) and send the browser on
+// with 303, so a reload does not post again.
+func (s *Server) redirect(c *gin.Context, to string) {
+	s.saveSession(c)
+	c.Redirect(http.StatusSeeOther, to)
+	c.Abort()
+}
+
+// safeNext returns next if it is a path on this site, else fallback: a login link must not
+// send people elsewhere.
+func safeNext(next, fallback string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return fallback
+	}
+	return next
+}
+
+// page is what every page template gets besides its own data.
+type page struct {
+	Title   string
+	Version string
+	// Path is the request path, for the navigation's current item.
+	Path string
+	// User is the logged-in user, or nil.
+	User *rundb.User
+	// CSRF is the token to put in every form (the "csrf" partial does it).
+	CSRF    string
+	Flashes []flash
+	// Primary is false on a secondary instance, where state-changing forms are refused.
+	Primary bool
+}
+
+// page builds the common part of a page for this request. Outside the UI's routes (an
+// unknown path's 404) there is no session, and so no user, token or flashes.
+func (s *Server) page(c *gin.Context, title string) page {
+	p := page{Title: title, Version: s.deps.Version, Path: c.Request.URL.Path,
+		Primary: s.deps.Scheduler != nil}
+	if _, ok := c.Get(sessions.DefaultKey); ok {
+		p.User, p.CSRF, p.Flashes = currentUser(c), s.csrfToken(c), s.takeFlashes(c)
+	}
+	return p
+}
+
+// uiDo runs database work for a page under the token pool. On failure it renders the error
+// page (nothing at all if the browser went away) and returns false.
+func (s *Server) uiDo(c *gin.Context, fn func(ctx context.Context) error) bool {
+	err := s.deps.Tokens.Do(c.Request.Context(), fn)
+	if err != nil {
+		s.uiError(c, err)
+		return false
+	}
+	return true
+}
+
+// uiError answers a page whose database work failed: 404 for a missing document, 499 for a
+// browser that left, else 500 logged with the request.
+func (s *Server) uiError(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
+		c.AbortWithStatus(statusClientClosedRequest)
+	case errors.Is(err, rundb.ErrNotFound):
+		s.pageError(c, http.StatusNotFound, "There is no such thing here.")
+	default:
+		_ = c.Error(err)
+		s.pageError(c, http.StatusInternalServerError, "Something went wrong on the server; it has been logged. Try again shortly.")
+	}
+}
+
+// requirePrimaryPage refuses a state-changing form on a secondary instance, where the
+// scheduler (and so the run cache) is not.
+func (s *Server) requirePrimaryPage(c *gin.Context) bool {
+	if s.deps.Scheduler != nil {
+		return true
+	}
+	s.pageError(c, http.StatusServiceUnavailable, "This instance only serves pages; changes are made on the primary instance. Try again in a moment.")
+	return false
+}
