@@ -29,10 +29,11 @@ test-race:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-# Tests that build the binary or run long end-to-end scenarios (fleets of simulated workers)
-# carry //go:build !race and are named TestBinary... or TestE2E...
+# Tests that build the binary, run long end-to-end scenarios (fleets of simulated workers) or
+# drive a real browser carry //go:build !race and are named TestBinary..., TestE2E... or
+# TestBrowser...; the browser test saves its screenshots under artifacts/screenshots.
 test-norace:
-	$(GO) test -count=1 -run 'Binary|E2E' ./cmd/shoal/
+	$(GO) test -count=1 -run 'Binary|E2E|Browser' ./cmd/shoal/
 
 lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) if installed
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
