@@ -83,34 +83,36 @@ var (
 // Exactly one stop rule is given: NumGames (a fixed number of games), SPRT, or SPSA (whose game
 // count is SPSA.NumGames).
 type RunRequest struct {
-	BaseTag       string       `json:"base_tag"`
-	NewTag        string       `json:"new_tag"`
-	ResolvedBase  string       `json:"resolved_base"`
-	ResolvedNew   string       `json:"resolved_new"`
-	MsgBase       string       `json:"msg_base,omitempty"`
-	MsgNew        string       `json:"msg_new,omitempty"`
-	TC            string       `json:"tc"`
-	NewTC         string       `json:"new_tc,omitempty"`
-	Book          string       `json:"book,omitempty"`
-	BookDepth     string       `json:"book_depth,omitempty"`
-	Threads       *int         `json:"threads,omitempty"`
-	BaseOptions   string       `json:"base_options"`
-	NewOptions    string       `json:"new_options"`
-	BaseSignature string       `json:"base_signature"`
-	NewSignature  string       `json:"new_signature"`
-	BaseNets      []string     `json:"base_nets,omitempty"`
-	NewNets       []string     `json:"new_nets,omitempty"`
-	TestsRepo     string       `json:"tests_repo"`
-	Info          string       `json:"info"`
-	Priority      int          `json:"priority,omitempty"`
-	Throughput    *int         `json:"throughput,omitempty"`
-	AutoPurge     bool         `json:"auto_purge,omitempty"`
-	Adjudication  *bool        `json:"adjudication,omitempty"`
-	ArchFilter    string       `json:"arch_filter,omitempty"`
-	Compiler      string       `json:"compiler,omitempty"`
-	NumGames      int          `json:"num_games,omitempty"`
-	SPRT          *SPRTRequest `json:"sprt,omitempty"`
-	SPSA          *SPSARequest `json:"spsa,omitempty"`
+	BaseTag      string `json:"base_tag"`
+	NewTag       string `json:"new_tag"`
+	ResolvedBase string `json:"resolved_base"`
+	ResolvedNew  string `json:"resolved_new"`
+	MsgBase      string `json:"msg_base,omitempty"`
+	MsgNew       string `json:"msg_new,omitempty"`
+	// RescheduledFrom is the run this one repeats (the web form's reschedule), if any.
+	RescheduledFrom string       `json:"rescheduled_from,omitempty"`
+	TC              string       `json:"tc"`
+	NewTC           string       `json:"new_tc,omitempty"`
+	Book            string       `json:"book,omitempty"`
+	BookDepth       string       `json:"book_depth,omitempty"`
+	Threads         *int         `json:"threads,omitempty"`
+	BaseOptions     string       `json:"base_options"`
+	NewOptions      string       `json:"new_options"`
+	BaseSignature   string       `json:"base_signature"`
+	NewSignature    string       `json:"new_signature"`
+	BaseNets        []string     `json:"base_nets,omitempty"`
+	NewNets         []string     `json:"new_nets,omitempty"`
+	TestsRepo       string       `json:"tests_repo"`
+	Info            string       `json:"info"`
+	Priority        int          `json:"priority,omitempty"`
+	Throughput      *int         `json:"throughput,omitempty"`
+	AutoPurge       bool         `json:"auto_purge,omitempty"`
+	Adjudication    *bool        `json:"adjudication,omitempty"`
+	ArchFilter      string       `json:"arch_filter,omitempty"`
+	Compiler        string       `json:"compiler,omitempty"`
+	NumGames        int          `json:"num_games,omitempty"`
+	SPRT            *SPRTRequest `json:"sprt,omitempty"`
+	SPSA            *SPSARequest `json:"spsa,omitempty"`
 }
 
 // SPRTRequest asks for a sequential test between two normalized-Elo bounds.
@@ -167,6 +169,12 @@ func BuildRun(req RunRequest, username string, now time.Time) (*rundb.Run, error
 		ArchFilter: req.ArchFilter, Compiler: req.Compiler,
 	}
 	isSPSA := req.SPSA != nil
+
+	if req.RescheduledFrom != "" {
+		if _, err := rundb.ParseObjectID(req.RescheduledFrom); err != nil {
+			return nil, fieldErr("rescheduled_from", "%q is not a run id", req.RescheduledFrom)
+		}
+	}
 
 	for _, f := range []struct{ name, value string }{{"base_tag", req.BaseTag}, {"new_tag", req.NewTag}} {
 		if strings.TrimSpace(f.value) == "" {
@@ -291,15 +299,16 @@ func BuildRun(req RunRequest, username string, now time.Time) (*rundb.Run, error
 
 	start := now.UTC().Truncate(time.Millisecond) // what the database keeps
 	return &rundb.Run{
-		ID:          rundb.NewObjectID(),
-		Version:     rundb.RunVersion,
-		StartTime:   start,
-		LastUpdated: start,
-		TCBase:      tcBase(args.TC),
-		Results:     rundb.NewResults(),
-		Args:        args,
-		Tasks:       []rundb.Task{},
-		BadTasks:    []rundb.Task{},
+		ID:              rundb.NewObjectID(),
+		RescheduledFrom: req.RescheduledFrom,
+		Version:         rundb.RunVersion,
+		StartTime:       start,
+		LastUpdated:     start,
+		TCBase:          tcBase(args.TC),
+		Results:         rundb.NewResults(),
+		Args:            args,
+		Tasks:           []rundb.Task{},
+		BadTasks:        []rundb.Task{},
 	}, nil
 }
 

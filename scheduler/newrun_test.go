@@ -61,6 +61,7 @@ func TestBuildRunRejectsEachInvalidField(t *testing.T) {
 		want  string // part of the message
 	}{
 		{"empty base tag", func(r *RunRequest) { r.BaseTag = "" }, "base_tag", "missing"},
+		{"rescheduled from a non-id", func(r *RunRequest) { r.RescheduledFrom = "yesterday" }, "rescheduled_from", "not a run id"},
 		{"blank new tag", func(r *RunRequest) { r.NewTag = "  " }, "new_tag", "missing"},
 		{"short base sha", func(r *RunRequest) { r.ResolvedBase = "abc123" }, "resolved_base", "not a commit SHA"},
 		{"upper-case new sha", func(r *RunRequest) { r.ResolvedNew = strings.ToUpper(testShaNew) }, "resolved_new", "not a commit SHA"},

@@ -38,6 +38,10 @@ const (
 // csrfField is the form field (and X-CSRF-Token the header) carrying the CSRF token.
 const csrfField = "csrf_token"
 
+// maxFormBody bounds a UI form that is not a file upload; the largest, a new test with a long
+// SPSA parameter list, is a few kilobytes.
+const maxFormBody = 1 << 20
+
 // newSessionStore builds the cookie store from the session secret: one key signs, one
 // encrypts, both derived from the secret so operators configure one value.
 func newSessionStore(secret []byte) cookie.Store {
@@ -179,8 +183,24 @@ func (s *Server) checkCSRF(c *gin.Context) {
 	}
 	want, _ := sessions.Default(c).Get(sessionCSRF).(string)
 	got := c.GetHeader("X-CSRF-Token")
-	if got == "" {
-		got = c.PostForm(csrfField)
+	switch {
+	case got != "":
+	case strings.HasPrefix(c.ContentType(), "multipart/"):
+		// A file upload is streamed by its handler, never parsed here (parsing would spool it
+		// to disk before anyone is known); its form carries the token in the action's query.
+		got = c.Query(csrfField)
+	default:
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBody)
+		if err := c.Request.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				s.pageError(c, http.StatusRequestEntityTooLarge, "This form is too large.")
+				return
+			}
+			s.pageError(c, http.StatusBadRequest, "This form could not be read.")
+			return
+		}
+		got = c.Request.PostForm.Get(csrfField)
 	}
 	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 		s.pageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")

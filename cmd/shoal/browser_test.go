@@ -267,6 +267,7 @@ func TestBrowserSignupSubmitApproveWatchStop(t *testing.T) {
 		`input[name="resolved_base"]`:  "0123456789abcdef0123456789abcdef01234567",
 		`input[name="resolved_new"]`:   "89abcdef0123456789abcdef0123456789abcdef",
 		`input[name="base-signature"]`: "2050811",
+		`input[name="tests-repo"]`:     "https://github.com/official-stockfish/Stockfish",
 		`input[name="test-signature"]`: "2061234",
 		`input[name="tc"]`:             "10+0.1",
 		`input[name="sprt_elo0"]`:      "0",
