@@ -72,6 +72,7 @@ type Server struct {
 	logger       *slog.Logger
 	pages        map[string]*template.Template
 	sessions     cookie.Store
+	limiters     *accountLimiters // login and signup rate limits
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 }
@@ -94,7 +95,7 @@ func New(deps Deps) (*Server, error) {
 	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
-		sessions: newSessionStore(deps.SessionSecret)}
+		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now)}
 	s.engine = s.routes()
 	return s, nil
 }

@@ -307,6 +307,8 @@ type page struct {
 	Flashes []flash
 	// Primary is false on a secondary instance, where state-changing forms are refused.
 	Primary bool
+	// PendingUsers is, for an approver, how many sign-ups wait for acceptance.
+	PendingUsers int
 }
 
 // page builds the common part of a page for this request. Outside the UI's routes (an
@@ -316,6 +318,14 @@ func (s *Server) page(c *gin.Context, title string) page {
 		Primary: s.deps.Scheduler != nil}
 	if _, ok := c.Get(sessions.DefaultKey); ok {
 		p.User, p.CSRF, p.Flashes = currentUser(c), s.csrfToken(c), s.takeFlashes(c)
+	}
+	if p.User != nil && p.User.IsApprover() {
+		// The navigation's "Users (N)"; a failure only leaves the badge out.
+		_ = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+			n, err := s.deps.DB.Users.CountPending(ctx)
+			p.PendingUsers = n
+			return err
+		})
 	}
 	return p
 }
