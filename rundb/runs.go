@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -317,6 +319,29 @@ type WorkerInfo struct {
 	CountryCode        string   `bson:"country_code" json:"country_code"`
 
 	Extra Extra `bson:",inline" json:"-"`
+}
+
+// ShortName is the worker's name for duplicate detection and blocking:
+// "{username}-{concurrency}cores-{first segment of unique_key}".
+func (w WorkerInfo) ShortName() string {
+	name := w.Username + "-" + strconv.Itoa(w.Concurrency) + "cores"
+	if w.UniqueKey != "" {
+		name += "-" + strings.SplitN(w.UniqueKey, "-", 2)[0]
+	}
+	return name
+}
+
+// LongName is ShortName with the second segment of unique_key, and a star for a modified
+// worker: the name tasks and the event log show.
+func (w WorkerInfo) LongName() string {
+	name := w.ShortName()
+	if parts := strings.Split(w.UniqueKey, "-"); w.UniqueKey != "" && len(parts) >= 2 {
+		name += "-" + parts[1]
+	}
+	if w.Modified {
+		name += "*"
+	}
+	return name
 }
 
 // RunStore reads and writes the runs collection directly. On the primary, active runs go

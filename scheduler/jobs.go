@@ -111,7 +111,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 				wi, stillActive = r.Tasks[ref.task].WorkerInfo, r.Tasks[ref.task].Active
 			})
 			if stillActive { // a decided run was finished above, ending its tasks
-				s.insertInWtt(ctx, shortName(wi), ref, now, ev)
+				s.insertInWtt(ctx, wi.ShortName(), ref, now, ev)
 			}
 		}
 	}
@@ -148,7 +148,7 @@ func (s *Scheduler) Scavenge(ctx context.Context) int {
 				if !t.Active || !t.LastUpdated.Before(cutoff) {
 					continue
 				}
-				s.logger.Info("dead task", "run_id", id, "task_id", i, "worker", longName(t.WorkerInfo))
+				s.logger.Info("dead task", "run_id", id, "task_id", i, "worker", t.WorkerInfo.LongName())
 				crashOrTime(r, i, ev)
 				ev.add(taskAction("dead_task", r, i))
 				s.setInactiveTask(r, i, now)

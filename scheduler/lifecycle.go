@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
@@ -11,6 +12,9 @@ import (
 // The functions here change a run held under its lock (inside a RunCache callback). They may
 // take s.mu, never the other way round, and they collect actions in an *events to be written
 // once the locks are released.
+
+// inf is the residual of a task whose worker has no chi-square residual.
+var inf = math.Inf(1)
 
 // events collects the actions a change produces.
 type events struct {
@@ -31,7 +35,7 @@ func runAction(kind, username string, r *rundb.Run) *rundb.Action {
 func taskAction(kind string, r *rundb.Run, taskID int) *rundb.Action {
 	t := &r.Tasks[taskID]
 	a := runAction(kind, t.WorkerInfo.Username, r)
-	a.Worker = longName(t.WorkerInfo)
+	a.Worker = t.WorkerInfo.LongName()
 	id := taskID
 	a.TaskID = &id
 	return a

@@ -591,7 +591,7 @@ func newRunMessage(r *rundb.Run) string {
 	var b strings.Builder
 	switch {
 	case a.SPRT != nil:
-		fmt.Fprintf(&b, "SPRT%s", formatBounds(a.SPRT.EloModel, a.SPRT.Elo0, a.SPRT.Elo1))
+		fmt.Fprintf(&b, "SPRT%s", stats.FormatBounds(a.SPRT.EloModel, a.SPRT.Elo0, a.SPRT.Elo1))
 	case a.SPSA != nil:
 		fmt.Fprintf(&b, "SPSA[%d]", a.NumGames)
 	default:
@@ -610,18 +610,6 @@ func newRunMessage(r *rundb.Run) string {
 	}
 	fmt.Fprintf(&b, " Hash:%s/%s", hashOption(a.BaseOptions), hashOption(a.NewOptions))
 	return b.String()
-}
-
-// formatBounds writes SPRT bounds in fishtest's notation: [] BayesElo, {} logistic, <> normalized.
-func formatBounds(model string, elo0, elo1 float64) string {
-	open, closing := "<", ">"
-	switch model {
-	case stats.ModelBayesElo:
-		open, closing = "[", "]"
-	case stats.ModelLogistic:
-		open, closing = "{", "}"
-	}
-	return fmt.Sprintf("%s%.2f,%.2f%s", open, elo0, elo1, closing)
 }
 
 // hashOption is the Hash value of an option string, "0" without one.

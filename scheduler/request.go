@@ -72,7 +72,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	for peak := s.peakInside.Load(); n > peak && !s.peakInside.CompareAndSwap(peak, n); peak = s.peakInside.Load() {
 	}
 
-	name := shortName(wi)
+	name := wi.ShortName()
 	w, err := s.db.Workers.Get(ctx, name)
 	switch {
 	case err == nil && w.Blocked:
@@ -130,7 +130,7 @@ func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string
 			}
 			if ago := pySeconds(now.Sub(t.LastUpdated)); ago <= int(s.cfg.DuplicateWorkerWindow/time.Second) {
 				dup = fmt.Sprintf(`Request_task: There is already a worker running with name "%s" which %d seconds ago sent an update for task %s/%d (my name is "%s")`,
-					longName(t.WorkerInfo), ago, r.ID.Hex(), prev.task, longName(wi))
+					t.WorkerInfo.LongName(), ago, r.ID.Hex(), prev.task, wi.LongName())
 			}
 		})
 		if dup != "" {

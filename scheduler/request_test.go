@@ -147,12 +147,12 @@ func TestBlockedWorker(t *testing.T) {
 	s, _ := newTestScheduler(t)
 	addRun(t, s, runSpec{numGames: 1000, approved: true})
 	w := worker(1)
-	if err := s.db.Workers.Put(context.Background(), &rundb.Worker{WorkerName: shortName(w), Blocked: true, Message: "bad results"}); err != nil {
+	if err := s.db.Workers.Put(context.Background(), &rundb.Worker{WorkerName: w.ShortName(), Blocked: true, Message: "bad results"}); err != nil {
 		t.Fatal(err)
 	}
 	got := request(t, s, w)
 	if !got.Waiting || !strings.Contains(got.Error, "This worker has been blocked!") ||
-		!strings.Contains(got.Error, "Message: bad results") || !strings.Contains(got.Error, "http://shoal.test/workers/"+shortName(w)) {
+		!strings.Contains(got.Error, "Message: bad results") || !strings.Contains(got.Error, "http://shoal.test/workers/"+w.ShortName()) {
 		t.Errorf("blocked worker got %+v", got)
 	}
 }

@@ -276,7 +276,7 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 			return 0, rundb.ErrUnchanged
 		}
 		a := runAction("stop_run", wi.Username, r)
-		a.Worker = longName(r.Tasks[taskID].WorkerInfo)
+		a.Worker = r.Tasks[taskID].WorkerInfo.LongName()
 		id := taskID
 		a.TaskID = &id
 		a.Message = message

@@ -362,7 +362,7 @@ func TestLoadRebuildsAggregates(t *testing.T) {
 	if got.Results.Wins != 4 || got.Cores != 8 {
 		t.Errorf("rebuilt wins %d cores %d, want 4 and 8", got.Results.Wins, got.Cores)
 	}
-	if fresh.connections[w.RemoteAddr] != 1 || fresh.wtt[shortName(w)].task != task.TaskID {
+	if fresh.connections[w.RemoteAddr] != 1 || fresh.wtt[w.ShortName()].task != task.TaskID {
 		t.Errorf("rebuilt connections %v, worker map %v", fresh.connections, fresh.wtt)
 	}
 }

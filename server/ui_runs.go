@@ -86,18 +86,6 @@ type runsResult struct {
 	SPSA  string // "120/1000 iterations"
 }
 
-// runsBounds writes SPRT bounds in the brackets of their Elo model, as fishtest does.
-func runsBounds(model string, elo0, elo1 float64) string {
-	open, end := "[", "]" // BayesElo, and runs from before elo_model was stored
-	switch model {
-	case stats.ModelLogistic:
-		open, end = "{", "}"
-	case stats.ModelNormalized:
-		open, end = "<", ">"
-	}
-	return fmt.Sprintf("%s%.2f,%.2f%s", open, elo0, elo1, end)
-}
-
 // runsFixedElo is the Elo estimate of a run from its pentanomial (its trinomial for old runs).
 func runsFixedElo(res rundb.Results) (stats.Elo, error) {
 	if len(res.Pentanomial) == 5 {
@@ -124,7 +112,7 @@ func runResults(r *rundb.Run) runsResult {
 			model = stats.ModelBayesElo
 		}
 		out.LLR = fmt.Sprintf("LLR: %.2f (%.2f,%.2f) %s", sp.LLR, sp.LowerBound, sp.UpperBound,
-			runsBounds(model, sp.Elo0, sp.Elo1))
+			stats.FormatBounds(model, sp.Elo0, sp.Elo1))
 	} else if e, err := runsFixedElo(res); err == nil {
 		out.Elo = fmt.Sprintf("Elo: %.2f ± %.1f (95%%) LOS: %.1f%%", e.Elo, e.Elo95, 100*e.LOS)
 		switch {
@@ -394,16 +382,6 @@ type runsMachine struct {
 	LastUpdated time.Time
 }
 
-// runsWorkerName is a worker's short name, "{username}-{concurrency}cores-{key segment}", the
-// name workers are blocked by.
-func runsWorkerName(w rundb.WorkerInfo) string {
-	name := w.Username + "-" + strconv.Itoa(w.Concurrency) + "cores"
-	if w.UniqueKey != "" {
-		name += "-" + strings.SplitN(w.UniqueKey, "-", 2)[0]
-	}
-	return name
-}
-
 // runsDotted writes a version as "1.2.3".
 func runsDotted(v []int) string {
 	parts := make([]string, len(v))
@@ -451,7 +429,7 @@ func (s *Server) runsMachinesOf(ctx context.Context, unfinished []*rundb.Run) ([
 				compiler = "g++"
 			}
 			out = append(out, runsMachine{
-				Username: w.Username, Concurrency: w.Concurrency, Worker: runsWorkerName(w),
+				Username: w.Username, Concurrency: w.Concurrency, Worker: w.ShortName(),
 				UniqueKey: strings.SplitN(w.UniqueKey, "-", 2)[0], NPS: w.NPS, MaxMemory: w.MaxMemory,
 				Uname: w.Uname, Arch: w.WorkerArch, Compiler: strings.TrimSpace(compiler + " " + runsDotted(w.GCCVersion)),
 				Python: runsDotted(w.PythonVersion), Version: version, Country: strings.ToLower(w.CountryCode),

@@ -112,19 +112,6 @@ type viewTasks struct {
 var tasksSortKeys = []string{"idx", "worker", "last_updated", "played", "wins", "losses", "draws",
 	"crashes", "time", "residual"}
 
-// viewWorkerLabel is a worker's long name, "{user}-{cores}cores-{key}-{key2}", with a star for
-// a modified worker.
-func viewWorkerLabel(w rundb.WorkerInfo) string {
-	name := runsWorkerName(w)
-	if parts := strings.Split(w.UniqueKey, "-"); w.UniqueKey != "" && len(parts) >= 2 {
-		name += "-" + parts[1]
-	}
-	if w.Modified {
-		name += "*"
-	}
-	return name
-}
-
 // viewTaskInfo describes the machine of a task.
 func viewTaskInfo(w rundb.WorkerInfo) string {
 	compiler := w.Compiler
@@ -160,11 +147,11 @@ func viewTaskRows(r *rundb.Run, chi2 stats.Chi2, showTask int, user *rundb.User)
 		w := t.WorkerInfo
 		st := t.Stats
 		tr := viewTaskRow{ID: id, Bad: t.Bad, Active: t.Active, Highlight: id == showTask,
-			Worker: viewWorkerLabel(w), Info: viewTaskInfo(w), LastUpdated: t.LastUpdated,
+			Worker: w.LongName(), Info: viewTaskInfo(w), LastUpdated: t.LastUpdated,
 			Played: st.Games(), NumGames: t.NumGames, Wins: st.Wins, Losses: st.Losses, Draws: st.Draws,
 			Crashes: st.Crashes, TimeLosses: st.TimeLosses, residual: math.Inf(-1)}
 		if approver && w.Username != "" {
-			tr.WorkerURL = "/workers/" + url.PathEscape(runsWorkerName(w))
+			tr.WorkerURL = "/workers/" + url.PathEscape(w.ShortName())
 		}
 		if p := st.Pentanomial; len(p) == 5 {
 			tr.Ptnml = fmt.Sprintf("[%d, %d, %d, %d, %d]", p[0], p[1], p[2], p[3], p[4])

@@ -186,3 +186,16 @@ func (s *SPRT) OvershootCorrections() (o0, o1 float64) {
 	}
 	return o0, o1
 }
+
+// FormatBounds writes SPRT bounds in the brackets of their Elo model, as fishtest shows them:
+// <> normalized, {} logistic, [] BayesElo (and runs from before the model was stored).
+func FormatBounds(model string, elo0, elo1 float64) string {
+	open, closing := "[", "]"
+	switch model {
+	case ModelLogistic:
+		open, closing = "{", "}"
+	case ModelNormalized:
+		open, closing = "<", ">"
+	}
+	return fmt.Sprintf("%s%.2f,%.2f%s", open, elo0, elo1, closing)
+}

@@ -351,3 +351,14 @@ func BenchmarkSPRTUpdate(b *testing.B) {
 		b.Fatalf("not a regular batch update: overshoot %+v", s.Overshoot)
 	}
 }
+
+func TestFormatBounds(t *testing.T) {
+	for _, c := range []struct{ model, want string }{
+		{ModelNormalized, "<0.00,2.00>"}, {ModelLogistic, "{0.00,2.00}"},
+		{ModelBayesElo, "[0.00,2.00]"}, {"", "[0.00,2.00]"},
+	} {
+		if got := FormatBounds(c.model, 0, 2); got != c.want {
+			t.Errorf("FormatBounds(%q, 0, 2) = %q, want %q", c.model, got, c.want)
+		}
+	}
+}
