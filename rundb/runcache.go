@@ -373,9 +373,33 @@ func (c *RunCache) Evict(idle time.Duration) int {
 // it freely. It costs an encode and a decode of the whole run, so it is for reads that leave the
 // process (API replies, pages), not for the scheduler's hot path.
 func (c *RunCache) Snapshot(ctx context.Context, id ObjectID) (*Run, error) {
+	return c.copyRun(ctx, id, false)
+}
+
+// Listing returns a copy of a run as run listings show it: without its tasks, bad tasks and
+// SPSA history (RunStore.Active's projection), so that listing every unfinished run from the
+// cache costs little.
+func (c *RunCache) Listing(ctx context.Context, id ObjectID) (*Run, error) {
+	return c.copyRun(ctx, id, true)
+}
+
+func (c *RunCache) copyRun(ctx context.Context, id ObjectID, listing bool) (*Run, error) {
 	var doc []byte
 	var err error
-	if verr := c.View(ctx, id, func(r *Run) { doc, err = c.store.encode(r) }); verr != nil {
+	encode := func(r *Run) {
+		if listing {
+			short := *r
+			short.Tasks, short.BadTasks = nil, nil
+			if r.Args.SPSA != nil {
+				spsa := *r.Args.SPSA
+				spsa.ParamHistory = nil
+				short.Args.SPSA = &spsa
+			}
+			r = &short
+		}
+		doc, err = c.store.encode(r)
+	}
+	if verr := c.View(ctx, id, encode); verr != nil {
 		return nil, verr
 	}
 	if err != nil {

@@ -492,3 +492,31 @@ func TestRunCacheChangedWakesOnChangeOnly(t *testing.T) {
 		t.Error("an update did not signal Changed")
 	}
 }
+
+func TestRunCacheListingLeavesOutTasks(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	r := &rundb.Run{ID: rundb.NewObjectID(), Tasks: []rundb.Task{{NumGames: 8}}, BadTasks: []rundb.Task{{NumGames: 2}},
+		Args: rundb.RunArgs{SPSA: &rundb.SPSA{Iter: 3, ParamHistory: rundb.ParamHistory{{{Theta: 1}}}}}}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Update(ctx, r.ID, rundb.PrioNormal, setGames(7)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cache.Listing(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tasks) != 0 || len(got.BadTasks) != 0 || got.Args.SPSA == nil || len(got.Args.SPSA.ParamHistory) != 0 {
+		t.Errorf("listing kept tasks %d, bad tasks %d or SPSA history %+v", len(got.Tasks), len(got.BadTasks), got.Args.SPSA)
+	}
+	if got.CommittedGames != 7 || got.Args.SPSA.Iter != 3 {
+		t.Errorf("listing lost the run's own fields: committed_games %d, iter %d", got.CommittedGames, got.Args.SPSA.Iter)
+	}
+	full, _ := cache.Snapshot(ctx, r.ID)
+	if len(full.Tasks) != 1 || len(full.Args.SPSA.ParamHistory) != 1 {
+		t.Errorf("the listing changed the cached run: %d tasks, history %v", len(full.Tasks), full.Args.SPSA.ParamHistory)
+	}
+}

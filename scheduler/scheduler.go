@@ -101,6 +101,25 @@ func (s *Scheduler) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run
 	return r, err
 }
 
+// UnfinishedRuns returns every unfinished run as the scheduler sees it now, oldest first,
+// without tasks, bad tasks and SPSA history: the run listings' view, fresher than the
+// database, which the run cache writes behind.
+func (s *Scheduler) UnfinishedRuns(ctx context.Context) ([]*rundb.Run, error) {
+	ids := s.unfinishedIDs()
+	runs := make([]*rundb.Run, 0, len(ids))
+	for _, id := range ids {
+		r, err := s.runs.Listing(ctx, id)
+		switch {
+		case errors.Is(err, rundb.ErrNotFound):
+			continue // purged meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("list unfinished runs: %w", err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
 // AddRun stores a new run (built by BuildRun) and makes it schedulable once approved.
 func (s *Scheduler) AddRun(ctx context.Context, r *rundb.Run) error {
 	if err := s.runs.Create(ctx, r); err != nil {

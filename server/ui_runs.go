@@ -524,10 +524,19 @@ type testsPageData struct {
 	LiveSrc string
 }
 
-// homeUnfinished reads the unfinished runs (without tasks) from the database, the homepage's
-// and the live stream's source.
+// unfinishedRuns lists the unfinished runs without their tasks: from the scheduler's run cache
+// on the primary (the database lags it by the write-behind), from the database on a secondary.
+func (s *Server) unfinishedRuns(ctx context.Context, db *rundb.DB) ([]*rundb.Run, error) {
+	if s.deps.Scheduler != nil {
+		return s.deps.Scheduler.UnfinishedRuns(ctx)
+	}
+	return db.Runs.Active(ctx)
+}
+
+// homeUnfinished reads the unfinished runs (without tasks), the homepage's and the live
+// stream's source.
 func (s *Server) homeUnfinished(ctx context.Context, db *rundb.DB, username string) ([]*rundb.Run, error) {
-	runs, err := db.Runs.Active(ctx)
+	runs, err := s.unfinishedRuns(ctx, db)
 	if err != nil || username == "" {
 		return runs, err
 	}
@@ -827,7 +836,7 @@ func (s *Server) machinesPage(c *gin.Context) {
 	}
 	var machines []runsMachine
 	ok := s.uiDo(c, func(ctx context.Context) error {
-		unfinished, err := db.Runs.Active(ctx)
+		unfinished, err := s.unfinishedRuns(ctx, db)
 		if err != nil {
 			return err
 		}

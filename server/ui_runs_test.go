@@ -466,3 +466,25 @@ func TestUIRunsMachines(t *testing.T) {
 		t.Errorf("machines page size = %d, want fishtest's 500", machinesPageSize)
 	}
 }
+
+// The primary's homepage shows what the run cache holds, not what the database has been
+// written so far: results that have not been flushed yet are on the page.
+func TestUIRunsHomepageReadsTheRunCache(t *testing.T) {
+	env := newUIEnv(t)
+	r := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "fresh" }))
+	env.runsMakeActive(r.ID, runsTask(runsWorker("carol", "abcd1234-5678", 8), true, 30, 20, 50))
+	err := env.runs.Update(context.Background(), r.ID, rundb.PrioNormal, func(r *rundb.Run) error {
+		r.Results.Wins += 2 // not written: NORMAL waits for the flush job, which is not running
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := env.db.Runs.Get(context.Background(), r.ID); err != nil || stored.Results.Wins != 30 {
+		t.Fatalf("the database already has the change (%v, %v): the test proves nothing", stored.Results.Wins, err)
+	}
+	act := runsSection(body(env.anon().get("/tests")), "active-runs")
+	if !strings.Contains(act, "Total: 102 W: 32 L: 20 D: 50") {
+		t.Errorf("the homepage does not show the cached results:\n%s", act)
+	}
+}
