@@ -215,6 +215,14 @@ func (s *UserStore) Authenticate(ctx context.Context, username, password string)
 	if !ok {
 		return nil, ErrBadCredentials
 	}
+	if u.PasswordHash == "" {
+		// A legacy plaintext that just matched has been replaced by its hash: return the user
+		// as stored now, so that what callers derive from the secret (a web session's stamp)
+		// matches the next read.
+		if fresh, err := s.Get(ctx, username); err == nil {
+			u = fresh
+		}
+	}
 	switch {
 	case u.Blocked:
 		return nil, ErrBlocked

@@ -243,6 +243,9 @@ func TestLegacyPlaintextPasswordIsMigrated(t *testing.T) {
 	if u.EffectiveMachineLimit() != 32 || u.TestsRepo == "" {
 		t.Errorf("imported fields lost: %+v", u)
 	}
+	if stored, _ := db.Users.Get(ctx, "veteran"); u.SessionStamp() != stored.SessionStamp() {
+		t.Error("the migrating login returned the user as it was before the migration (a web session opened with it would end at the next click)")
+	}
 	raw, _ = users.FindOne(ctx, bson.M{"username": "veteran"}).Raw()
 	if _, err := raw.LookupErr("password"); err == nil {
 		t.Error("the plaintext password is still stored after a successful login")

@@ -41,7 +41,7 @@ func (s *Server) routes() *gin.Engine {
 	s.readRoutes(r)
 
 	// UI pages: sessions, the logged-in user and CSRF checks on every one of them.
-	s.uiRoutes(r.Group("", uiHeaders, sessions.Sessions(sessionCookie, s.sessions), s.loadUser, s.checkCSRF))
+	s.uiRoutes(r.Group("", uiHeaders, sessions.Sessions(sessionCookie, s.sessions), cookieOptions, s.loadUser, s.checkCSRF))
 
 	// Assets.
 	r.StaticFS("/static", http.FS(static.FS))
@@ -97,6 +97,6 @@ func (s *Server) uiRoutes(ui gin.IRoutes) {
 	// Networks and tools (ui_nns.go).
 	getAndHead(ui, "/nns", s.nnsPage)
 	getAndHead(ui, "/upload", s.uploadPage)
-	ui.POST("/upload", s.uploadSubmit)
+	ui.POST(uploadPath, s.uploadSubmit)
 	getAndHead(ui, "/sprt_calc", s.sprtCalcPage)
 }

@@ -26,6 +26,7 @@ const (
 	sessionUser   = "user"  // username, absent when logged out
 	sessionStamp  = "stamp" // the user's SessionStamp when the session was opened
 	sessionCSRF   = "csrf"  // the token every state-changing form carries
+	// sessionRemember (ui_accounts.go) marks a "remember me" login.
 	// rememberAge is how long a "remember me" login lasts; other sessions end with the browser.
 	rememberAge = 400 * 24 * time.Hour
 )
@@ -48,8 +49,26 @@ func newSessionStore(secret []byte) cookie.Store {
 	auth := sha256.Sum256(append([]byte("shoal session auth\x00"), secret...))
 	enc := sha256.Sum256(append([]byte("shoal session encryption\x00"), secret...))
 	store := cookie.NewStore(auth[:], enc[:])
+	// The signed value's own expiry (securecookie's, 30 days by default) must not end a
+	// remembered login before its cookie does.
+	if m, ok := store.(interface{ MaxAge(int) }); ok {
+		m.MaxAge(int(rememberAge / time.Second))
+	}
 	store.Options(sessions.Options{Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	return store
+}
+
+// cookieOptions gives this request's session cookie its flags whenever it is written: Secure
+// when the browser came over TLS, and a remembered login's lifetime. (The store's defaults
+// would otherwise drop both on any save after the login's.)
+func cookieOptions(c *gin.Context) {
+	sess := sessions.Default(c)
+	var age time.Duration
+	if remember, _ := sess.Get(sessionRemember).(bool); remember {
+		age = rememberAge
+	}
+	sess.Options(sessionOptions(c, age))
+	c.Next()
 }
 
 // uiHeaders sets the headers every page carries: no caching of personal pages, and a content
@@ -72,8 +91,7 @@ func secureRequest(c *gin.Context) bool {
 		return true
 	}
 	// X-Forwarded-Proto is only believed from a trusted proxy (loopback), as ClientIP is.
-	return c.RemoteIP() == c.ClientIP() && isLoopback(c.RemoteIP()) &&
-		strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
+	return isLoopback(c.RemoteIP()) && strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
 }
 
 func isLoopback(ip string) bool { return ip == "127.0.0.1" || ip == "::1" }
@@ -133,6 +151,7 @@ func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) {
 	sess.Set(sessionCSRF, newToken())
 	var age time.Duration
 	if remember {
+		sess.Set(sessionRemember, true)
 		age = rememberAge
 	}
 	sess.Options(sessionOptions(c, age))
@@ -188,6 +207,11 @@ func (s *Server) checkCSRF(c *gin.Context) {
 	case strings.HasPrefix(c.ContentType(), "multipart/"):
 		// A file upload is streamed by its handler, never parsed here (parsing would spool it
 		// to disk before anyone is known); its form carries the token in the action's query.
+		// No other form sends files, so no other route takes a multipart body.
+		if c.FullPath() != uploadPath {
+			s.pageError(c, http.StatusUnsupportedMediaType, "This form does not take files.")
+			return
+		}
 		got = c.Query(csrfField)
 	default:
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBody)
@@ -285,10 +309,19 @@ func (s *Server) redirect(c *gin.Context, to string) {
 	c.Abort()
 }
 
+// uploadPath is the one route that takes a multipart (file) body.
+const uploadPath = "/upload"
+
 // safeNext returns next if it is a path on this site, else fallback: a login link must not
-// send people elsewhere.
+// send people elsewhere. Browsers drop tabs and newlines from a Location and read a backslash
+// as a slash, so any of those is refused rather than interpreted.
 func safeNext(next, fallback string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return fallback
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" {
 		return fallback
 	}
 	return next
