@@ -206,13 +206,15 @@ func (s *Server) checkCSRF(c *gin.Context) {
 	case got != "":
 	case strings.HasPrefix(c.ContentType(), "multipart/"):
 		// A file upload is streamed by its handler, never parsed here (parsing would spool it
-		// to disk before anyone is known); its form carries the token in the action's query.
-		// No other form sends files, so no other route takes a multipart body.
+		// to disk before anyone is known). The handler reads the token from the form's first
+		// field with csrfTokenMatches before it reads the file. No other form sends files, so
+		// no other route takes a multipart body.
 		if c.FullPath() != uploadPath {
 			s.pageError(c, http.StatusUnsupportedMediaType, "This form does not take files.")
 			return
 		}
-		got = c.Query(csrfField)
+		c.Next()
+		return
 	default:
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBody)
 		if err := c.Request.ParseForm(); err != nil {
@@ -231,6 +233,13 @@ func (s *Server) checkCSRF(c *gin.Context) {
 		return
 	}
 	c.Next()
+}
+
+// csrfTokenMatches reports whether token is the session's CSRF token (for the upload, whose
+// handler reads it from the streamed form).
+func csrfTokenMatches(c *gin.Context, token string) bool {
+	want, _ := sessions.Default(c).Get(sessionCSRF).(string)
+	return want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
 }
 
 // currentUser returns the logged-in user, or nil.

@@ -286,6 +286,8 @@ func (s *Server) uploadSubmit(c *gin.Context) {
 	case err == nil:
 		s.flash(c, "success", "Network "+up.name+" uploaded.")
 		s.redirect(c, "/nns")
+	case errors.Is(err, errNNUploadCSRF):
+		s.pageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
 	case errors.As(err, &refused):
 		s.uploadForm(c, http.StatusBadRequest, map[string]string{refused.field: refused.msg}, up.cc0)
 	default:
@@ -302,31 +304,46 @@ type nnUploadPart struct {
 }
 
 // openUpload finds the network in the request, read as a stream bounded by the size limit (the
-// CSRF check took its token from the form action's query and did not parse the body): the
-// licence box must come before the file, as the form places it.
+// CSRF middleware leaves a multipart body alone): the CSRF token (form field or X-CSRF-Token)
+// and the licence box must come before the file, as the form places them, and the token is
+// checked before a byte of the file is read.
 func (s *Server) openUpload(c *gin.Context) (nnUploadPart, error) {
 	up := nnUploadPart{size: -1}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxNetworkSize+1<<20)
+	token := c.GetHeader("X-CSRF-Token")
 	mr, err := c.Request.MultipartReader()
 	if err != nil {
+		if !csrfTokenMatches(c, token) {
+			return up, errNNUploadCSRF
+		}
 		return up, nnRefuse("network", "Choose a network file to upload.")
 	}
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
+			if !csrfTokenMatches(c, token) {
+				return up, errNNUploadCSRF
+			}
 			return up, nnRefuse("network", "Choose a network file to upload.")
 		}
 		if err != nil {
 			return up, nnUploadReadError(err)
 		}
 		switch part.FormName() {
-		case "cc0":
+		case csrfField, "cc0":
 			v, err := io.ReadAll(io.LimitReader(part, 1024))
 			if err != nil {
 				return up, nnUploadReadError(err)
 			}
-			up.cc0 = nnTruthy([]string{string(v)})
+			if part.FormName() == "cc0" {
+				up.cc0 = nnTruthy([]string{string(v)})
+			} else if token == "" {
+				token = string(v)
+			}
 		case "network":
+			if !csrfTokenMatches(c, token) {
+				return up, errNNUploadCSRF
+			}
 			if part.FileName() == "" {
 				return up, nnRefuse("network", "Choose a network file to upload.")
 			}
@@ -342,6 +359,9 @@ func (s *Server) openUpload(c *gin.Context) (nnUploadPart, error) {
 		}
 	}
 }
+
+// errNNUploadCSRF is an upload whose form did not carry the session's CSRF token.
+var errNNUploadCSRF = errors.New("upload without the CSRF token")
 
 // nnUploadReadError explains a failure to read the upload.
 func nnUploadReadError(err error) error {

@@ -11,7 +11,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -32,13 +31,11 @@ func nnNameOf(content []byte) string {
 	return "nn-" + hex.EncodeToString(sum[:])[:12] + ".nnue"
 }
 
-var uploadAction = regexp.MustCompile(`action="/upload\?csrf_token=([^"]+)"`)
-
 // nnToken returns the CSRF token of a logged-in browser, read from the upload form.
 func (b *browser) nnToken() string {
 	b.env.t.Helper()
 	w := b.get("/upload")
-	m := uploadAction.FindStringSubmatch(body(w))
+	m := csrfInput.FindStringSubmatch(body(w))
 	if m == nil {
 		b.env.t.Fatalf("no csrf_token on /upload (%d):\n%s", w.Code, body(w))
 	}
@@ -58,6 +55,9 @@ func (b *browser) nnUpload(filename string, content []byte, o nnUploadOpts) *htt
 	b.env.t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
+	if o.token != "" && !o.tokenHeader {
+		_ = mw.WriteField("csrf_token", o.token)
+	}
 	if !o.noCC0 {
 		_ = mw.WriteField("cc0", "1")
 	}
@@ -69,11 +69,7 @@ func (b *browser) nnUpload(filename string, content []byte, o nnUploadOpts) *htt
 		_, _ = fw.Write(content)
 	}
 	_ = mw.Close()
-	target := "/upload"
-	if o.token != "" && !o.tokenHeader {
-		target += "?csrf_token=" + url.QueryEscape(o.token) // as the form's action carries it
-	}
-	req := httptest.NewRequest(http.MethodPost, target, &buf)
+	req := httptest.NewRequest(http.MethodPost, "/upload", &buf)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	if o.tokenHeader {
 		req.Header.Set("X-CSRF-Token", o.token)
@@ -156,7 +152,7 @@ func TestUINNUploadForm(t *testing.T) {
 	env := newUIEnv(t)
 	w := env.as("alice").get("/upload")
 	page := body(w)
-	for _, want := range []string{`enctype="multipart/form-data"`, `name="network"`, `name="cc0"`, `action="/upload?csrf_token=`, "smaller than 200 MB", "SHA-256"} {
+	for _, want := range []string{`enctype="multipart/form-data"`, `name="network"`, `name="cc0"`, `name="csrf_token"`, "smaller than 200 MB", "SHA-256"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the upload form lacks %q", want)
 		}
@@ -315,7 +311,7 @@ func TestUINNUploadRefusesWithoutCSRF(t *testing.T) {
 		opts nnUploadOpts
 	}{
 		{"no token", nnUploadOpts{}},
-		{"a wrong token in the query", nnUploadOpts{token: "forged"}},
+		{"a wrong token in the form", nnUploadOpts{token: "forged"}},
 		{"a wrong token in the header", nnUploadOpts{token: "forged", tokenHeader: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -94,6 +94,24 @@ var sprtBounds = []boundsPreset{
 	{Key: customBounds, Label: "Custom bounds"},
 }
 
+// boundsOf is the bounds choice that gives an existing run's bounds: the preset with its
+// Elo0 and Elo1 (the LTC one of two equal presets for a long time control), else custom.
+func boundsOf(sp *rundb.SPRT, ltc bool) string {
+	if sp.EloModel != stats.ModelNormalized {
+		return customBounds // the presets are normalized Elo
+	}
+	found := customBounds
+	for _, b := range sprtBounds {
+		if b.Key == customBounds || b.Elo0 != sp.Elo0 || b.Elo1 != sp.Elo1 {
+			continue
+		}
+		if found == customBounds || strings.HasSuffix(b.Key, "ltc") == ltc {
+			found = b.Key
+		}
+	}
+	return found
+}
+
 func findBounds(key string) (boundsPreset, bool) {
 	for _, b := range sprtBounds {
 		if b.Key == key {
@@ -210,6 +228,7 @@ func runFormFrom(r *rundb.Run) runForm {
 	case a.SPRT != nil:
 		f.StopRule = stopSPRT
 		f.Elo0, f.Elo1 = runFormFloat(a.SPRT.Elo0), runFormFloat(a.SPRT.Elo1)
+		f.Bounds = boundsOf(a.SPRT, r.TCBase >= rundb.LTCMinTCBase)
 		f.NumGames = strconv.Itoa(defaultFormGames)
 	case a.SPSA != nil:
 		f.StopRule = stopSPSA

@@ -257,8 +257,8 @@ func TestUIRunFormPage(t *testing.T) {
 				t.Errorf("%s = %q, want %q", field, got, want)
 			}
 		}
-		if !formSelected(page, "custom") {
-			t.Errorf("a rescheduled SPRT keeps its own bounds (custom)")
+		if !formSelected(page, "stc") {
+			t.Errorf("a rescheduled SPRT with <0, 2> on STC does not offer the standard STC bounds")
 		}
 		// A preset keeps the run's engines.
 		page = body(alice.get("/tests/run?preset=pt&id=" + r.ID.Hex()))

@@ -562,8 +562,8 @@ type viewPageData struct {
 // viewSPRTElo is the Elo line of an SPRT run: its SPRT Elo estimate and LOS.
 func viewSPRTElo(r *rundb.Run) string {
 	sp := r.Args.SPRT
-	if sp == nil {
-		return ""
+	if sp == nil || r.Results.Games() == 0 {
+		return "" // before any game the estimate is 0 with an interval of ±1000: noise
 	}
 	model := sp.EloModel
 	if model == "" {

@@ -229,6 +229,9 @@ func ensureAdmin(ctx context.Context, db *rundb.DB, getenv func(string) string, 
 		return err
 	}
 	if n > 0 {
+		if getenv(adminPasswordEnv) != "" {
+			fmt.Fprintf(stdout, "%s is ignored: the database already has users, and admin is only created in an empty one\n", adminPasswordEnv)
+		}
 		return nil
 	}
 	password, generated := getenv(adminPasswordEnv), false

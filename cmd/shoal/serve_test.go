@@ -378,3 +378,23 @@ func TestSessionSecretIsGeneratedOnceAndKept(t *testing.T) {
 		t.Errorf("a 5-character secret file: %v, want a refusal", err)
 	}
 }
+
+// SHOAL_ADMIN_PASSWORD only matters in an empty database; when it is set for one that has
+// users, serve says it is ignored instead of leaving the operator to guess why admin fails.
+func TestAdminPasswordIgnoredWithUsers(t *testing.T) {
+	db := openStopped(t, filepath.Join(t.TempDir(), "data"))
+	env := envOf(map[string]string{adminPasswordEnv: "chosen-password-123"})
+	var first, second bytes.Buffer
+	if err := ensureAdmin(context.Background(), db, env, &first); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(first.String(), "Created the first user: admin") {
+		t.Fatalf("empty database: %q", first.String())
+	}
+	if err := ensureAdmin(context.Background(), db, env, &second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(second.String(), adminPasswordEnv+" is ignored") {
+		t.Errorf("with users already there: %q, want a word that the password is ignored", second.String())
+	}
+}
