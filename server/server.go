@@ -73,6 +73,7 @@ type Server struct {
 	pages        map[string]*template.Template
 	sessions     cookie.Store
 	limiters     *accountLimiters // login and signup rate limits
+	live         *liveLimits      // bounds on open live-update streams
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 }
@@ -95,7 +96,8 @@ func New(deps Deps) (*Server, error) {
 	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
-		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now)}
+		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now),
+		live: newLiveLimits()}
 	s.engine = s.routes()
 	return s, nil
 }

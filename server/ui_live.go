@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-contrib/sessions"
@@ -27,7 +31,11 @@ import (
 // secondary, every livePoll; at most once per liveMinGap, sending only the blocks that changed
 // since the last event (a run's charts are redrawn at most every liveChartsGap). While nothing changes it sends a comment every liveHeartbeat so that
 // proxies keep the connection open. It ends when the client leaves, when the server shuts
-// down, or after the final state of a finished run.
+// down, after the final state of a finished run, when its session is no longer valid (checked
+// again every liveRecheck), or after liveLifetime, when the browser opens a new one.
+//
+// Streams need no login, so they are bounded: at most liveMaxStreams open at once, at most
+// liveMaxPerIP from one client address (an IPv6 /64); beyond that a stream is refused with 503.
 
 const (
 	liveMinGap    = time.Second
@@ -38,7 +46,86 @@ const (
 	// liveChartsGap is the least time between two renderings of a run's charts in one
 	// stream: they cost the most to draw and change little from one second to the next.
 	liveChartsGap = 15 * time.Second
+
+	// liveMaxStreams is how many streams the server keeps open at once, liveMaxPerIP how many
+	// of them one client address may hold (a person with a few tabs open needs a few).
+	liveMaxStreams = 2000
+	liveMaxPerIP   = 16
+	// liveLifetime is how long a stream lasts before it ends and the browser opens a new
+	// one, after liveReconnect (sent as the stream's retry field).
+	liveLifetime  = 30 * time.Minute
+	liveReconnect = 5 * time.Second
+	// liveBusyRetry is the Retry-After of a refused stream.
+	liveBusyRetry = 30 * time.Second
+	// liveRecheck is how often a logged-in stream reads its user again (before a render).
+	liveRecheck = 10 * time.Second
 )
+
+// liveLimits counts the open streams, in total and by client address. Its settings are fixed
+// once the server serves (tests lower them before). Safe for concurrent use.
+type liveLimits struct {
+	maxStreams, maxPerIP int
+	lifetime, reconnect  time.Duration
+	busyRetry, recheck   time.Duration
+
+	mu    sync.Mutex
+	total int
+	perIP map[string]int // only addresses with streams open
+}
+
+// newLiveLimits returns the limits with the default settings and no stream open.
+func newLiveLimits() *liveLimits {
+	return &liveLimits{maxStreams: liveMaxStreams, maxPerIP: liveMaxPerIP,
+		lifetime: liveLifetime, reconnect: liveReconnect, busyRetry: liveBusyRetry, recheck: liveRecheck,
+		perIP: map[string]int{}}
+}
+
+// liveClientKey is the address a client's streams are counted under: an IPv4 address, or
+// the /64 of an IPv6 one (one host commonly holds a whole /64).
+func liveClientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return a.String()
+}
+
+// acquire takes a slot for a stream from ip; ok is false when there is none. release, to be
+// called once when the stream ends, gives the slot back.
+func (l *liveLimits) acquire(ip string) (release func(), ok bool) {
+	key := liveClientKey(ip)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.total >= l.maxStreams || l.perIP[key] >= l.maxPerIP {
+		return nil, false
+	}
+	l.total++
+	l.perIP[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.total--
+			if l.perIP[key]--; l.perIP[key] <= 0 {
+				delete(l.perIP, key)
+			}
+		})
+	}, true
+}
+
+// open returns how many streams are open and from how many client addresses.
+func (l *liveLimits) open() (streams, clients int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total, len(l.perIP)
+}
 
 // liveBlock is one element of a page, by id, as HTML.
 type liveBlock struct {
@@ -46,10 +133,10 @@ type liveBlock struct {
 	HTML string
 }
 
-// liveRender renders a page's live blocks; done means the stream should end after sending
-// them. It takes a token of the pool for its database work only (liveRead), not for the
-// rendering.
-type liveRender func(ctx context.Context) (blocks []liveBlock, done bool, err error)
+// liveRender renders a page's live blocks for user (nil: nobody logged in), who is read again
+// now and then while the stream lasts; done means the stream should end after sending them.
+// It takes a token of the pool for its database work only (liveRead), not for the rendering.
+type liveRender func(ctx context.Context, user *rundb.User) (blocks []liveBlock, done bool, err error)
 
 // liveRead runs a live render's database work under the token pool.
 func (s *Server) liveRead(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -96,10 +183,34 @@ func liveWriteEvent(w io.Writer, event, data string) error {
 }
 
 // liveStream serves an event stream of render's blocks. The first render happens before
-// anything is sent, so a missing run is a plain 404.
+// anything is sent, so a missing run is a plain 404. A stream needs a slot (liveLimits): when
+// the server or the client's address has too many open, it is refused with 503.
 func (s *Server) liveStream(c *gin.Context, render liveRender) {
+	lim := s.live
+	release, ok := lim.acquire(c.ClientIP())
+	if !ok {
+		c.Header("Retry-After", strconv.Itoa(max(1, int(lim.busyRetry/time.Second))))
+		c.String(http.StatusServiceUnavailable, "Too many live update streams are open; try again later.\n")
+		return
+	}
+	defer release()
+
 	ctx := c.Request.Context()
-	do := func() ([]liveBlock, bool, error) { return render(ctx) }
+	opened := time.Now()
+	// A little less than the lifetime, at random, so that streams opened together do not all
+	// reconnect together.
+	lifetime := lim.lifetime
+	if lifetime > 10 {
+		lifetime -= rand.N(lifetime / 10)
+	}
+	// The session was checked by loadUser a moment ago; it is checked again every
+	// lim.recheck, before a render.
+	sess := sessions.Default(c)
+	name, _ := sess.Get(sessionUser).(string)
+	stamp, _ := sess.Get(sessionStamp).(string)
+	user, checked := currentUser(c), opened
+
+	do := func() ([]liveBlock, bool, error) { return render(ctx, user) }
 	changed := s.liveChanged() // taken before rendering, so no change is missed
 	blocks, done, err := do()
 	if err != nil {
@@ -115,6 +226,11 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 	// A server-wide write timeout would cut the stream; lift it for this response.
 	_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Time{})
 
+	// How long the browser waits before it reconnects, after the stream's lifetime or a
+	// dropped connection.
+	if _, err := fmt.Fprintf(c.Writer, "retry: %d\n\n", lim.reconnect.Milliseconds()); err != nil {
+		return
+	}
 	sent := map[string]string{}
 	lastWrite, lastRender := time.Now(), time.Now()
 	write := func(event, data string) bool {
@@ -134,6 +250,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 			}
 		}
 		if len(parts) == 0 {
+			c.Writer.Flush() // the retry field, at least, goes out now
 			return true
 		}
 		return write("update", strings.Join(parts, "\n"))
@@ -141,6 +258,9 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 	if !send(blocks) {
 		return
 	}
+	// expired: the stream has lived its time; it ends without an end event, so the browser
+	// opens a new one (which goes through loadUser and the limits again).
+	expired := func(now time.Time) bool { return now.Sub(opened) >= lifetime }
 	ticker := time.NewTicker(liveTick)
 	defer ticker.Stop()
 	for !done {
@@ -152,7 +272,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 			case <-changed:
 				break wait
 			case now := <-ticker.C:
-				if s.shuttingDown.Load() {
+				if s.shuttingDown.Load() || expired(now) {
 					return
 				}
 				if changed == nil && now.Sub(lastRender) >= livePoll {
@@ -176,6 +296,26 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 			case <-t.C:
 			}
 		}
+		if expired(time.Now()) {
+			return
+		}
+		if name != "" && time.Since(checked) >= lim.recheck {
+			u, ok, err := s.liveSessionValid(ctx, name, stamp)
+			checked = time.Now()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				s.logger.Error("live update: session check", "path", c.Request.URL.Path, "err", err)
+				return // the browser reconnects after a while
+			case !ok:
+				// Logged out for good (blocked, removed, password changed): the page must be
+				// reloaded, which loadUser answers.
+				write("end", "signed out")
+				return
+			}
+			user = u // its rights may have changed (an approver no longer one)
+		}
 		changed = s.liveChanged()
 		lastRender = time.Now()
 		blocks, done, err = do()
@@ -195,6 +335,27 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 		}
 	}
 	write("end", "finished")
+}
+
+// liveSessionValid reads the user of a stream's session again, as loadUser does for a
+// request: ok is false when the user is gone, blocked or pending, or when the session's stamp
+// is no longer theirs (a new password).
+func (s *Server) liveSessionValid(ctx context.Context, name, stamp string) (u *rundb.User, ok bool, err error) {
+	err = s.liveRead(ctx, func(ctx context.Context) error {
+		var err error
+		u, err = s.deps.DB.Users.Get(ctx, name)
+		return err
+	})
+	switch {
+	case errors.Is(err, rundb.ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	if u.Blocked || u.Pending || stamp != u.SessionStamp() {
+		return nil, false, nil
+	}
+	return u, true, nil
 }
 
 // liveCSRF is the session's CSRF token for forms in live blocks, read without creating one:
@@ -218,7 +379,7 @@ func (s *Server) homeEvents(c *gin.Context) {
 	if username == "" {
 		blocks = append([][2]string{{"home-stats", "runs-home-stats"}}, blocks...)
 	}
-	s.liveStream(c, func(ctx context.Context) ([]liveBlock, bool, error) {
+	s.liveStream(c, func(ctx context.Context, _ *rundb.User) ([]liveBlock, bool, error) {
 		var unfinished []*rundb.Run
 		err := s.liveRead(ctx, func(ctx context.Context) error {
 			var err error
@@ -248,12 +409,11 @@ func (s *Server) runEvents(c *gin.Context) {
 		s.pageError(c, http.StatusNotFound, "There is no such stream: for= takes live_elo or stats.")
 		return
 	}
-	user := currentUser(c)
 	primary := s.deps.Scheduler != nil
 	csrf := liveCSRF(c)
 	var charts viewCharts
 	var chartsAt time.Time
-	s.liveStream(c, func(ctx context.Context) ([]liveBlock, bool, error) {
+	s.liveStream(c, func(ctx context.Context, user *rundb.User) ([]liveBlock, bool, error) {
 		var r *rundb.Run
 		err := s.liveRead(ctx, func(ctx context.Context) error {
 			var err error

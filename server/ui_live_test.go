@@ -153,7 +153,7 @@ func TestUILiveRunStream(t *testing.T) {
 	// The run finishes: its final state, then the end.
 	env.runsFinish(r.ID, func(r *rundb.Run) { r.Args.SPRT.State = "accepted" })
 	liveWait(t, events, 10*time.Second, "the final state", func(ev liveEvent) bool {
-		return ev.name == "update" && strings.Contains(ev.data, ">finished<")
+		return ev.name == "update" && strings.Contains(ev.data, ">finished: passed<")
 	})
 	liveWait(t, events, 5*time.Second, "the end event", func(ev liveEvent) bool { return ev.name == "end" })
 	select {

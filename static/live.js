@@ -56,7 +56,14 @@
     const last = new Map(); // id -> the HTML last put in place
     const source = new EventSource(src);
     source.addEventListener("open", () => dot && dot.classList.add("on"));
-    source.addEventListener("error", () => dot && dot.classList.remove("on"));
+    source.addEventListener("error", () => {
+      if (dot) dot.classList.remove("on");
+      // The browser retries a dropped stream by itself, but gives up on a refusal (the server
+      // answers 503 when too many streams are open): try again later, spread out.
+      if (source.readyState === EventSource.CLOSED) {
+        setTimeout(() => listen(src, form), 30000 + Math.random() * 30000);
+      }
+    });
     source.addEventListener("update", (ev) => {
       const tpl = document.createElement("template");
       tpl.innerHTML = ev.data;
