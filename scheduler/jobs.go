@@ -296,7 +296,8 @@ func (s *Scheduler) SaveWorkerRuns(ctx context.Context) error {
 
 // Jobs are the scheduler's periodic jobs, with fishtest's periods scaled to the configured
 // scavenge period (60 s by default): scavenging, itp and nps every period, the worker map every
-// three, the worker_runs record every five, the books' metadata every fifteen.
+// three, the worker_runs record every five, the books' metadata and the contributors'
+// statistics every fifteen.
 func (s *Scheduler) Jobs() []Job {
 	p := s.cfg.ScavengePeriod
 	if p <= 0 {
@@ -309,5 +310,6 @@ func (s *Scheduler) Jobs() []Job {
 		{Name: "clean worker map", Period: 3 * p, Initial: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.CleanWtt(ctx); return nil }},
 		{Name: "save worker runs", Period: 5 * p, Initial: p, Jitter: 0.05, Run: s.SaveWorkerRuns},
 		{Name: "refresh books", Period: 15 * p, Initial: time.Second, Jitter: 0.05, Run: s.RefreshBooks},
+		{Name: "update contributors", Period: 15 * p, Initial: p, Jitter: 0.05, Run: newContributors(s).update},
 	}
 }

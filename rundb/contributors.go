@@ -1,0 +1,188 @@
+package rundb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// The store methods behind the contributor statistics (user_cache and top_month), which the
+// scheduler's "update contributors" job keeps up to date as fishtest's delta_update_users script
+// does.
+
+// statsProjection is what contributor statistics read of a run: who submitted it, its time
+// control and threads, its times, and each task's worker, last update and results.
+var statsProjection = bson.D{
+	{Key: "_id", Value: 1}, {Key: "start_time", Value: 1}, {Key: "last_updated", Value: 1},
+	{Key: "finished", Value: 1}, {Key: "deleted", Value: 1},
+	{Key: "args.username", Value: 1}, {Key: "args.tc", Value: 1}, {Key: "args.threads", Value: 1},
+	{Key: "tasks.worker_info.username", Value: 1}, {Key: "tasks.last_updated", Value: 1},
+	{Key: "tasks.stats", Value: 1},
+}
+
+// EachFinished calls fn with every finished run last updated at or after since, deleted ones
+// too (their games were played all the same), most recently updated first, stopping at fn's
+// first error. The runs hold only what contributor statistics need: ID, StartTime, LastUpdated,
+// Finished, Deleted, Args.Username, Args.TC, Args.Threads and, per task, WorkerInfo.Username,
+// LastUpdated and Stats; every other field is zero. Runs are read one at a time, so a scan of
+// every finished run (a first update) does not hold them all in memory.
+func (s *RunStore) EachFinished(ctx context.Context, since time.Time, fn func(*Run) error) error {
+	filter := bson.D{{Key: "finished", Value: true}}
+	if !since.IsZero() {
+		filter = append(filter, bson.E{Key: "last_updated", Value: bson.D{{Key: "$gte", Value: since.UTC()}}})
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "last_updated", Value: -1}}).SetProjection(statsProjection)
+	cur, err := s.coll.Find(ctx, filter, opts.SetHint("finished_runs"))
+	if err != nil {
+		cur, err = s.coll.Find(ctx, filter, opts.SetHint(nil))
+		if err != nil {
+			return fmt.Errorf("list finished runs since %s: %w", since.UTC().Format(time.RFC3339), mapError(err))
+		}
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		r, err := s.decode(cur.Current)
+		if err != nil {
+			return fmt.Errorf("decode finished run: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("list finished runs since %s: %w", since.UTC().Format(time.RFC3339), mapError(err))
+	}
+	return nil
+}
+
+// TestsRepos returns every user's default tests repository ("" for none), by username: the
+// users contributor statistics are kept for.
+func (s *UserStore) TestsRepos(ctx context.Context) (map[string]string, error) {
+	opts := options.Find().SetProjection(bson.D{{Key: "username", Value: 1}, {Key: "tests_repo", Value: 1}, {Key: "_id", Value: 0}})
+	cur, err := s.coll.Find(ctx, bson.D{}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list users' tests repositories: %w", mapError(err))
+	}
+	var rows []struct {
+		Username  string `bson:"username"`
+		TestsRepo string `bson:"tests_repo"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("list users' tests repositories: %w", mapError(err))
+	}
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		out[r.Username] = r.TestsRepo
+	}
+	return out, nil
+}
+
+// All returns every contributor's totals, in no particular order.
+func (s *UserCacheStore) All(ctx context.Context) ([]*UserStats, error) {
+	cur, err := s.coll.Find(ctx, bson.D{})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", s.coll.Name(), mapError(err))
+	}
+	out := []*UserStats{}
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, fmt.Errorf("list %s: %w", s.coll.Name(), mapError(err))
+	}
+	return out, nil
+}
+
+// Delete removes the totals of the named contributors; names without totals are ignored.
+func (s *UserCacheStore) Delete(ctx context.Context, usernames ...string) error {
+	if len(usernames) == 0 {
+		return nil
+	}
+	_, err := s.coll.DeleteMany(ctx, bson.D{{Key: "username", Value: bson.D{{Key: "$in", Value: usernames}}}})
+	if err != nil {
+		return fmt.Errorf("delete %d entries of %s: %w", len(usernames), s.coll.Name(), mapError(err))
+	}
+	return nil
+}
+
+// creditedPerDocument is how many run IDs one document of the deltas collection holds, as in
+// fishtest, which keeps each document well under MongoDB's 16 MB limit.
+const creditedPerDocument = 10000
+
+// deltas is fishtest's deltas collection: the IDs of the finished runs whose games user_cache
+// already counts, as the keys (with null values) of documents holding up to
+// creditedPerDocument of them each.
+func (d *DB) deltas() *mongo.Collection { return d.db.Collection("deltas") }
+
+// CreditedRuns returns the finished runs whose games the contributor totals already count
+// (fishtest's deltas collection). Keys that are not run IDs are ignored.
+func (d *DB) CreditedRuns(ctx context.Context) (map[ObjectID]bool, error) {
+	cur, err := d.deltas().Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}}))
+	if err != nil {
+		return nil, fmt.Errorf("read credited runs: %w", mapError(err))
+	}
+	defer cur.Close(ctx)
+	out := map[ObjectID]bool{}
+	for cur.Next(ctx) {
+		elems, err := cur.Current.Elements()
+		if err != nil {
+			return nil, fmt.Errorf("read credited runs: %w", err)
+		}
+		for _, e := range elems {
+			if id, err := ParseObjectID(e.Key()); err == nil {
+				out[id] = true
+			}
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("read credited runs: %w", mapError(err))
+	}
+	return out, nil
+}
+
+// AddCreditedRuns records runs as counted. It fills the newest document of the collection up to
+// creditedPerDocument IDs and inserts new documents for the rest, so each write is atomic on
+// its own and the collection keeps the shape fishtest reads and writes.
+func (d *DB) AddCreditedRuns(ctx context.Context, ids []ObjectID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	coll := d.deltas()
+	last, err := coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}})).Raw()
+	switch {
+	case err == nil:
+		elems, err := last.Elements()
+		if err != nil {
+			return fmt.Errorf("record credited runs: %w", err)
+		}
+		room := creditedPerDocument + 1 - len(elems) // _id is one of the elements
+		if room > 0 {
+			n := min(room, len(ids))
+			set := make(bson.D, n)
+			for i, id := range ids[:n] {
+				set[i] = bson.E{Key: id.Hex(), Value: nil}
+			}
+			if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: last.Lookup("_id")}},
+				bson.D{{Key: "$set", Value: set}}); err != nil {
+				return fmt.Errorf("record credited runs: %w", mapError(err))
+			}
+			ids = ids[n:]
+		}
+	case !errors.Is(mapError(err), ErrNotFound):
+		return fmt.Errorf("record credited runs: %w", mapError(err))
+	}
+	for len(ids) > 0 {
+		n := min(creditedPerDocument, len(ids))
+		doc := bson.D{{Key: "_id", Value: NewObjectID()}}
+		for _, id := range ids[:n] {
+			doc = append(doc, bson.E{Key: id.Hex(), Value: nil})
+		}
+		if _, err := coll.InsertOne(ctx, doc); err != nil {
+			return fmt.Errorf("record credited runs: %w", mapError(err))
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
