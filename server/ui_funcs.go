@@ -105,7 +105,17 @@ var baseFuncs = template.FuncMap{
 	},
 	// navClass marks the navigation link of the current section.
 	"navClass": func(path, prefix string) string {
-		if path == prefix || (prefix != "/" && strings.HasPrefix(path, prefix+"/")) {
+		if path == prefix || (prefix != "/tests" && strings.HasPrefix(path, prefix+"/")) {
+			return "current"
+		}
+		// "Tests" is the homepage and a run's own pages; the other /tests pages have their
+		// own items.
+		if prefix == "/tests" && strings.HasPrefix(path, "/tests/") {
+			for _, own := range []string{"/tests/run", "/tests/finished", "/tests/machines"} {
+				if path == own {
+					return ""
+				}
+			}
 			return "current"
 		}
 		return ""

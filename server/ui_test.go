@@ -144,3 +144,20 @@ func TestUIEveryPostNeedsTheCSRFToken(t *testing.T) {
 		}
 	}
 }
+
+func TestUINavigationMarksOneItem(t *testing.T) {
+	nav := baseFuncs["navClass"].(func(string, string) string)
+	for _, c := range []struct {
+		path, item string
+		current    bool
+	}{
+		{"/tests", "/tests", true}, {"/tests/view/abc", "/tests", true},
+		{"/tests/run", "/tests", false}, {"/tests/run", "/tests/run", true},
+		{"/tests/finished", "/tests", false}, {"/contributors/monthly", "/contributors", true},
+		{"/actions", "/tests", false},
+	} {
+		if got := nav(c.path, c.item) == "current"; got != c.current {
+			t.Errorf("on %s, item %s current = %v, want %v", c.path, c.item, got, c.current)
+		}
+	}
+}
