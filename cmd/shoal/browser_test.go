@@ -346,7 +346,7 @@ func TestBrowserSignupSubmitApproveWatchStop(t *testing.T) {
 	for _, p := range []struct{ path, name string }{
 		{"/tests/finished", "tests_finished"}, {"/tests/stats/" + runID, "run_stats"},
 		{"/tests/live_elo/" + runID, "live_elo"}, {"/contributors", "contributors"},
-		{"/nns", "nns"}, {"/sprt_calc?elo0=0&elo1=2&draw_ratio=0.5", "sprt_calc"},
+		{"/nns", "nns"}, {"/sprt_calc?elo-model=normalized&elo-0=0.5&elo-1=2.5&draw-ratio=0.6", "sprt_calc"},
 		{"/user", "profile"},
 	} {
 		b.open(p.path)
