@@ -1,39 +1,65 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
-// The limits on logging in and signing up. A login that fails counts against both the client's
-// address and the username tried, so neither guessing one account's password from many
-// addresses nor trying many accounts from one address gets far; a login that succeeds costs
-// nothing (the credential cache makes it cheap), so people sharing an address are not locked
-// out by each other's successes. A signup counts once its form is valid, as that is when it
-// costs a password hash and leaves an account for an approver to look at.
+// The limits on checking passwords and signing up. Only failed logins (a wrong username or
+// password) count; a login that succeeds costs nothing (the credential cache makes it cheap),
+// so people sharing an address are not locked out by each other's successes.
+//
+// A check holds a token of each of its buckets while the password is checked: kept if the
+// login fails, given back otherwise. A check starts only while a bucket has a token for it
+// beyond those held, and waits while the rest are held by checks in flight (until they end),
+// so that any number of parallel guesses gets no more checks than the bucket has tokens, while
+// many parallel right passwords (a fleet starting up) are delayed, not refused.
+//
+// On the login and profile forms a failure counts against the client's address (guessing
+// many accounts from one place), the username from that address (the strict limit) and the
+// username from anywhere (a loose backstop against guessing from many addresses, loose so that
+// strangers cannot lock a person out of the form). The worker and submission API count
+// failures per address only, and loosely: a large fleet shares an address, and its workers
+// use the right password. A signup counts once its form is valid, as that is when it costs a
+// password hash and leaves an account for an approver to look at.
 const (
-	loginPerIPRate     = rate.Limit(10.0 / 60) // 10 a minute
-	loginPerIPBurst    = 5
-	loginPerUserRate   = rate.Limit(5.0 / 60) // 5 a minute
-	loginPerUserBurst  = 5
-	signupPerIPRate    = rate.Limit(3.0 / 3600) // 3 an hour
-	signupPerIPBurst   = 3
-	limiterMaxKeys     = 100_000 // about 150 bytes a key
-	limiterMinIdleTime = 10 * time.Minute
+	loginPerIPRate       = rate.Limit(10.0 / 60) // 10 a minute
+	loginPerIPBurst      = 5
+	loginPerUserIPRate   = rate.Limit(5.0 / 60) // 5 a minute
+	loginPerUserIPBurst  = 5
+	loginPerUserRate     = rate.Limit(30.0 / 60) // 30 a minute
+	loginPerUserBurst    = 30
+	apiLoginPerIPRate    = rate.Limit(30.0 / 60) // 30 a minute
+	apiLoginPerIPBurst   = 30
+	signupPerIPRate      = rate.Limit(3.0 / 3600) // 3 an hour
+	signupPerIPBurst     = 3
+	limiterMaxKeys       = 100_000 // about 200 bytes a key
+	limiterMinIdleTime   = 10 * time.Minute
+	maxHeldWait          = 10 * time.Second // the longest a check waits for others in flight
+	ipv6LimitPrefixBits  = 64               // one site's share of IPv6 addresses
+	userIPKeySeparator   = "\x00"
+	apiTooManyLoginsText = "too many failed logins from this address; retry in %d s"
 )
 
 // keyedLimiter is a token bucket per key (a client address, a username). Keys idle long
 // enough to have refilled their bucket are dropped, as a fresh bucket is the same; the map
-// never holds more than max keys. Safe for concurrent use.
+// never holds more than max keys (but keys with checks in flight). Safe for concurrent use.
 type keyedLimiter struct {
-	limit rate.Limit
-	burst int
+	limit rate.Limit // tokens added a second
+	burst int        // a bucket's size; a fresh bucket is full
 	max   int
 	// idle is how long a key must go unused before it is dropped: at least the time its
 	// bucket takes to fill from empty.
@@ -45,9 +71,13 @@ type keyedLimiter struct {
 	lastSweep time.Time
 }
 
+// limiterEntry is one key's bucket: tokens at time last, held of them by checks in flight.
 type limiterEntry struct {
-	lim  *rate.Limiter
-	used time.Time
+	tokens float64
+	held   int
+	last   time.Time
+	// freed, when someone waits, is closed (and cleared) when a held token is settled.
+	freed chan struct{}
 }
 
 // newKeyedLimiter returns a limiter allowing burst events at once per key, refilled at limit
@@ -58,63 +88,125 @@ func newKeyedLimiter(limit rate.Limit, burst, maxKeys int, now func() time.Time)
 		now: now, keys: map[string]*limiterEntry{}}
 }
 
-// entry returns key's bucket, creating it, and sweeps idle keys from time to time. The caller
-// holds k.mu.
+// refill brings e's tokens up to now. The caller holds k.mu.
+func (k *keyedLimiter) refill(e *limiterEntry, now time.Time) {
+	if now.After(e.last) {
+		e.tokens = min(float64(k.burst), e.tokens+now.Sub(e.last).Seconds()*float64(k.limit))
+		e.last = now
+	}
+}
+
+// entry returns key's bucket refilled to now, creating it, and sweeps idle keys from time to
+// time. The caller holds k.mu.
 func (k *keyedLimiter) entry(key string, now time.Time) *limiterEntry {
 	if now.Sub(k.lastSweep) >= k.idle || (len(k.keys) >= k.max && k.keys[key] == nil) {
 		k.sweep(now)
 	}
 	e := k.keys[key]
 	if e == nil {
-		e = &limiterEntry{lim: rate.NewLimiter(k.limit, k.burst)}
+		e = &limiterEntry{tokens: float64(k.burst), last: now}
 		k.keys[key] = e
 	}
-	e.used = now
+	k.refill(e, now)
 	return e
 }
 
 // sweep drops idle keys and, if the map is still full, arbitrary ones (map order is random)
 // down to nine tenths of the bound, so a full map is swept once per max/10 new keys rather
-// than on every one. The caller holds k.mu.
+// than on every one. Keys with checks in flight stay. The caller holds k.mu.
 func (k *keyedLimiter) sweep(now time.Time) {
 	k.lastSweep = now
 	for key, e := range k.keys {
-		if now.Sub(e.used) >= k.idle {
+		if e.held == 0 && now.Sub(e.last) >= k.idle {
 			delete(k.keys, key)
 		}
 	}
 	target := k.max - k.max/10 - 1
-	for key := range k.keys {
+	for key, e := range k.keys {
 		if len(k.keys) <= target {
 			break
 		}
-		delete(k.keys, key)
+		if e.held == 0 {
+			delete(k.keys, key)
+		}
 	}
 }
 
-// wait reports how long key must wait before its next event is allowed: 0 if one is allowed
-// now. It takes nothing from the bucket.
-func (k *keyedLimiter) wait(key string) time.Duration {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	now := k.now()
-	e := k.keys[key]
-	if e == nil {
-		return 0
-	}
-	tokens := e.lim.TokensAt(now)
+// waitFor is how long a bucket holding tokens takes to hold one. The caller holds k.mu.
+func (k *keyedLimiter) waitFor(tokens float64) time.Duration {
 	if tokens >= 1 {
 		return 0
 	}
 	return time.Duration(math.Ceil((1 - tokens) / float64(k.limit) * float64(time.Second)))
 }
 
-// take counts one event for key, allowed or not (an empty bucket stays empty).
-func (k *keyedLimiter) take(key string) {
+// wait reports how long key must wait before its next event is allowed: 0 if one is allowed
+// now (or once the checks in flight end, if they all succeed). It takes nothing.
+func (k *keyedLimiter) wait(key string) time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	now := k.now()
-	k.entry(key, now).lim.AllowN(now, 1)
+	e := k.keys[key]
+	if e == nil {
+		return 0
+	}
+	k.refill(e, k.now())
+	return k.waitFor(e.tokens)
+}
+
+// reserve holds one token of key's bucket for a check and returns 0; or, if the bucket has
+// none to spare, holds nothing and returns how long to wait. While the bucket's tokens are all
+// held by checks in flight it waits for them to end (at most maxHeldWait, or until ctx ends),
+// as they may give their tokens back. Every 0 must be followed by one settle(key, …).
+func (k *keyedLimiter) reserve(ctx context.Context, key string) time.Duration {
+	deadline := time.NewTimer(maxHeldWait)
+	defer deadline.Stop()
+	for {
+		k.mu.Lock()
+		e := k.entry(key, k.now())
+		free := e.tokens - float64(e.held)
+		if free >= 1 {
+			e.held++
+			k.mu.Unlock()
+			return 0
+		}
+		wait := k.waitFor(free)
+		if e.held == 0 {
+			k.mu.Unlock()
+			return wait
+		}
+		if e.freed == nil {
+			e.freed = make(chan struct{})
+		}
+		freed := e.freed
+		k.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return max(wait, time.Second)
+		case <-deadline.C:
+			return max(wait, time.Second)
+		}
+	}
+}
+
+// settle ends a check that reserve let start: a failure keeps its token (the bucket loses
+// it), anything else gives it back. Checks waiting for the bucket look again.
+func (k *keyedLimiter) settle(key string, failed bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.keys[key]
+	if e == nil || e.held == 0 {
+		return
+	}
+	k.refill(e, k.now())
+	e.held--
+	if failed {
+		e.tokens = max(0, e.tokens-1)
+	}
+	if e.freed != nil {
+		close(e.freed)
+		e.freed = nil
+	}
 }
 
 // size returns how many keys the limiter remembers.
@@ -124,21 +216,110 @@ func (k *keyedLimiter) size() int {
 	return len(k.keys)
 }
 
-// accountLimiters are one server's login and signup limits.
+// limitKey is one bucket: a limiter and a key of it.
+type limitKey struct {
+	lim *keyedLimiter
+	key string
+}
+
+// reservation is the tokens a check holds until its outcome is known. A nil reservation
+// holds nothing. Call release in a defer right after reserving, so that no path (a panic
+// included) leaves a token held; settle, consume and release end it once, later calls do
+// nothing.
+type reservation struct {
+	held []limitKey
+}
+
+// reserve holds a token of every bucket, in order, or of none: if any bucket has none to
+// spare, it gives back what it holds and returns that bucket's wait.
+func reserve(ctx context.Context, buckets ...limitKey) (*reservation, time.Duration) {
+	r := &reservation{}
+	for _, b := range buckets {
+		if w := b.lim.reserve(ctx, b.key); w > 0 {
+			r.release()
+			return nil, w
+		}
+		r.held = append(r.held, b)
+	}
+	return r, 0
+}
+
+func (r *reservation) end(failed bool) {
+	if r == nil {
+		return
+	}
+	for _, b := range r.held {
+		b.lim.settle(b.key, failed)
+	}
+	r.held = nil
+}
+
+// release gives the tokens back: the attempt does not count.
+func (r *reservation) release() { r.end(false) }
+
+// consume keeps the tokens: the attempt counts.
+func (r *reservation) consume() { r.end(true) }
+
+// settle ends a password check's reservation: a failed login (rundb.ErrBadCredentials: an
+// unknown user or a wrong password) keeps its tokens; any other outcome, success included,
+// gives them back. A blocked or pending account's error only comes after its password matched,
+// and a database error tells the client nothing about the password.
+func (r *reservation) settle(authErr error) { r.end(errors.Is(authErr, rundb.ErrBadCredentials)) }
+
+// accountLimiters are one server's limits on password checks and signups.
 type accountLimiters struct {
-	loginIP, loginUser, signupIP *keyedLimiter
+	loginIP, loginUserIP, loginUser, apiLoginIP, signupIP *keyedLimiter
 }
 
 func newAccountLimiters(now func() time.Time) *accountLimiters {
 	return &accountLimiters{
-		loginIP:   newKeyedLimiter(loginPerIPRate, loginPerIPBurst, limiterMaxKeys, now),
-		loginUser: newKeyedLimiter(loginPerUserRate, loginPerUserBurst, limiterMaxKeys, now),
-		signupIP:  newKeyedLimiter(signupPerIPRate, signupPerIPBurst, limiterMaxKeys, now),
+		loginIP:     newKeyedLimiter(loginPerIPRate, loginPerIPBurst, limiterMaxKeys, now),
+		loginUserIP: newKeyedLimiter(loginPerUserIPRate, loginPerUserIPBurst, limiterMaxKeys, now),
+		loginUser:   newKeyedLimiter(loginPerUserRate, loginPerUserBurst, limiterMaxKeys, now),
+		apiLoginIP:  newKeyedLimiter(apiLoginPerIPRate, apiLoginPerIPBurst, limiterMaxKeys, now),
+		signupIP:    newKeyedLimiter(signupPerIPRate, signupPerIPBurst, limiterMaxKeys, now),
 	}
+}
+
+// reserveLogin reserves a web login's tokens (the login form, the profile's current password)
+// for username (any case) from address ip. The buckets are always taken in the same order, so
+// checks waiting for each other cannot wait in a circle.
+func (l *accountLimiters) reserveLogin(ctx context.Context, ip, username string) (*reservation, time.Duration) {
+	name := strings.ToLower(username)
+	return reserve(ctx, limitKey{l.loginIP, ip}, limitKey{l.loginUserIP, name + userIPKeySeparator + ip},
+		limitKey{l.loginUser, name})
 }
 
 // limits returns s's login and signup limiters.
 func (s *Server) limits() *accountLimiters { return s.limiters }
+
+// clientKey is the address a client's attempts count against: its IP address, or for IPv6 the
+// /64 network, as one host or site usually has all of one.
+func clientKey(c *gin.Context) string {
+	ip := c.ClientIP()
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return ip
+	}
+	p, err := a.WithZone("").Prefix(ipv6LimitPrefixBits)
+	if err != nil {
+		return ip
+	}
+	return p.String()
+}
+
+// reserveAPILogin reserves the token of an API call's password check (worker and submission
+// calls) for the client's address. Over the limit it answers 429 in the API's error shape,
+// with Retry-After, and returns false.
+func (s *Server) reserveAPILogin(c *gin.Context) (*reservation, bool) {
+	r, wait := reserve(c.Request.Context(), limitKey{s.limits().apiLoginIP, clientKey(c)})
+	if wait > 0 {
+		wait = tooMany(c, wait)
+		apiError(c, statusTooMany, fmt.Sprintf(apiTooManyLoginsText, int64(wait.Seconds())))
+		return nil, false
+	}
+	return r, true
+}
 
 // tooMany sets the headers of a refused request: 429 is the status, Retry-After the whole
 // seconds to wait (at least 1). It returns the wait, rounded up, for the page's message.
@@ -148,7 +329,7 @@ func tooMany(c *gin.Context, wait time.Duration) time.Duration {
 	return time.Duration(secs) * time.Second
 }
 
-// statusTooMany is the status of a rate-limited form.
+// statusTooMany is the status of a rate-limited request.
 const statusTooMany = http.StatusTooManyRequests
 
 // waitText says how long to wait in words: "40 seconds", "3 minutes".

@@ -47,7 +47,8 @@ func (s *Server) submitRoutes(r gin.IRoutes) {
 }
 
 // createRun stores a new, unapproved run for the authenticated user. Every invalid field is a
-// 400 naming it by its JSON path ("run.sprt.elo0"); bad credentials are a 401.
+// 400 naming it by its JSON path ("run.sprt.elo0"); bad credentials are a 401, and too many of
+// them from the client's address a 429 (reserveAPILogin).
 func (s *Server) createRun(c *gin.Context) {
 	if !s.requirePrimary(c, submitToPrimary) {
 		return
@@ -60,9 +61,15 @@ func (s *Server) createRun(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, "run: missing: give the run's arguments")
 		return
 	}
+	res, ok := s.reserveAPILogin(c)
+	if !ok {
+		return
+	}
+	defer res.release() // if the password was not checked, or on a panic
 	var id rundb.ObjectID
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		u, err := s.deps.DB.Users.Authenticate(ctx, body.Username, body.Password)
+		res.settle(err)
 		if err != nil {
 			return err
 		}
@@ -104,9 +111,15 @@ func (s *Server) approveRun(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, "run_id: "+err.Error())
 		return
 	}
+	res, ok := s.reserveAPILogin(c)
+	if !ok {
+		return
+	}
+	defer res.release() // if the password was not checked, or on a panic
 	var username string
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		u, err := s.deps.DB.Users.Authenticate(ctx, body.Username, body.Password)
+		res.settle(err)
 		if err != nil {
 			return err
 		}

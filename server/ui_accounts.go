@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/gin-contrib/sessions"
@@ -18,7 +19,12 @@ import (
 )
 
 // accountFuncs are this area's template functions.
-var accountFuncs = template.FuncMap{}
+var accountFuncs = template.FuncMap{
+	// mailtoAddr is the mailto link to an email address, escaped (see mailtoURL): write
+	// href="{{mailtoAddr .Email}}", never href="mailto:{{.Email}}", which html/template leaves
+	// a "?" in.
+	"mailtoAddr": func(addr string) string { return mailtoURL(addr, "", "") },
+}
 
 // --- Logging in and out ---
 
@@ -37,8 +43,10 @@ func (s *Server) loginPage(c *gin.Context) {
 }
 
 // loginSubmit checks the credentials and opens a session. A failed attempt counts against the
-// client's address and the username; while either is over its limit the form answers 429
-// without checking anything.
+// client's address, the username from that address and the username from anywhere; while any
+// is over its limit the form answers 429 without checking anything. The attempt takes its
+// tokens before the password is checked and gives them back if it was right, so parallel
+// guesses get no further than sequential ones.
 func (s *Server) loginSubmit(c *gin.Context) {
 	d := loginData{
 		Username: strings.TrimSpace(c.PostForm("username")),
@@ -46,15 +54,15 @@ func (s *Server) loginSubmit(c *gin.Context) {
 		Next:     safeNext(c.PostForm("next"), ""),
 	}
 	password := c.PostForm("password")
-	ip, nameKey := c.ClientIP(), strings.ToLower(d.Username)
-	lim := s.limits()
-	if wait := max(lim.loginIP.wait(ip), lim.loginUser.wait(nameKey)); wait > 0 {
+	res, wait := s.limits().reserveLogin(c.Request.Context(), clientKey(c), d.Username)
+	if wait > 0 {
 		wait = tooMany(c, wait)
 		d.Error = "Too many failed logins. Wait " + waitText(wait) + " and try again."
 		d.page = s.page(c, "Log in")
 		s.render(c, statusTooMany, "login", d)
 		return
 	}
+	defer res.release() // unless settled: a database error says nothing about the password
 	var u *rundb.User
 	var authErr error
 	ok := s.uiDo(c, func(ctx context.Context) error {
@@ -69,13 +77,12 @@ func (s *Server) loginSubmit(c *gin.Context) {
 	if !ok {
 		return
 	}
+	res.settle(authErr)
 	if authErr != nil {
 		status := http.StatusForbidden
 		d.Error = authErr.Error()
 		switch {
 		case errors.Is(authErr, rundb.ErrBadCredentials):
-			lim.loginIP.take(ip)
-			lim.loginUser.take(nameKey)
 			status = http.StatusBadRequest
 		case errors.Is(authErr, rundb.ErrPending):
 			d.Error += " An approver looks at every new account, to keep spam out; this is usually " +
@@ -146,8 +153,10 @@ func (s *Server) signupPage(c *gin.Context) {
 }
 
 // signupSubmit creates a pending account. There is no CAPTCHA (nothing outside the machine is
-// reachable); instead each address may create a few accounts an hour, and an approver accepts
-// every account before it can log in.
+// reachable); instead each address may send a few valid forms an hour, and an approver accepts
+// every account before it can log in. A valid form takes its token before the username and
+// email are looked up, so that "this email has an account" answers are as limited as signups,
+// also for parallel requests.
 func (s *Server) signupSubmit(c *gin.Context) {
 	if currentUser(c) != nil {
 		s.redirect(c, "/tests")
@@ -167,12 +176,16 @@ func (s *Server) signupSubmit(c *gin.Context) {
 		d.page = s.page(c, "Sign up")
 		s.render(c, status, "signup", d)
 	}
-	ip := c.ClientIP()
+	ip := clientKey(c)
 	lim := s.limits()
-	if wait := lim.signupIP.wait(ip); wait > 0 {
+	limited := func(wait time.Duration) {
 		wait = tooMany(c, wait)
 		d.Error = "Too many accounts were created from your address. Wait " + waitText(wait) + " and try again."
 		show(statusTooMany)
+	}
+	// Already over the limit: say so before the form's errors.
+	if wait := lim.signupIP.wait(ip); wait > 0 {
+		limited(wait)
 		return
 	}
 
@@ -197,7 +210,12 @@ func (s *Server) signupSubmit(c *gin.Context) {
 		return
 	}
 
-	lim.signupIP.take(ip)
+	res, wait := reserve(c.Request.Context(), limitKey{lim.signupIP, ip})
+	if wait > 0 {
+		limited(wait)
+		return
+	}
+	defer res.release() // unless consumed: a database error, and the form was not looked at
 	f.Email, f.TestsRepo = email, repo
 	var nameTaken, emailTaken bool
 	ok := s.uiDo(c, func(ctx context.Context) error {
@@ -222,6 +240,7 @@ func (s *Server) signupSubmit(c *gin.Context) {
 	if !ok {
 		return
 	}
+	res.consume()
 	if nameTaken || emailTaken {
 		if nameTaken {
 			d.Errors["username"] = "This username is taken."
@@ -232,7 +251,7 @@ func (s *Server) signupSubmit(c *gin.Context) {
 		show(http.StatusConflict)
 		return
 	}
-	s.logger.Info("signup", "user", f.Username, "ip", ip)
+	s.logger.Info("signup", "user", f.Username, "ip", c.ClientIP())
 	s.flash(c, "success", "Your account is created, and an approver must accept your account before you can "+
 		"log in. This is usually quick, but can take a few hours. Thank you for contributing!")
 	s.redirect(c, "/login")
@@ -560,20 +579,15 @@ func (s *Server) setMachineLimit(c *gin.Context, me, target *rundb.User) {
 }
 
 // editOwnProfile saves one's email, tests repository and, if given, a new password. The current
-// password is required, and a wrong one counts against the login limits. A new password ends
-// every other session of the user (their stamp no longer matches); this one is opened again.
+// password is required for every change, and a wrong one counts against the login limits (its
+// tokens are taken before the check, as on the login form). Whether another account has the
+// email is only looked up once the current password is right, so the form tells nobody else
+// which addresses have accounts. A new password ends every other session of the user (their
+// stamp no longer matches); this one is opened again.
 func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 	f := profileForm{Email: strings.TrimSpace(c.PostForm("email")), TestsRepo: strings.TrimSpace(c.PostForm("tests_repo"))}
 	old, password, password2 := c.PostForm("old_password"), c.PostForm("password"), c.PostForm("password2")
 	d := profileData{Target: me, Own: true, Approver: me.IsApprover(), Form: f, Errors: map[string]string{}}
-	ip, nameKey := c.ClientIP(), strings.ToLower(me.Username)
-	lim := s.limits()
-	if wait := max(lim.loginIP.wait(ip), lim.loginUser.wait(nameKey)); wait > 0 {
-		wait = tooMany(c, wait)
-		d.Errors["old_password"] = "Too many wrong passwords. Wait " + waitText(wait) + " and try again."
-		s.showProfile(c, statusTooMany, &d)
-		return
-	}
 
 	email, msg := normaliseEmail(f.Email)
 	if msg != "" {
@@ -590,11 +604,27 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 			d.Errors["password2"] = "The two passwords differ."
 		}
 	}
+	if old == "" {
+		d.Errors["old_password"] = "Give your current password to change your profile."
+		s.showProfile(c, http.StatusBadRequest, &d)
+		return
+	}
+	res, wait := s.limits().reserveLogin(c.Request.Context(), clientKey(c), me.Username)
+	if wait > 0 {
+		wait = tooMany(c, wait)
+		d.Errors["old_password"] = "Too many wrong passwords. Wait " + waitText(wait) + " and try again."
+		s.showProfile(c, statusTooMany, &d)
+		return
+	}
+	defer res.release() // unless settled: a database error says nothing about the password
 	var authErr error
 	emailTaken := false
 	if !s.uiDo(c, func(ctx context.Context) error {
 		_, authErr = s.deps.DB.Users.Authenticate(ctx, me.Username, old)
-		if authErr != nil && !errors.Is(authErr, rundb.ErrBadCredentials) {
+		if errors.Is(authErr, rundb.ErrBadCredentials) {
+			return nil
+		}
+		if authErr != nil {
 			return authErr
 		}
 		if email != "" && !strings.EqualFold(email, me.Email) {
@@ -606,9 +636,8 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 	}) {
 		return
 	}
+	res.settle(authErr)
 	if authErr != nil {
-		lim.loginIP.take(ip)
-		lim.loginUser.take(nameKey)
 		d.Errors["old_password"] = "This is not your current password."
 	}
 	if emailTaken {

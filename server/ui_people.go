@@ -297,10 +297,30 @@ func workerMailto(c *gin.Context, approver string, r blockedWorkerRow) string {
 		strings.ReplaceAll(r.Message, "\n", "\r\n") + "\r\n\r\n" +
 		"The event log may tell you more: " + events + "\r\n\r\n" +
 		"Reply to this email if we can help.\r\n\r\n" + approver + " (Shoal approver)\r\n"
-	subject := "Your Shoal worker " + r.Name
-	// mailto takes percent-encoded text; PathEscape leaves spaces as %20, which mail clients
-	// read, where QueryEscape's "+" would show up as is.
-	return "mailto:" + r.OwnerEmail + "?subject=" + url.PathEscape(subject) + "&body=" + url.PathEscape(body)
+	return mailtoURL(r.OwnerEmail, "Your Shoal worker "+r.Name, body)
+}
+
+// mailtoURL is a mailto link (RFC 6068) to addr with a subject and body, each omitted when
+// empty. Everything is percent-encoded but the address's "@", so that an address such as
+// "x?cc=y@evil.example" (valid: "?" and "=" may appear before the "@") stays one recipient,
+// and a body with "&" or "=" adds no header.
+func mailtoURL(addr, subject, body string) string {
+	var q []string
+	if subject != "" {
+		q = append(q, "subject="+mailtoEscape(subject))
+	}
+	if body != "" {
+		q = append(q, "body="+mailtoEscape(body))
+	}
+	u := url.URL{Scheme: "mailto", Opaque: strings.ReplaceAll(mailtoEscape(addr), "%40", "@"),
+		RawQuery: strings.Join(q, "&")}
+	return u.String()
+}
+
+// mailtoEscape percent-encodes s as a mailto URL's query value: url.QueryEscape, with spaces as
+// %20, since mail clients show a "+" as is. The only "+" QueryEscape leaves is a space's.
+func mailtoEscape(s string) string {
+	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
 
 // workerSubmit blocks or unblocks a worker with a message for its owner. The worker's owner

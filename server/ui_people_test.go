@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"html"
+	"html/template"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -443,6 +445,83 @@ func TestUIPeopleContributors(t *testing.T) {
 		rows := rowsOf(body(anon.get("/contributors/monthly")))
 		if len(rows) != 1 || !strings.Contains(rows[0], ">bob<") {
 			t.Errorf("monthly: %v", rows)
+		}
+	})
+}
+
+// mailtoHref finds the href of the mailto link in page and parses it.
+func mailtoHref(t *testing.T, page string) *url.URL {
+	t.Helper()
+	m := regexp.MustCompile(`href="(mailto:[^"]*)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no mailto link:\n%s", page)
+	}
+	u, err := url.Parse(html.UnescapeString(m[1]))
+	if err != nil {
+		t.Fatalf("mailto link %q: %v", m[1], err)
+	}
+	return u
+}
+
+// checkMailto asserts that a mailto URL goes to addr only, with only the given headers.
+func checkMailto(t *testing.T, u *url.URL, addr string, headers ...string) {
+	t.Helper()
+	to, err := url.PathUnescape(u.Opaque)
+	if u.Scheme != "mailto" || err != nil || to != addr || strings.ContainsAny(u.Opaque, "?&=,") {
+		t.Errorf("mailto %q: recipient %q (%v), want exactly %q, escaped", u, to, err, addr)
+	}
+	q := u.Query()
+	if len(q) != len(headers) {
+		t.Errorf("mailto %q: headers %v, want only %v", u, q, headers)
+	}
+	for _, h := range headers {
+		if len(q[h]) != 1 {
+			t.Errorf("mailto %q: header %s given %d times", u, h, len(q[h]))
+		}
+	}
+	if strings.Contains(u.RawQuery, "+") {
+		t.Errorf("mailto %q: a + in the query, which mail clients show as is", u)
+	}
+}
+
+func TestUIPeopleMailtoEscapes(t *testing.T) {
+	const evil = "owner?cc=x@evil.example"
+	if got, msg := normaliseEmail(evil); got != evil || msg != "" {
+		t.Fatalf("signup refuses %q (%q): then this test guards nothing", evil, msg)
+	}
+
+	t.Run("blocked workers", func(t *testing.T) {
+		env := newUIEnv(t)
+		ctx := context.Background()
+		if _, err := env.db.Users.Create(ctx, rundb.NewUser{Username: "zed", Password: uiPassword, Accepted: true, Email: evil}); err != nil {
+			t.Fatal(err)
+		}
+		const worker = "zed-8cores-1a2b3c4d"
+		msg := "Too many losses & time-outs; see body=x&cc=y@evil.example + more"
+		if err := env.db.Workers.Put(ctx, &rundb.Worker{WorkerName: worker, Blocked: true, Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+		page := body(env.as("bob").get("/workers/show"))
+		u := mailtoHref(t, page)
+		if strings.Contains(page, `mailto:owner?cc`) {
+			t.Errorf("the owner's address is not escaped:\n%s", page)
+		}
+		checkMailto(t, u, evil, "subject", "body")
+		q := u.Query()
+		if q.Get("subject") != "Your Shoal worker "+worker || !strings.Contains(q.Get("body"), msg) {
+			t.Errorf("subject %q, body %q: want the worker's name and the message intact", q.Get("subject"), q.Get("body"))
+		}
+	})
+
+	t.Run("mailtoAddr", func(t *testing.T) {
+		tmpl := template.Must(template.New("").Funcs(accountFuncs).Parse(`<a href="{{mailtoAddr .}}">{{.}}</a>`))
+		var b strings.Builder
+		if err := tmpl.Execute(&b, evil); err != nil {
+			t.Fatal(err)
+		}
+		checkMailto(t, mailtoHref(t, b.String()), evil)
+		if got := mailtoURL("a.b+tag@example.org", "hi there", ""); got != "mailto:a.b%2Btag@example.org?subject=hi%20there" {
+			t.Errorf("a plain address: %q", got)
 		}
 	})
 }

@@ -67,19 +67,27 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 }
 
 // authenticate checks the credentials of a call (fishtest's validate_username_password): a body
-// without them is a 400, wrong ones a 401 with the reason.
+// without them is a 400, wrong ones a 401 with the reason. Failed logins are limited per client
+// address (reserveAPILogin): over the limit the call is a 429 with Retry-After, whatever its
+// password, as the password is not checked then.
 func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 	username, password, err := protocol.DecodeAccess(body)
 	if err != nil {
 		apiError(c, http.StatusBadRequest, err.Error())
 		return nil, false
 	}
+	res, ok := s.reserveAPILogin(c)
+	if !ok {
+		return nil, false
+	}
+	defer res.release() // a panic must not keep the token held
 	var u *rundb.User
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
 		u, err = s.deps.DB.Users.Authenticate(ctx, username, password)
 		return err
 	})
+	res.settle(err)
 	switch {
 	case errors.Is(err, rundb.ErrBadCredentials), errors.Is(err, rundb.ErrBlocked), errors.Is(err, rundb.ErrPending):
 		apiError(c, http.StatusUnauthorized, err.Error())

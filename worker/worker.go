@@ -373,6 +373,12 @@ func (w *Worker) verifyVersion(ctx context.Context) (ok bool, err error) {
 		return false, ctx.Err()
 	}
 	if msg, bad := r.errorMessage(); bad {
+		if r.status == http.StatusTooManyRequests {
+			// Too many failed logins from this address (perhaps another machine's): not a
+			// verdict on this worker's credentials, so back off and ask again.
+			w.log.Warn("request_version: the server asks to wait", "error", msg)
+			return false, nil
+		}
 		return false, fmt.Errorf("request_version: the server refused the worker: %s", msg)
 	}
 	var vr protocol.VersionReply

@@ -241,6 +241,12 @@ func TestRequestVersion(t *testing.T) {
 			return nil
 		}, ""},
 		{"an older server is fine", func(int) answer { return ok("version", protocol.Version-1) }, ""},
+		{"too many failed logins from the address is waited out", func(n int) answer {
+			if n == 1 {
+				return jsonAnswer(429, map[string]any{"error": "/api/request_version: too many failed logins from this address; retry in 30 s", "duration": 0.001})
+			}
+			return nil
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
