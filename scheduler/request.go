@@ -61,14 +61,11 @@ type candidate struct {
 // machineLimit is the worker's user's limit of active tasks per IP address; hostURL goes into
 // the blocked-worker message.
 func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machineLimit int, hostURL string) (TaskReply, error) {
-	select {
-	case s.taskSem <- struct{}{}:
-		defer func() { <-s.taskSem }()
-	default:
-		return TaskReply{Waiting: true, Info: TooBusy}, nil
-	}
 	n := s.inside.Add(1)
 	defer s.inside.Add(-1)
+	if n > s.taskLimit.Load() {
+		return TaskReply{Waiting: true, Info: TooBusy}, nil
+	}
 	for peak := s.peakInside.Load(); n > peak && !s.peakInside.CompareAndSwap(peak, n); peak = s.peakInside.Load() {
 	}
 

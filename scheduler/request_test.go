@@ -162,18 +162,26 @@ func TestBlockedWorker(t *testing.T) {
 func TestRequestTaskTooBusy(t *testing.T) {
 	s, _ := newTestScheduler(t)
 	id := addRun(t, s, runSpec{numGames: 1000, approved: true})
-	for range cap(s.taskSem) {
-		s.taskSem <- struct{}{}
-	}
+	full := s.TaskSemaphoreSize()
+	s.inside.Add(int32(full)) // as many callers inside as the semaphore lets in
 	got := request(t, s, worker(1))
 	if !got.Waiting || got.Info != "Request_task: the server is currently too busy..." {
 		t.Errorf("with the semaphore full: %+v", got)
 	}
-	for range cap(s.taskSem) {
-		<-s.taskSem
+	// Growing the semaphore lets the next caller in; shrinking it below those inside turns
+	// callers away again.
+	s.SetTaskSemaphoreSize(full + 1)
+	if got := request(t, s, worker(2)); got.Info == TooBusy {
+		t.Errorf("after growing the semaphore: %+v", got)
 	}
-	if r := snapshot(t, s, id); len(r.Tasks) != 0 {
-		t.Error("a too-busy request scheduled a task")
+	s.SetTaskSemaphoreSize(1)
+	if got := request(t, s, worker(3)); got.Info != TooBusy {
+		t.Errorf("after shrinking the semaphore below the callers inside: %+v", got)
+	}
+	s.inside.Add(-int32(full))
+	s.SetTaskSemaphoreSize(full)
+	if r := snapshot(t, s, id); len(r.Tasks) != 1 {
+		t.Errorf("%d tasks, want 1: only the caller let in by the grown semaphore gets one", len(r.Tasks))
 	}
 }
 

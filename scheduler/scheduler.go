@@ -50,14 +50,12 @@ type Scheduler struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	// taskSem lets at most TaskSemaphoreSize request_task calls in; the rest are told at once
-	// that the server is busy.
-	taskSem chan struct{}
+	// The request_task semaphore: inside counts the calls let in, and at most taskLimit are
+	// (TaskSemaphoreSize, changeable while serving); the rest are told at once that the server
+	// is busy. peakInside is the most ever inside at once, for tests and metrics.
+	inside, peakInside, taskLimit atomic.Int32
 	// requestMu serialises the choice of a run and the creation of its task.
 	requestMu sync.Mutex
-	// inside counts request_task calls past the semaphore, and peakInside is its maximum, for
-	// tests and metrics.
-	inside, peakInside atomic.Int32
 
 	mu          sync.Mutex // guards the fields below
 	unfinished  map[rundb.ObjectID]bool
@@ -78,9 +76,8 @@ func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *S
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		cfg: cfg, db: db, runs: runs, logger: logger, now: time.Now,
-		taskSem:     make(chan struct{}, cfg.TaskSemaphoreSize),
 		unfinished:  make(map[rundb.ObjectID]bool),
 		wtt:         make(map[string]taskRef),
 		connections: make(map[string]int),
@@ -90,7 +87,19 @@ func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *S
 		bookSRI:     make(map[string]string),
 		legacy:      make(map[string]bool),
 	}
+	s.taskLimit.Store(int32(cfg.TaskSemaphoreSize))
+	return s
 }
+
+// SetTaskSemaphoreSize changes how many request_task calls are let in at once, while serving:
+// a larger size lets more in at once; a smaller one turns callers away until enough of those
+// inside have left. Sizes below 1 count as 1.
+func (s *Scheduler) SetTaskSemaphoreSize(n int) {
+	s.taskLimit.Store(int32(max(1, n)))
+}
+
+// TaskSemaphoreSize is the current size of the request_task semaphore.
+func (s *Scheduler) TaskSemaphoreSize() int { return int(s.taskLimit.Load()) }
 
 // Snapshot returns a copy of a run as the scheduler sees it.
 func (s *Scheduler) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error) {
