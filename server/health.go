@@ -1,14 +1,43 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
 
-// healthz answers 200 while the server is serving: requests are answered only once the
+// readyTimeout bounds /readyz's database check: a probe must answer, not hang with the
+// database.
+const readyTimeout = 2 * time.Second
+
+// healthz answers 200 while the process serves (liveness): requests are answered only once the
 // database is ready (connections made earlier wait in the listen backlog), and shutdownGuard
 // answers 503 once shutdown has begun.
 func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok", "version": s.deps.Version})
+}
+
+// readyz answers 200 when this instance should get traffic (readiness): its database answers,
+// its role is known, and it is not shutting down (shutdownGuard answers 503 then). A failed
+// check is a 503 naming it, so a load balancer takes the instance out until it recovers.
+func (s *Server) readyz(c *gin.Context) {
+	role := "secondary"
+	if s.deps.Scheduler != nil {
+		role = "primary"
+	}
+	if s.deps.DB == nil {
+		apiError(c, http.StatusServiceUnavailable, "no database")
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
+	defer cancel()
+	if err := s.deps.DB.Ping(ctx); err != nil {
+		s.logger.Warn("not ready: the database does not answer", "err", err)
+		c.Header("Retry-After", "5")
+		apiError(c, http.StatusServiceUnavailable, "the database does not answer")
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "role": role, "instance": s.deps.Instance, "version": s.deps.Version})
 }

@@ -7,9 +7,13 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// stamp records when the request started, for the duration every API reply carries.
-func stamp(c *gin.Context) {
+// stamp records when the request started, for the duration every API reply carries, and names
+// the instance that answers.
+func (s *Server) stamp(c *gin.Context) {
 	c.Set(startedKey, time.Now())
+	if s.deps.Instance != "" {
+		c.Header("X-Shoal-Instance", s.deps.Instance)
+	}
 	c.Next()
 }
 

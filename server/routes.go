@@ -24,11 +24,11 @@ func (s *Server) routes() *gin.Engine {
 	if err := r.SetTrustedProxies([]string{"127.0.0.1", "::1"}); err != nil {
 		panic(err) // constant input
 	}
-	r.Use(stamp, s.accessLog, gin.CustomRecovery(s.recovery), s.shutdownGuard)
+	r.Use(s.stamp, s.accessLog, gin.CustomRecovery(s.recovery), s.shutdownGuard)
 
 	// Health and operations.
-	r.GET("/healthz", s.healthz)
-	r.HEAD("/healthz", s.healthz)
+	getAndHead(r, "/healthz", s.healthz)
+	getAndHead(r, "/readyz", s.readyz)
 
 	// Worker API (protocol version 325).
 	s.workerRoutes(r)

@@ -57,6 +57,10 @@ type Deps struct {
 	SessionSecret []byte
 	// DataDir is the instance's data directory; uploaded networks live under DataDir/nn.
 	DataDir string
+	// Instance names this instance ("primary@127.0.0.1:8000") in the X-Shoal-Instance header
+	// of every reply, so that operators (and tests) see which instance behind a proxy
+	// answered.
+	Instance string
 	// Changed returns a channel closed at the next change of any run (RunCache.Changed), for
 	// live pages; nil (a secondary) makes them poll.
 	Changed func() <-chan struct{}

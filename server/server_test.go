@@ -135,3 +135,43 @@ func TestHomeWithoutDatabase(t *testing.T) {
 		t.Errorf("GET /tests with a closed database = %d:\n%s", w.Code, w.Body)
 	}
 }
+
+// /readyz says whether to send traffic here: the database answers (200 with the role), or not
+// (503 in the API's shape), and never while shutting down.
+func TestReadyz(t *testing.T) {
+	db := rundbtest.Open(t)
+	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: db.Users, DB: db, Instance: "secondary@test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := do(s, http.MethodGet, "/readyz")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"role":"secondary"`) {
+		t.Errorf("GET /readyz = %d %s, want 200 with the role", w.Code, w.Body)
+	}
+	if got := w.Header().Get("X-Shoal-Instance"); got != "secondary@test" {
+		t.Errorf("X-Shoal-Instance = %q", got)
+	}
+	s.BeginShutdown()
+	if w := do(s, http.MethodGet, "/readyz"); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz while shutting down = %d, want 503", w.Code)
+	}
+
+	closed, err := rundb.Open(context.Background(), rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closed.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s, err = New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: closed.Users, DB: closed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = do(s, http.MethodGet, "/readyz")
+	if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || msg != "/readyz: the database does not answer" {
+		t.Errorf("GET /readyz with a closed database = %d %q", w.Code, msg)
+	}
+	if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusOK {
+		t.Errorf("GET /healthz with a closed database = %d: liveness does not depend on the database", w.Code)
+	}
+}

@@ -24,15 +24,24 @@ const (
 
 // workerRoutes registers the nine endpoints of the worker protocol.
 func (s *Server) workerRoutes(r gin.IRoutes) {
-	r.POST("/api/request_version", s.requestVersion)
-	r.POST("/api/request_task", s.workerCall(s.requestTask))
-	r.POST("/api/update_task", s.workerCall(s.updateTask))
-	r.POST("/api/beat", s.workerCall(s.beat))
-	r.POST("/api/request_spsa", s.workerCall(s.requestSPSA))
-	r.POST("/api/failed_task", s.workerCall(s.failedTask))
-	r.POST("/api/stop_run", s.workerCall(s.stopRun))
+	// Every worker endpoint but upload_pgn needs the primary's scheduler; a secondary turns
+	// them away before reading anything, as fishtest's RejectNonPrimaryWorkerApiMiddleware.
+	r.POST("/api/request_version", s.primaryOnly, s.requestVersion)
+	r.POST("/api/request_task", s.primaryOnly, s.workerCall(s.requestTask))
+	r.POST("/api/update_task", s.primaryOnly, s.workerCall(s.updateTask))
+	r.POST("/api/beat", s.primaryOnly, s.workerCall(s.beat))
+	r.POST("/api/request_spsa", s.primaryOnly, s.workerCall(s.requestSPSA))
+	r.POST("/api/failed_task", s.primaryOnly, s.workerCall(s.failedTask))
+	r.POST("/api/stop_run", s.primaryOnly, s.workerCall(s.stopRun))
 	r.POST("/api/upload_pgn", s.workerCall(s.uploadPGN))
-	r.POST("/api/worker_log", s.workerCall(s.workerLog))
+	r.POST("/api/worker_log", s.primaryOnly, s.workerCall(s.workerLog))
+}
+
+// primaryOnly answers 503 {"error": "<path>: primary instance required"} on a secondary.
+func (s *Server) primaryOnly(c *gin.Context) {
+	if s.requirePrimary(c, primaryRequired) {
+		c.Next()
+	}
 }
 
 // workerRequest is a worker call that passed fishtest's validate_request: authenticated, well
@@ -245,9 +254,9 @@ func (s *Server) requirePrimary(c *gin.Context, msg string) bool {
 
 const primaryRequired = "primary instance required"
 
-// needPrimaryTask checks what the task endpoints share: a primary, a run_id and a task_id.
-func (s *Server) needPrimaryTask(c *gin.Context, w *workerRequest) bool {
-	return s.requirePrimary(c, primaryRequired) && need(c, w.run != rundb.ObjectID{}, "run_id") && need(c, w.hasTask(), "task_id")
+// needTask checks what the task endpoints share: a run_id and a task_id.
+func needTask(c *gin.Context, w *workerRequest) bool {
+	return need(c, w.run != rundb.ObjectID{}, "run_id") && need(c, w.hasTask(), "task_id")
 }
 
 // need answers a 400 for a missing field the endpoint needs.
@@ -259,9 +268,6 @@ func need(c *gin.Context, present bool, what string) bool {
 }
 
 func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
-	if !s.requirePrimary(c, primaryRequired) {
-		return
-	}
 	scheme := "http"
 	if c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https" {
 		scheme = "https"
@@ -332,7 +338,7 @@ func (s *Server) schedulerCall(c *gin.Context, op func(ctx context.Context) (sch
 }
 
 func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
-	if !s.needPrimaryTask(c, w) || !need(c, w.body.Stats != nil, "stats") {
+	if !needTask(c, w) || !need(c, w.body.Stats != nil, "stats") {
 		return
 	}
 	st := w.body.Stats
@@ -351,7 +357,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) beat(c *gin.Context, w *workerRequest) {
-	if !s.needPrimaryTask(c, w) {
+	if !needTask(c, w) {
 		return
 	}
 	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
@@ -360,7 +366,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
-	if !s.needPrimaryTask(c, w) {
+	if !needTask(c, w) {
 		return
 	}
 	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
@@ -369,7 +375,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
-	if !s.needPrimaryTask(c, w) {
+	if !needTask(c, w) {
 		return
 	}
 	msg := ""
@@ -382,7 +388,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
-	if !s.needPrimaryTask(c, w) {
+	if !needTask(c, w) {
 		return
 	}
 	msg := ""

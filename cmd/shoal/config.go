@@ -74,6 +74,12 @@ type Config struct {
 	// kept in DataDir/session_secret (created on first start), or with InsecureDev a fixed,
 	// public one.
 	SessionSecret string
+	// Role is "primary" (schedules tasks, owns the run cache), "secondary" (serves pages, the
+	// read API and PGN uploads from the shared database) or "auto": primary when the listen
+	// port is PrimaryPort, as fishtest decides.
+	Role string
+	// PrimaryPort is the primary's port, for Role "auto".
+	PrimaryPort int
 	// InsecureDev allows development shortcuts that must never reach production: today, the
 	// fixed session secret when none is configured.
 	InsecureDev bool
@@ -89,6 +95,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Addr:                  "127.0.0.1:8000",
+		Role:                  "primary",
+		PrimaryPort:           8000,
 		DataDir:               "./data",
 		MongoURI:              "",
 		Database:              "fishtest_new",
@@ -190,6 +198,12 @@ func (c Config) Validate() error {
 	// A worker only proves it is alive once per heartbeat period, so a
 	// timeout no longer than that period would reclaim every live worker's
 	// task.
+	// A secondary shares the primary's database; an embedded database of its own would hold
+	// none of the runs.
+	if !c.IsPrimary() && c.MongoURI == "" {
+		return fmt.Errorf("invalid mongo_uri \"\" (from %s) for role %q (from %s): a secondary uses the primary's database: give --mongo-uri (the primary logs its embedded database's mongodb:// address)",
+			c.source("mongo_uri"), c.Role, c.source("role"))
+	}
 	if c.DeadTaskTimeout <= c.HeartbeatPeriod {
 		return fmt.Errorf("invalid dead_task_timeout %q (from %s): must be greater than heartbeat_period %q (from %s)",
 			c.DeadTaskTimeout, c.source("dead_task_timeout"), c.HeartbeatPeriod, c.source("heartbeat_period"))
@@ -383,6 +397,10 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
 		durationOption("task_duration", "amount of work handed out in one task",
 			func(c *Config) *time.Duration { return &c.TaskDuration }),
+		stringOption("role", "primary, secondary, or auto (primary when the listen port is primary_port)",
+			func(c *Config) *string { return &c.Role }, checkRole),
+		intOption("primary_port", "the primary's port, for role auto",
+			func(c *Config) *int { return &c.PrimaryPort }),
 		stringOption("session_secret", "secret (32+ characters) for the web UI's session cookies; empty: generated into the data directory",
 			func(c *Config) *string { return &c.SessionSecret }, checkSessionSecret).withRedact(func(string) string { return "(redacted)" }),
 		boolOption("insecure_dev", "development mode: a fixed, public session secret when none is set; never in production",
@@ -632,6 +650,28 @@ func checkSessionSecret(s string) error {
 		return fmt.Errorf("must be at least %d characters (try: openssl rand -hex 32)", minSessionSecret)
 	}
 	return nil
+}
+
+// checkRole accepts the three roles.
+func checkRole(s string) error {
+	switch s {
+	case "primary", "secondary", "auto":
+		return nil
+	}
+	return errors.New("must be primary, secondary or auto")
+}
+
+// IsPrimary resolves the role: auto means primary exactly when the listen port is
+// primary_port (fishtest's rule).
+func (c Config) IsPrimary() bool {
+	switch c.Role {
+	case "primary":
+		return true
+	case "secondary":
+		return false
+	}
+	_, port, err := net.SplitHostPort(c.Addr)
+	return err == nil && port == strconv.Itoa(c.PrimaryPort)
 }
 
 // checkLogLevel accepts the four levels SlogLevel understands.

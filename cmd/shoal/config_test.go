@@ -102,6 +102,8 @@ func TestDefaultConfig(t *testing.T) {
 		FlushPeriod:           time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
+		Role:                  "primary",
+		PrimaryPort:           8000,
 	}
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultConfig() = %+v, want %+v", got, want)
@@ -148,6 +150,8 @@ func TestOptionTable(t *testing.T) {
 		"duplicate_worker_window": "duplicate-worker-window",
 		"task_duration":           "task-duration",
 		"session_secret":          "session-secret",
+		"role":                    "role",
+		"primary_port":            "primary-port",
 		"insecure_dev":            "insecure-dev",
 	}
 	seen := make(map[string]bool)
@@ -760,5 +764,35 @@ func TestSlogLevel(t *testing.T) {
 				t.Errorf("SlogLevel() = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestRole(t *testing.T) {
+	for _, c := range []struct {
+		role, addr, mongo string
+		primary           bool
+		err               string
+	}{
+		{"primary", "127.0.0.1:8000", "", true, ""},
+		{"secondary", "127.0.0.1:8001", "mongodb://127.0.0.1:40000/", false, ""},
+		{"auto", "127.0.0.1:8000", "", true, ""},
+		{"auto", "127.0.0.1:8001", "mongodb://127.0.0.1:40000/", false, ""},
+		{"secondary", "127.0.0.1:8001", "", false, "a secondary uses the primary's database"},
+		{"auto", "127.0.0.1:8001", "", false, "a secondary uses the primary's database"},
+		{"replica", "127.0.0.1:8001", "", false, "must be primary, secondary or auto"},
+	} {
+		args := []string{"--role", c.role, "--addr", c.addr}
+		if c.mongo != "" {
+			args = append(args, "--mongo-uri", c.mongo)
+		}
+		cfg, _, err := LoadConfig(flag.NewFlagSet("serve", flag.ContinueOnError), args, envOf(nil), nil)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%v: error %v, want %q", args, err, c.err)
+		case c.err == "" && err != nil:
+			t.Errorf("%v: %v", args, err)
+		case c.err == "" && cfg.IsPrimary() != c.primary:
+			t.Errorf("%v: IsPrimary %v, want %v", args, cfg.IsPrimary(), c.primary)
+		}
 	}
 }

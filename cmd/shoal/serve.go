@@ -71,11 +71,63 @@ type instance struct {
 	httpSrv *http.Server
 	jobs    *scheduler.Periodic
 	served  chan error // receives Serve's error if it stops by itself
+	// primary is the role: only a primary has runs, sched and jobs.
+	primary bool
 }
 
-// startInstance listens, opens the database, creates the first admin if needed, loads the run
-// cache, starts the periodic jobs and serves; it returns once requests are being answered and
-// prints where to browse. On error everything started so far is closed.
+// startPrimary sets up what only the primary has: the first admin, the run cache, the
+// scheduler and the periodic jobs, and gives the server its scheduler.
+func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(string) string, stdout io.Writer, deps *server.Deps) error {
+	logger, db := inst.logger, inst.db
+	if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
+		return err
+	}
+	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
+	sched := scheduler.New(scheduler.Config{
+		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
+		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
+		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
+		BooksURL: cfg.BooksURL,
+	}, db, runs, logger.With("component", "scheduler"))
+	if err := sched.Load(ctx); err != nil {
+		return fmt.Errorf("load unfinished runs: %w", err)
+	}
+	logger.Info("run cache loaded", "cached_runs", runs.Len())
+	inst.runs, inst.sched = runs, sched
+	deps.Runs, deps.Scheduler, deps.Changed = sched, sched, runs.Changed
+	inst.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), append(sched.Jobs(), scheduler.Job{
+		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
+		Run: func(ctx context.Context) error {
+			_, _, err := runs.FlushOne(ctx)
+			return err
+		},
+	}, scheduler.Job{
+		Name: "evict idle runs", Period: cacheCleanPeriod, Jitter: 0.05,
+		Run: func(context.Context) error {
+			runs.Evict(cacheIdle)
+			return nil
+		},
+	})...)
+	return nil
+}
+
+// stopJobs stops the primary's periodic jobs, if any.
+func (inst *instance) stopJobs() {
+	if inst.jobs != nil {
+		inst.jobs.Stop()
+	}
+}
+
+// dbRuns serves a secondary's runs from the database.
+type dbRuns struct{ db *rundb.DB }
+
+func (d dbRuns) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error) {
+	return d.db.Runs.Get(ctx, id)
+}
+
+// startInstance listens, opens the database and serves; a primary first creates the first admin
+// if needed, loads the run cache and starts the periodic jobs. It returns once requests are
+// being answered and prints where to browse. On error everything started so far is closed.
 func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv func(string) string, stdout io.Writer) (_ *instance, err error) {
 	// Listen first: a taken port should fail before the database starts.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -97,47 +149,38 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	if db.Embedded() {
 		logger.Info("other instances on this machine can share the embedded database", "mongo_uri", db.URI())
 	}
-	if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
-		return nil, err
+	primary := cfg.IsPrimary()
+	role := "secondary"
+	if primary {
+		role = "primary"
 	}
-	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
-	sched := scheduler.New(scheduler.Config{
-		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
-		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
-		BooksURL: cfg.BooksURL,
-	}, db, runs, logger.With("component", "scheduler"))
-	if err := sched.Load(ctx); err != nil {
-		return nil, fmt.Errorf("load unfinished runs: %w", err)
-	}
-	logger.Info("run cache loaded", "cached_runs", runs.Len())
-	secret, err := sessionSecret(cfg, logger)
+	secret, err := sessionSecret(cfg, primary, logger)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := server.New(server.Deps{
+	deps := server.Deps{
 		Logger: logger, Tokens: tokenpool.New(cfg.ThreadpoolTokens), Users: db.Users,
-		Version: version, Database: db.Describe(), DB: db, Runs: sched, Scheduler: sched,
-		SessionSecret: secret, DataDir: cfg.DataDir, Changed: runs.Changed,
-	})
+		Version: version, Database: db.Describe(), DB: db,
+		SessionSecret: secret, DataDir: cfg.DataDir,
+		Instance: role + "@" + ln.Addr().String(),
+	}
+	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1), primary: primary}
+	if primary {
+		if err := inst.startPrimary(ctx, cfg, getenv, stdout, &deps); err != nil {
+			return nil, err
+		}
+	} else {
+		// A secondary schedules nothing and caches nothing: runs come from the database, where
+		// the primary writes them behind its cache.
+		deps.Runs = dbRuns{db}
+		logger.Info("secondary: serving pages, the read API and PGN uploads; the primary schedules")
+	}
+	srv, err := server.New(deps)
 	if err != nil {
+		inst.stopJobs()
 		return nil, err
 	}
-
-	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, runs: runs, sched: sched, srv: srv, served: make(chan error, 1)}
-	inst.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), append(sched.Jobs(), scheduler.Job{
-		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
-		Run: func(ctx context.Context) error {
-			_, _, err := runs.FlushOne(ctx)
-			return err
-		},
-	}, scheduler.Job{
-		Name: "evict idle runs", Period: cacheCleanPeriod, Jitter: 0.05,
-		Run: func(context.Context) error {
-			runs.Evict(cacheIdle)
-			return nil
-		},
-	})...)
+	inst.srv = srv
 	inst.httpSrv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { inst.served <- inst.httpSrv.Serve(ln) }()
@@ -160,10 +203,25 @@ func (inst *instance) shutdown() error {
 		inst.logger.Warn("requests still running at the shutdown deadline", "err", err)
 	}
 	cancelDrain()
-	inst.jobs.Stop()
+	inst.stopJobs()
 
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
+	var errs []error
+	if inst.primary {
+		errs = append(errs, inst.saveRuns(ctx)...)
+	}
+	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
+	if err := inst.db.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	inst.logger.Info("stopped")
+	return errors.Join(errs...)
+}
+
+// saveRuns writes the primary's worker_runs record and every dirty run, as the last thing
+// before the database closes.
+func (inst *instance) saveRuns(ctx context.Context) []error {
 	var errs []error
 	if err := inst.sched.SaveWorkerRuns(ctx); err != nil {
 		inst.logger.Warn("save worker_runs", "err", err)
@@ -182,12 +240,7 @@ func (inst *instance) shutdown() error {
 		}
 		time.Sleep(time.Second)
 	}
-	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
-	if err := inst.db.Close(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	inst.logger.Info("stopped")
-	return errors.Join(errs...)
+	return errs
 }
 
 // openDB opens the configured database and creates its indexes.
@@ -280,7 +333,10 @@ const insecureDevSecret = "shoal insecure development secret: anyone can forge s
 // the public development one; otherwise the one in DATA_DIR/session_secret, created (random,
 // mode 0600) on first start so that sessions survive restarts. Instances sharing a database
 // must be given the same session_secret.
-func sessionSecret(cfg Config, logger *slog.Logger) ([]byte, error) {
+//
+// Only a primary creates the file: a secondary must share the primary's secret (its sessions
+// are the same sessions), so without session_secret it needs the primary's data directory.
+func sessionSecret(cfg Config, primary bool, logger *slog.Logger) ([]byte, error) {
 	switch {
 	case cfg.SessionSecret != "":
 		return []byte(cfg.SessionSecret), nil
@@ -300,6 +356,8 @@ func sessionSecret(cfg Config, logger *slog.Logger) ([]byte, error) {
 		return secret, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read session secret: %w", err)
+	case !primary:
+		return nil, fmt.Errorf("session secret: %s does not exist; a secondary shares the primary's sessions: give it the primary's session_secret (or data_dir)", path)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
@@ -309,7 +367,7 @@ func sessionSecret(cfg Config, logger *slog.Logger) ([]byte, error) {
 	secret := []byte(hex.EncodeToString(b))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return sessionSecret(cfg, logger) // another instance made it first
+		return sessionSecret(cfg, primary, logger) // another instance made it first
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create session secret: %w", err)

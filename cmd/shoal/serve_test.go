@@ -334,7 +334,7 @@ func TestSessionSecretIsGeneratedOnceAndKept(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := DefaultConfig()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	first, err := sessionSecret(cfg, logger)
+	first, err := sessionSecret(cfg, true, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,22 +348,28 @@ func TestSessionSecretIsGeneratedOnceAndKept(t *testing.T) {
 	if info.Mode().Perm() != 0o600 {
 		t.Errorf("session_secret has mode %v, want 0600", info.Mode().Perm())
 	}
-	again, err := sessionSecret(cfg, logger)
+	again, err := sessionSecret(cfg, true, logger)
 	if err != nil || string(again) != string(first) {
 		t.Errorf("second start: %q, %v; want the first secret back", again, err)
 	}
 
 	cfg.SessionSecret = strings.Repeat("k", 40)
-	if got, _ := sessionSecret(cfg, logger); string(got) != cfg.SessionSecret {
+	if got, _ := sessionSecret(cfg, true, logger); string(got) != cfg.SessionSecret {
 		t.Errorf("a configured secret is not used: %q", got)
 	}
 	cfg.SessionSecret, cfg.InsecureDev = "", true
 	cfg.DataDir = filepath.Join(t.TempDir(), "other")
-	if got, _ := sessionSecret(cfg, logger); string(got) != insecureDevSecret {
+	if got, _ := sessionSecret(cfg, true, logger); string(got) != insecureDevSecret {
 		t.Errorf("insecure_dev without a secret: %q, want the public development secret", got)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "session_secret")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("insecure_dev wrote a secret file: %v", err)
+	}
+
+	// A secondary never makes its own: it must share the primary's.
+	cfg.InsecureDev = false
+	if _, err := sessionSecret(cfg, false, logger); err == nil || !strings.Contains(err.Error(), "secondary") {
+		t.Errorf("a secondary without the primary's secret: %v, want a refusal", err)
 	}
 
 	// A truncated secret file is refused, not silently used.
@@ -374,7 +380,7 @@ func TestSessionSecretIsGeneratedOnceAndKept(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, "session_secret"), []byte("short\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sessionSecret(cfg, logger); err == nil || !strings.Contains(err.Error(), "at least 32") {
+	if _, err := sessionSecret(cfg, true, logger); err == nil || !strings.Contains(err.Error(), "at least 32") {
 		t.Errorf("a 5-character secret file: %v, want a refusal", err)
 	}
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startRole starts an instance with cfg changed by change, stopped when the test ends.
+func startRole(t *testing.T, cfg Config) *instance {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inst, err := startInstance(context.Background(), cfg, logger, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := inst.shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return inst
+}
+
+// A primary and a secondary share one database: the secondary turns the worker API away in
+// fishtest's shape, serves reads and pages, and sees a run the primary created once the
+// primary has written it.
+func TestPrimaryAndSecondary(t *testing.T) {
+	dir := t.TempDir()
+	pcfg := demoConfig(dir, 1)
+	primary := startRole(t, pcfg)
+	scfg := pcfg
+	scfg.Role, scfg.MongoURI = "secondary", primary.db.URI()
+	secondary := startRole(t, scfg)
+	if secondary.sched != nil || secondary.runs != nil || secondary.jobs != nil {
+		t.Fatal("the secondary runs a scheduler, a run cache or jobs")
+	}
+	pbase, sbase := "http://"+primary.addr, "http://"+secondary.addr
+
+	post := func(url string) (int, map[string]any, http.Header) {
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{"password": "x", "worker_info": {"username": "nobody"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body, resp.Header
+	}
+	for _, ep := range []string{"request_version", "request_task", "update_task", "beat", "request_spsa",
+		"failed_task", "stop_run", "worker_log"} {
+		code, body, hdr := post(sbase + "/api/" + ep)
+		_, hasDuration := body["duration"]
+		if code != http.StatusServiceUnavailable || body["error"] != "/api/"+ep+": primary instance required" || !hasDuration {
+			t.Errorf("secondary POST /api/%s = %d %v, want 503 primary instance required with a duration", ep, code, body)
+		}
+		if !strings.HasPrefix(hdr.Get("X-Shoal-Instance"), "secondary@") {
+			t.Errorf("X-Shoal-Instance = %q", hdr.Get("X-Shoal-Instance"))
+		}
+	}
+	// upload_pgn is served by secondaries: bad credentials get 401, not 503.
+	if code, body, _ := post(sbase + "/api/upload_pgn"); code == http.StatusServiceUnavailable {
+		t.Errorf("secondary POST /api/upload_pgn = %d %v, want it served", code, body)
+	}
+	// The primary answers the same call (401: no such user), not 503.
+	if code, _, hdr := post(pbase + "/api/request_version"); code != http.StatusUnauthorized || !strings.HasPrefix(hdr.Get("X-Shoal-Instance"), "primary@") {
+		t.Errorf("primary POST /api/request_version = %d (%s), want 401 from the primary", code, hdr.Get("X-Shoal-Instance"))
+	}
+
+	// A run created on the primary is on the secondary's read API and pages once written.
+	users, err := createDemoUsers(context.Background(), primary.db, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := demoRunRequest("seen from a secondary")
+	req.NumGames = 2000
+	id, err := submitRun(context.Background(), pbase, users, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := get(t, sbase+"/api/get_run/"+id)
+		if code == http.StatusOK && strings.Contains(body, "seen from a secondary") && strings.Contains(body, `"approved":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the secondary does not serve the primary's run: %d %s", code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, body := get(t, sbase+"/tests/view/"+id); code != http.StatusOK || !strings.Contains(body, "seen from a secondary") {
+		t.Errorf("secondary GET /tests/view/%s = %d", id, code)
+	}
+	if code, body := get(t, sbase+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"role":"secondary"`) {
+		t.Errorf("secondary /readyz = %d %s", code, body)
+	}
+	if code, body := get(t, pbase+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"role":"primary"`) {
+		t.Errorf("primary /readyz = %d %s", code, body)
+	}
+}
