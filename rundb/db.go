@@ -15,8 +15,11 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-chess/shoal/metrics"
 )
 
 var (
@@ -45,6 +48,9 @@ type Options struct {
 	// PasswordHashCost is the bcrypt cost of new password hashes; 0 means bcrypt's default.
 	// Tests lower it to keep the race detector fast.
 	PasswordHashCost int
+	// Metrics receives the duration and failures of every database command; nil records
+	// nothing.
+	Metrics *metrics.Metrics
 }
 
 // DB is an open database with one store per collection. It is safe for concurrent use.
@@ -85,10 +91,14 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		d.embedded = e
 		d.uri = e.uri
 	}
-	client, err := mongo.Connect(options.Client().
+	clientOpts := options.Client().
 		ApplyURI(d.uri).
 		SetBSONOptions(&options.BSONOptions{UseJSONStructTags: false}).
-		SetTimeout(30 * time.Second))
+		SetTimeout(30 * time.Second)
+	if opts.Metrics != nil {
+		clientOpts.SetMonitor(commandMonitor(opts.Metrics))
+	}
+	client, err := mongo.Connect(clientOpts)
 	if err == nil {
 		pingCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err = client.Ping(pingCtx, nil)
@@ -121,6 +131,20 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	d.NNs = &NNStore{coll: d.db.Collection("nns")}
 	d.KV = &KVStore{coll: d.db.Collection("kvstore")}
 	return d, nil
+}
+
+// commandMonitor reports each database command's duration, and its failure, to m. A command
+// fails when the server answers ok: 0 or the network gives out; a write refused for a duplicate
+// key succeeds as a command, and a find without a match is no failure.
+func commandMonitor(m *metrics.Metrics) *event.CommandMonitor {
+	return &event.CommandMonitor{
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+			m.ObserveDBOperation(e.CommandName, e.Duration, false)
+		},
+		Failed: func(_ context.Context, e *event.CommandFailedEvent) {
+			m.ObserveDBOperation(e.CommandName, e.Duration, true)
+		},
+	}
 }
 
 // isFerretDB reports whether the server is FerretDB rather than MongoDB.

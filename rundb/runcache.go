@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/shoal-chess/shoal/metrics"
 )
 
 // Prio is how urgently a changed run must reach the database. Each level above Normal counts as
@@ -36,9 +38,10 @@ const prioAge = 60 * time.Second
 // Lock order: entry.write before entry.mu; RunCache.mu is a leaf, never held while taking
 // another lock.
 type RunCache struct {
-	store  *RunStore
-	now    func() time.Time
-	logger *slog.Logger
+	store   *RunStore
+	now     func() time.Time
+	logger  *slog.Logger
+	metrics *metrics.Metrics // set once by SetMetrics, before use
 
 	mu      sync.Mutex
 	entries map[ObjectID]*cacheEntry
@@ -75,6 +78,13 @@ func NewRunCache(store *RunStore, now func() time.Time, logger *slog.Logger) *Ru
 	}
 	return &RunCache{store: store, now: now, logger: logger, entries: make(map[ObjectID]*cacheEntry),
 		changed: make(chan struct{})}
+}
+
+// SetMetrics makes the cache report its dirty and cached runs and the duration and failures of
+// its run writes to m. Call it before the cache is used.
+func (c *RunCache) SetMetrics(m *metrics.Metrics) {
+	c.metrics = m
+	m.WatchRunCache(c.Dirty, c.Len)
 }
 
 // acquire returns the cache entry for id, loading the run from the database on a miss, and pins
@@ -278,12 +288,14 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 	e.dirty, e.priority = false, PrioNormal
 	c.mu.Unlock()
 
+	start := time.Now()
 	e.mu.Lock()
 	doc, err := c.store.encode(e.run)
 	e.mu.Unlock()
 	if err == nil {
 		err = c.store.replaceRaw(ctx, id, doc, true)
 	}
+	c.metrics.ObserveFlush(time.Since(start), err)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

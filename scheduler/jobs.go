@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -151,7 +152,7 @@ func (s *Scheduler) Scavenge(ctx context.Context) int {
 				s.logger.Info("dead task", "run_id", id, "task_id", i, "worker", t.WorkerInfo.LongName())
 				crashOrTime(r, i, ev)
 				ev.add(taskAction("dead_task", r, i))
-				s.setInactiveTask(r, i, now)
+				s.setInactiveTask(r, i, now, metrics.ReasonDead)
 				dead++
 			}
 			n += dead
@@ -212,13 +213,20 @@ func itp(r *rundb.Run, count int) float64 {
 const referenceNPS = 628000
 
 // UpdateNPS recomputes each unfinished run's nodes per second and games per minute from its
-// active tasks' workers.
+// active tasks' workers, and reports the fleet's totals to the metrics.
 func (s *Scheduler) UpdateNPS(ctx context.Context) {
+	var fleet metrics.Fleet
 	for _, id := range s.unfinishedIDs() {
 		_ = s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
 			if r.Finished {
 				return 0, rundb.ErrUnchanged
 			}
+			fleet.UnfinishedRuns++
+			if r.Workers > 0 {
+				fleet.ActiveRuns++
+			}
+			fleet.Workers += r.Workers
+			fleet.Cores += r.Cores
 			gameTime, err := stats.EstimateGameDuration(r.Args.TC)
 			nps, gpm := 0.0, 0.0
 			for _, t := range r.Tasks {
@@ -234,9 +242,11 @@ func (s *Scheduler) UpdateNPS(ctx context.Context) {
 				nps, gpm = 0, 0
 			}
 			r.NPS, r.GamesPerMinute = nps, gpm
+			fleet.NPS += nps
 			return rundb.PrioNormal, nil
 		})
 	}
+	s.cfg.Metrics.SetFleet(fleet)
 }
 
 // CleanWtt forgets workers whose last task has ended.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -44,12 +45,22 @@ func taskAction(kind string, r *rundb.Run, taskID int) *rundb.Action {
 // played is the number of games a results count holds.
 func played(r rundb.Results) int { return r.Wins + r.Losses + r.Draws }
 
+// endFinished is setInactiveTask's reason for a task that ended normally: its games played, or
+// its run finished, stopped or deleted. Every other reason is a metrics.Reason*, a reclaim.
+const endFinished = "finished"
+
 // setInactiveTask ends a task: its worker is no longer counted on the run, and the games it
-// committed shrink to the games it played. It reports whether the task was active.
-func (s *Scheduler) setInactiveTask(r *rundb.Run, taskID int, now time.Time) bool {
+// committed shrink to the games it played. It reports whether the task was active; each task
+// that ends is counted once, as finished or as reclaimed for reason.
+func (s *Scheduler) setInactiveTask(r *rundb.Run, taskID int, now time.Time, reason string) bool {
 	t := &r.Tasks[taskID]
 	if !t.Active {
 		return false
+	}
+	if reason == endFinished {
+		s.cfg.Metrics.TaskFinished()
+	} else {
+		s.cfg.Metrics.TaskReclaimed(reason)
 	}
 	r.Workers--
 	r.Cores -= t.WorkerInfo.Concurrency
@@ -115,7 +126,7 @@ func computeFlags(r *rundb.Run) (green, yellow bool) {
 // setInactiveRun finishes a run: every task ends and it leaves the unfinished set.
 func (s *Scheduler) setInactiveRun(r *rundb.Run, now time.Time) {
 	for i := range r.Tasks {
-		s.setInactiveTask(r, i, now)
+		s.setInactiveTask(r, i, now, endFinished)
 	}
 	s.mu.Lock()
 	delete(s.unfinished, r.ID)
@@ -233,7 +244,11 @@ func (s *Scheduler) setBadTask(r *rundb.Run, taskID int, residual float64, color
 	if t.Bad {
 		return
 	}
-	s.setInactiveTask(r, taskID, now)
+	// A purge works on finished runs, whose tasks have already ended (and been counted);
+	// a task marked bad is counted once more, as purged, and only once if it was still active.
+	if !s.setInactiveTask(r, taskID, now, metrics.ReasonPurge) {
+		s.cfg.Metrics.TaskReclaimed(metrics.ReasonPurge)
+	}
 	bad := *t
 	bad.Stats.Pentanomial = append([]int(nil), t.Stats.Pentanomial...)
 	id, res := taskID, residual

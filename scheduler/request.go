@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -64,6 +65,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	n := s.inside.Add(1)
 	defer s.inside.Add(-1)
 	if n > s.taskLimit.Load() {
+		s.cfg.Metrics.TooBusy()
 		return TaskReply{Waiting: true, Info: TooBusy}, nil
 	}
 	for peak := s.peakInside.Load(); n > peak && !s.peakInside.CompareAndSwap(peak, n); peak = s.peakInside.Load() {
@@ -83,6 +85,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 
 	ev := &events{}
 	s.requestMu.Lock()
+	locked := time.Now() // the real clock: s.now may be a test's
 	now := s.now()
 	reply, ref, ok := s.choose(ctx, wi, name, machineLimit, now, ev)
 	if ok {
@@ -96,6 +99,10 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 		s.mu.Unlock()
 	}
 	s.requestMu.Unlock()
+	s.cfg.Metrics.ObserveCriticalSection(time.Since(locked))
+	if ok {
+		s.cfg.Metrics.TaskAssigned()
+	}
 	// The event log is written once the scheduling lock is free: a slow database must not
 	// hold up the next worker.
 	s.writeActions(ctx, ev.actions)
@@ -295,7 +302,7 @@ func (s *Scheduler) insertInWtt(ctx context.Context, name string, ref taskRef, n
 	s.wtt[name] = ref
 	s.mu.Unlock()
 	if known && prev != ref {
-		s.failTask(ctx, prev, "Stale active task", now, ev)
+		s.failTask(ctx, prev, "Stale active task", metrics.ReasonStale, now, ev)
 	}
 }
 

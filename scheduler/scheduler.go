@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -25,6 +26,10 @@ type Config struct {
 	TaskDuration          time.Duration
 	// BooksURL is where books.json is refreshed from; empty: only the database's copy.
 	BooksURL string
+	// Metrics receives the scheduler's counts: tasks assigned, finished and reclaimed,
+	// too-busy replies, the scheduling lock's hold time, beat lag and the fleet's size. Nil
+	// records nothing.
+	Metrics *metrics.Metrics
 }
 
 // ErrRunNotFound means the run asked for does not exist. It is a rundb.ErrNotFound, so callers

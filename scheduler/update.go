@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -114,7 +115,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 				runID.Hex(), taskID)
 		}
 		if problem != "" {
-			s.setInactiveTask(r, taskID, now)
+			s.setInactiveTask(r, taskID, now, metrics.ReasonInvalid)
 			reply = Reply{TaskAlive: alive(false), Error: problem}
 			return rundb.PrioMedium, nil
 		}
@@ -130,7 +131,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 			}
 		}
 		if numGames >= t.NumGames {
-			s.setInactiveTask(r, taskID, now)
+			s.setInactiveTask(r, taskID, now, endFinished)
 			crashOrTime(r, taskID, ev)
 			prio = rundb.PrioMedium
 		}
@@ -222,6 +223,7 @@ func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) 
 		if !active {
 			return 0, rundb.ErrUnchanged
 		}
+		s.cfg.Metrics.ObserveBeatLag(now.Sub(t.LastUpdated))
 		t.LastUpdated = now
 		return rundb.PrioNormal, nil
 	})
@@ -231,19 +233,21 @@ func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) 
 // FailedTask ends a task its worker gave up on, and logs why.
 func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID int, message string) (Reply, error) {
 	ev := &events{}
-	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, s.now(), ev)
+	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, metrics.ReasonFailed, s.now(), ev)
 	s.writeActions(ctx, ev.actions)
 	return reply, err
 }
 
-func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message string, now time.Time, ev *events) (Reply, error) {
+// failTask ends an active task for reason (a metrics.Reason*) and logs a failed_task action
+// with message.
+func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason string, now time.Time, ev *events) (Reply, error) {
 	var reply Reply
 	err := s.modify(ctx, ref.run, func(r *rundb.Run) (rundb.Prio, error) {
 		if ref.task >= len(r.Tasks) || !r.Tasks[ref.task].Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Failed_task: task %s/%d is not active", ref.run.Hex(), ref.task)}
 			return 0, rundb.ErrUnchanged
 		}
-		s.setInactiveTask(r, ref.task, now)
+		s.setInactiveTask(r, ref.task, now, reason)
 		crashOrTime(r, ref.task, ev)
 		a := taskAction("failed_task", r, ref.task)
 		a.Message = message
@@ -285,7 +289,7 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 		}
 		ev.add(a)
 		if !authorized {
-			s.setInactiveTask(r, taskID, now)
+			s.setInactiveTask(r, taskID, now, metrics.ReasonFailed)
 			return rundb.PrioMedium, nil
 		}
 		r.Failed = true

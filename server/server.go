@@ -17,7 +17,9 @@ import (
 
 	"github.com/gin-contrib/sessions/cookie"
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/templates"
@@ -64,6 +66,12 @@ type Deps struct {
 	// Changed returns a channel closed at the next change of any run (RunCache.Changed), for
 	// live pages; nil (a secondary) makes them poll.
 	Changed func() <-chan struct{}
+
+	// Metrics counts and times every request; nil records nothing.
+	Metrics *metrics.Metrics
+	// Gatherer is what /metrics serves (the registry Metrics was registered on); nil makes
+	// /metrics answer 404.
+	Gatherer prometheus.Gatherer
 }
 
 // ginReleaseMode switches Gin, whose mode is process-wide, out of debug mode (route dumps on

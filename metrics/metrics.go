@@ -1,0 +1,364 @@
+// Package metrics holds Shoal's Prometheus metrics: one Metrics value with every collector,
+// registered on the registry its constructor is given, and one method per thing worth counting.
+// The components (server, scheduler, rundb) call those methods; configs/grafana-dashboard.json
+// shows the result.
+//
+// Every method is safe for concurrent use and does nothing on a nil *Metrics, so a component
+// built without metrics (most tests) needs no checks. Label values are bounded: HTTP routes are
+// route templates, methods and database commands outside a fixed set become "other", and task
+// reclaim reasons are a fixed set.
+package metrics
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Buckets, in seconds, for the different kinds of durations.
+var (
+	// httpBuckets span a beat's 25 ms target up to a slow page.
+	httpBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	// criticalBuckets span request_task's 100 µs target up to a stalled run lock.
+	criticalBuckets = []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	// dbBuckets are for single database commands and run writes.
+	dbBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	// beatLagBuckets cover a heartbeat period (120 s by default) up to the dead-task timeout
+	// (360 s) and beyond.
+	beatLagBuckets = []float64{1, 5, 15, 30, 60, 90, 120, 150, 180, 240, 300, 360, 600}
+)
+
+// Reasons a task is reclaimed, the values of shoal_scheduler_tasks_reclaimed_total's reason
+// label.
+const (
+	ReasonDead    = "dead"    // no update or beat for the dead-task timeout (the scavenger)
+	ReasonStale   = "stale"   // its worker asked for a new task while still holding it
+	ReasonFailed  = "failed"  // its worker gave up on it (failed_task, or an unauthorised stop_run)
+	ReasonInvalid = "invalid" // its worker reported results the task cannot have
+	ReasonPurge   = "purge"   // a purge marked it bad and took its games out of the run
+)
+
+var reclaimReasons = []string{ReasonDead, ReasonStale, ReasonFailed, ReasonInvalid, ReasonPurge}
+
+// httpMethods are the request methods kept as label values; any other is "other".
+var httpMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true,
+	"DELETE": true, "PATCH": true, "OPTIONS": true}
+
+// dbCommands are the database commands kept as label values; any other is "other".
+var dbCommands = map[string]bool{
+	"find": true, "insert": true, "update": true, "delete": true, "findAndModify": true,
+	"aggregate": true, "count": true, "distinct": true, "getMore": true, "killCursors": true,
+	"createIndexes": true, "listIndexes": true, "dropIndexes": true, "listCollections": true,
+	"create": true, "drop": true, "dropDatabase": true, "ping": true, "buildInfo": true,
+	"hello": true, "endSessions": true,
+}
+
+// PoolStats is what the token pool reports at each scrape (tokenpool.Stats, field by field).
+type PoolStats struct {
+	Size, InUse, Waiting        int
+	Acquired, Waited, Cancelled uint64
+	WaitTime                    time.Duration
+}
+
+// Fleet is the scheduler's periodic count of the work in progress.
+type Fleet struct {
+	UnfinishedRuns int     // runs in the schedule
+	ActiveRuns     int     // unfinished runs with at least one active task
+	Workers        int     // active tasks
+	Cores          int     // cores of the active tasks' workers
+	NPS            float64 // nodes per second of the active tasks' workers, summed
+}
+
+// Metrics holds every Shoal collector. The zero value is not usable; a nil *Metrics is, and
+// records nothing.
+type Metrics struct {
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+
+	pool atomic.Pointer[func() PoolStats]
+
+	tooBusy        prometheus.Counter
+	critical       prometheus.Histogram
+	unfinishedRuns prometheus.Gauge
+	activeRuns     prometheus.Gauge
+	workers        prometheus.Gauge
+	cores          prometheus.Gauge
+	nps            prometheus.Gauge
+	assigned       prometheus.Counter
+	finished       prometheus.Counter
+	reclaimed      *prometheus.CounterVec
+	beatLag        prometheus.Histogram
+
+	runCache      atomic.Pointer[runCacheFuncs]
+	flushDuration prometheus.Histogram
+	flushErrors   prometheus.Counter
+
+	dbDuration *prometheus.HistogramVec
+	dbErrors   *prometheus.CounterVec
+}
+
+type runCacheFuncs struct{ dirty, cached func() int }
+
+// New creates every collector and registers it on reg. It panics if one is already registered
+// there (two Metrics on one registry is a wiring mistake): give each instance its own
+// registry.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{}
+	httpLabels := []string{"route", "method", "code"}
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_http_requests_total",
+		Help: "HTTP requests answered, by route template (\"unmatched\" for none), method and status code.",
+	}, httpLabels)
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "shoal_http_request_duration_seconds",
+		Help:    "Time from a request's arrival to its answer, by route template, method and status code.",
+		Buckets: httpBuckets,
+	}, httpLabels)
+
+	poolStats := func() PoolStats {
+		if f := m.pool.Load(); f != nil {
+			return (*f)()
+		}
+		return PoolStats{}
+	}
+	poolGauge := func(name, help string, v func(PoolStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return v(poolStats()) })
+	}
+	poolCounter := func(name, help string, v func(PoolStats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return v(poolStats()) })
+	}
+
+	m.tooBusy = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_scheduler_request_task_too_busy_total",
+		Help: "request_task calls turned away at once because the request_task semaphore was full.",
+	})
+	m.critical = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "shoal_scheduler_critical_section_duration_seconds",
+		Help:    "Time request_task holds the scheduling lock: choosing a run and creating its task.",
+		Buckets: criticalBuckets,
+	})
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m.unfinishedRuns = gauge("shoal_scheduler_unfinished_runs", "Runs in the schedule (not finished), at the last nps update.")
+	m.activeRuns = gauge("shoal_scheduler_active_runs", "Unfinished runs with at least one active task, at the last nps update.")
+	m.workers = gauge("shoal_scheduler_active_workers", "Active tasks, one per working worker, at the last nps update.")
+	m.cores = gauge("shoal_scheduler_active_cores", "Cores of the workers with an active task, at the last nps update.")
+	m.nps = gauge("shoal_scheduler_nodes_per_second", "Nodes per second of the workers with an active task, summed, at the last nps update.")
+	m.assigned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_scheduler_tasks_assigned_total",
+		Help: "Tasks handed out by request_task.",
+	})
+	m.finished = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_scheduler_tasks_finished_total",
+		Help: "Tasks ended normally: all their games played, or their run finished, stopped or deleted.",
+	})
+	m.reclaimed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_scheduler_tasks_reclaimed_total",
+		Help: "Tasks taken back from their worker, by reason: dead (no update or beat in time), stale (its worker took a new task), failed (its worker gave up), invalid (impossible results), purge (marked bad by a purge).",
+	}, []string{"reason"})
+	for _, r := range reclaimReasons {
+		m.reclaimed.WithLabelValues(r) // every reason is exported from the start, at 0
+	}
+	m.beatLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "shoal_scheduler_beat_lag_seconds",
+		Help:    "Time since an active task's last update or beat, at the moment its worker beats.",
+		Buckets: beatLagBuckets,
+	})
+
+	runCache := func(dirty bool) func() float64 {
+		return func() float64 {
+			f := m.runCache.Load()
+			switch {
+			case f == nil:
+				return 0
+			case dirty:
+				return float64(f.dirty())
+			}
+			return float64(f.cached())
+		}
+	}
+	m.flushDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "shoal_runcache_flush_duration_seconds",
+		Help:    "Time to encode and write one changed run to the database.",
+		Buckets: dbBuckets,
+	})
+	m.flushErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_runcache_flush_errors_total",
+		Help: "Run writes that failed (the run stays dirty and is written again later).",
+	})
+
+	m.dbDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "shoal_db_operation_duration_seconds",
+		Help:    "Time of each database command, successful or not, by command name.",
+		Buckets: dbBuckets,
+	}, []string{"command"})
+	m.dbErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_db_operation_errors_total",
+		Help: "Database commands that failed (network errors, timeouts, server errors; not a missing document), by command name.",
+	}, []string{"command"})
+
+	reg.MustRegister(
+		m.httpRequests, m.httpDuration,
+		poolGauge("shoal_tokenpool_size", "Tokens in the token pool that bounds blocking database work.",
+			func(s PoolStats) float64 { return float64(s.Size) }),
+		poolGauge("shoal_tokenpool_in_use", "Tokens held now.",
+			func(s PoolStats) float64 { return float64(s.InUse) }),
+		poolGauge("shoal_tokenpool_waiting", "Callers waiting for a token now.",
+			func(s PoolStats) float64 { return float64(s.Waiting) }),
+		poolCounter("shoal_tokenpool_acquired_total", "Tokens handed out.",
+			func(s PoolStats) float64 { return float64(s.Acquired) }),
+		poolCounter("shoal_tokenpool_waited_total", "Tokens handed out only after a wait.",
+			func(s PoolStats) float64 { return float64(s.Waited) }),
+		poolCounter("shoal_tokenpool_wait_seconds_total", "Time spent waiting for a token, by callers that got one or gave up.",
+			func(s PoolStats) float64 { return s.WaitTime.Seconds() }),
+		poolCounter("shoal_tokenpool_cancelled_total", "Callers that gave up waiting for a token (their request ended).",
+			func(s PoolStats) float64 { return float64(s.Cancelled) }),
+		m.tooBusy, m.critical, m.unfinishedRuns, m.activeRuns, m.workers, m.cores, m.nps,
+		m.assigned, m.finished, m.reclaimed, m.beatLag,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_runcache_dirty_runs",
+			Help: "Runs changed in memory and not yet written to the database.",
+		}, runCache(true)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_runcache_cached_runs",
+			Help: "Runs held in the run cache.",
+		}, runCache(false)),
+		m.flushDuration, m.flushErrors,
+		m.dbDuration, m.dbErrors,
+	)
+	return m
+}
+
+// ObserveHTTPRequest records one answered request. route is the route template ("" for a
+// request no route matched).
+func (m *Metrics) ObserveHTTPRequest(route, method string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	if !httpMethods[method] {
+		method = "other"
+	}
+	c := strconv.Itoa(code)
+	m.httpRequests.WithLabelValues(route, method, c).Inc()
+	m.httpDuration.WithLabelValues(route, method, c).Observe(d.Seconds())
+}
+
+// WatchPool makes the token-pool metrics read stats at each scrape; stats must be cheap and
+// must not block. A later call replaces the earlier one.
+func (m *Metrics) WatchPool(stats func() PoolStats) {
+	if m == nil || stats == nil {
+		return
+	}
+	m.pool.Store(&stats)
+}
+
+// TooBusy counts one request_task turned away by the full semaphore.
+func (m *Metrics) TooBusy() {
+	if m == nil {
+		return
+	}
+	m.tooBusy.Inc()
+}
+
+// ObserveCriticalSection records how long request_task held the scheduling lock.
+func (m *Metrics) ObserveCriticalSection(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.critical.Observe(d.Seconds())
+}
+
+// SetFleet records the work in progress.
+func (m *Metrics) SetFleet(f Fleet) {
+	if m == nil {
+		return
+	}
+	m.unfinishedRuns.Set(float64(f.UnfinishedRuns))
+	m.activeRuns.Set(float64(f.ActiveRuns))
+	m.workers.Set(float64(f.Workers))
+	m.cores.Set(float64(f.Cores))
+	m.nps.Set(f.NPS)
+}
+
+// TaskAssigned counts a task handed out.
+func (m *Metrics) TaskAssigned() {
+	if m == nil {
+		return
+	}
+	m.assigned.Inc()
+}
+
+// TaskFinished counts a task that ended normally.
+func (m *Metrics) TaskFinished() {
+	if m == nil {
+		return
+	}
+	m.finished.Inc()
+}
+
+// TaskReclaimed counts a task taken back for reason, one of the Reason constants (any other
+// counts as "other").
+func (m *Metrics) TaskReclaimed(reason string) {
+	if m == nil {
+		return
+	}
+	known := false
+	for _, r := range reclaimReasons {
+		known = known || r == reason
+	}
+	if !known {
+		reason = "other"
+	}
+	m.reclaimed.WithLabelValues(reason).Inc()
+}
+
+// ObserveBeatLag records the time since a task's last update or beat, as its worker beats.
+func (m *Metrics) ObserveBeatLag(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.beatLag.Observe(max(d, 0).Seconds())
+}
+
+// WatchRunCache makes the run-cache gauges read dirty (runs waiting to be written) and cached
+// (runs held) at each scrape. A later call replaces the earlier one.
+func (m *Metrics) WatchRunCache(dirty, cached func() int) {
+	if m == nil || dirty == nil || cached == nil {
+		return
+	}
+	m.runCache.Store(&runCacheFuncs{dirty: dirty, cached: cached})
+}
+
+// ObserveFlush records one write of a run from the cache, failed if err is not nil.
+func (m *Metrics) ObserveFlush(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.flushDuration.Observe(d.Seconds())
+	if err != nil {
+		m.flushErrors.Inc()
+	}
+}
+
+// ObserveDBOperation records one database command (the driver's name for it: "find",
+// "update", ...), failed or not.
+func (m *Metrics) ObserveDBOperation(command string, d time.Duration, failed bool) {
+	if m == nil {
+		return
+	}
+	if !dbCommands[command] {
+		command = "other"
+	}
+	m.dbDuration.WithLabelValues(command).Observe(d.Seconds())
+	if failed {
+		m.dbErrors.WithLabelValues(command).Inc()
+	}
+}

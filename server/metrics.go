@@ -1,0 +1,42 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// instrument counts and times each request by route template (c.FullPath(): "/tests/view/:id",
+// not the run's id, so the label stays bounded), method and status code. It sits outside the
+// recovery and the shutdown guard, so panics (500) and refusals (503) are counted too.
+// Streams (live pages) count once, when they end.
+func (s *Server) instrument(c *gin.Context) {
+	if s.deps.Metrics == nil {
+		c.Next()
+		return
+	}
+	start := time.Now()
+	c.Next()
+	s.deps.Metrics.ObserveHTTPRequest(c.FullPath(), c.Request.Method, c.Writer.Status(), time.Since(start))
+}
+
+// metricsHandler serves Deps.Gatherer in Prometheus's text format. A scrape is counted like any
+// other request, route "/metrics", once it has been answered: each scrape shows the scrapes
+// before it, never itself.
+func (s *Server) metricsHandler() gin.HandlerFunc {
+	if s.deps.Gatherer == nil {
+		return func(c *gin.Context) { c.String(http.StatusNotFound, "metrics are not enabled on this instance\n") }
+	}
+	h := promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slogErrorLogger{s},
+		ErrorHandling: promhttp.ContinueOnError, // a broken collector must not hide the rest
+	})
+	return gin.WrapH(h)
+}
+
+// slogErrorLogger passes promhttp's gathering errors to the server's logger.
+type slogErrorLogger struct{ s *Server }
+
+func (l slogErrorLogger) Println(v ...any) { l.s.logger.Error("gather metrics", "err", v) }
