@@ -24,11 +24,12 @@ func (s *Server) routes() *gin.Engine {
 	if err := r.SetTrustedProxies([]string{"127.0.0.1", "::1"}); err != nil {
 		panic(err) // constant input
 	}
-	r.Use(s.stamp, s.accessLog, gin.CustomRecovery(s.recovery), s.shutdownGuard)
+	r.Use(s.stamp, s.instrument, s.accessLog, gin.CustomRecovery(s.recovery), s.shutdownGuard)
 
 	// Health and operations.
 	getAndHead(r, "/healthz", s.healthz)
 	getAndHead(r, "/readyz", s.readyz)
+	r.GET("/metrics", s.metricsHandler())
 
 	// Worker API (protocol version 325).
 	s.workerRoutes(r)
@@ -99,4 +100,7 @@ func (s *Server) uiRoutes(ui gin.IRoutes) {
 	getAndHead(ui, "/upload", s.uploadPage)
 	ui.POST(uploadPath, s.uploadSubmit)
 	getAndHead(ui, "/sprt_calc", s.sprtCalcPage)
+
+	// Operations: live tuning for approvers (ui_admin.go).
+	getAndHead(ui, "/admin/tuning", s.tuningPage)
 }

@@ -126,7 +126,7 @@ func assertFreeTokens(t *testing.T, p *Pool, want int) {
 }
 
 func TestNewPanicsOnSizeBelowOne(t *testing.T) {
-	for _, size := range []int{0, -1, math.MinInt} {
+	for _, size := range []int{0, -1, math.MinInt, MaxSize + 1, math.MaxInt} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			mustPanic(t, func() { New(size) })
 		})
@@ -502,6 +502,19 @@ func TestReleaseWithoutAcquirePanics(t *testing.T) {
 		{"after every token came back", func(t *testing.T, p *Pool) {
 			hold(t, p, size)
 			releaseN(p, size)
+		}},
+		{"after growing and shrinking back with tokens held", func(t *testing.T, p *Pool) {
+			hold(t, p, size)
+			if err := p.Resize(context.Background(), size+3); err != nil {
+				t.Fatal(err)
+			}
+			hold(t, p, 3)
+			done := make(chan error, 1)
+			go func() { done <- p.Resize(context.Background(), size) }()
+			releaseN(p, size+3)
+			if err := receive(t, "the shrink", done); err != nil {
+				t.Fatal(err)
+			}
 		}},
 	}
 	for _, tc := range tests {

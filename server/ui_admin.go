@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/tokenpool"
+)
+
+// tuningData is the tuning page: the two sizes an operator can change on a running instance
+// (the database token pool and the request_task semaphore) and what they are doing now.
+type tuningData struct {
+	page
+	// Tokens is a snapshot of the token pool (threadpool_tokens).
+	Tokens tokenpool.Stats
+	// WaitTime is Tokens.WaitTime rounded for people; AvgWait the mean wait of the acquires
+	// that had to wait ("" when none has).
+	WaitTime, AvgWait string
+	// TaskSemaphoreSize is the request_task semaphore's size (task_semaphore_size); 0 on a
+	// secondary, which hands out no tasks.
+	TaskSemaphoreSize int
+	// PID is this process's id, for the reload command.
+	PID int
+}
+
+// layoutTokenWait bounds how long the tuning page waits for a token for the layout's
+// pending sign-ups badge.
+const layoutTokenWait = 250 * time.Millisecond
+
+// tuningPage shows approvers the live sizes and how to change them: edit the config and send
+// SIGHUP. Its own data are in-memory gauges, read before the layout's database work so that
+// the page does not count itself. Like every page it waits in line for one token to read the
+// logged-in user; when the pool is saturated, which is when this page is most wanted, it does
+// not wait a second time for the layout's pending sign-ups badge, which it leaves out instead.
+func (s *Server) tuningPage(c *gin.Context) {
+	if _, ok := s.requireApprover(c); !ok {
+		return
+	}
+	st := s.deps.Tokens.Stats()
+	d := tuningData{Tokens: st, WaitTime: roundDuration(st.WaitTime), PID: os.Getpid()}
+	if st.Waited > 0 {
+		// WaitTime also counts the waits that gave up; as an average over the acquires that
+		// waited it is an upper bound, which is the side to err on.
+		d.AvgWait = roundDuration(st.WaitTime / time.Duration(st.Waited))
+	}
+	if s.deps.Scheduler != nil {
+		d.TaskSemaphoreSize = s.deps.Scheduler.TaskSemaphoreSize()
+	}
+	req := c.Request
+	ctx, cancel := context.WithTimeout(req.Context(), layoutTokenWait)
+	c.Request = req.WithContext(ctx)
+	d.page = s.page(c, "Tuning")
+	cancel()
+	c.Request = req
+	s.render(c, http.StatusOK, "admin", d)
+}
+
+// roundDuration writes d with a precision that suits its size: "0s", "850µs", "12.4ms", "3.2s".
+func roundDuration(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	default:
+		return d.Round(time.Microsecond).String()
+	}
+}
