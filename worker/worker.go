@@ -373,9 +373,9 @@ func (w *Worker) verifyVersion(ctx context.Context) (ok bool, err error) {
 		return false, ctx.Err()
 	}
 	if msg, bad := r.errorMessage(); bad {
-		if r.status == http.StatusTooManyRequests {
-			// Too many failed logins from this address (perhaps another machine's): not a
-			// verdict on this worker's credentials, so back off and ask again.
+		if r.status == http.StatusTooManyRequests || r.status == http.StatusServiceUnavailable {
+			// Too many failed logins from this address (perhaps another machine's), or a
+			// server going away: not a verdict on this worker, so back off and ask again.
 			w.log.Warn("request_version: the server asks to wait", "error", msg)
 			return false, nil
 		}

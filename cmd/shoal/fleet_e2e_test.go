@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,6 +272,51 @@ func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 			t.Errorf("task %d: active %v, %d of %d games; want every task done and inactive", i, task.Active, games(task.Stats), task.NumGames)
 		}
 	}
+
+	// /metrics tells the same story: every task assigned and finished, every update_task the
+	// fleet saw answered counted once.
+	code, text := getText(t, s.base+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d", code)
+	}
+	metric := func(line string) float64 {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(line) + ` (\S+)$`).FindStringSubmatch(text)
+		if m == nil {
+			t.Errorf("/metrics has no %s", line)
+			return -1
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	if got := metric("shoal_scheduler_tasks_assigned_total"); got != float64(len(tasks)) {
+		t.Errorf("tasks assigned %v, want %d", got, len(tasks))
+	}
+	if got := metric("shoal_scheduler_tasks_finished_total"); got != float64(len(tasks)) {
+		t.Errorf("tasks finished %v, want %d", got, len(tasks))
+	}
+	updates := metric(`shoal_http_requests_total{code="200",method="POST",route="/api/update_task"}`)
+	if want := rep.Endpoints["update_task"].Requests; int64(updates) != want {
+		t.Errorf("update_task counted %v times, the fleet made %d", updates, want)
+	}
+	var excerpt []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "shoal_") && !strings.Contains(line, "_bucket{") {
+			excerpt = append(excerpt, line)
+		}
+	}
+	t.Logf("/metrics after the fleet (buckets left out):\n%s", strings.Join(excerpt, "\n"))
+}
+
+// getText fetches url and returns the status and the body.
+func getText(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func TestE2ESPSAMovesTowardTheOptimum(t *testing.T) {

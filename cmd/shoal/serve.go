@@ -13,9 +13,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
@@ -31,9 +34,13 @@ const (
 
 // shutdownGrace is how long in-flight requests get to finish once shutdown begins;
 // closeGrace is how long writing the dirty runs and closing the database may then take.
+// shutdownNotice is how long the server answers 503 before it stops listening;
+// reloadShrinkLimit how long a reload waits for the tokens a smaller pool takes back.
 const (
-	shutdownGrace = 10 * time.Second
-	closeGrace    = 60 * time.Second
+	reloadShrinkLimit = 30 * time.Second
+	shutdownNotice    = 500 * time.Millisecond
+	shutdownGrace     = 10 * time.Second
+	closeGrace        = 60 * time.Second
 )
 
 // serve runs the server until ctx ends, then shuts it down.
@@ -51,13 +58,59 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var served error
-	select {
-	case err := <-inst.served:
-		served = fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
+	for served == nil && ctx.Err() == nil {
+		select {
+		case err := <-inst.served:
+			served = fmt.Errorf("http server: %w", err)
+		case <-hup:
+			// Reload in the background: a shrinking pool waits for tokens to come back, and
+			// a second SIGHUP meanwhile is queued behind it (Resize is serialised).
+			go inst.reload(ctx, func() (Config, error) {
+				c, _, err := LoadConfig(newFlagSet("serve", io.Discard), args, getenv, nil)
+				return c, err
+			}, cfg)
+		case <-ctx.Done():
+			logger.Info("shutting down on signal; a second signal stops at once")
+		}
 	}
 	return errors.Join(served, inst.shutdown())
+}
+
+// reload applies a re-read configuration to a running instance: threadpool_tokens and
+// task_semaphore_size take effect at once (shrinking the token pool waits for tokens in use to
+// come back); any other change is logged as needing a restart. A configuration that no longer
+// loads changes nothing. started is the configuration the instance started with.
+func (inst *instance) reload(ctx context.Context, load func() (Config, error), started Config) {
+	next, err := load()
+	if err != nil {
+		inst.logger.Error("reload: the configuration does not load; nothing changed", "err", err)
+		return
+	}
+	inst.logger.Info("reload: applying", "threadpool_tokens", next.ThreadpoolTokens, "task_semaphore_size", next.TaskSemaphoreSize)
+	if inst.sched != nil {
+		inst.sched.SetTaskSemaphoreSize(next.TaskSemaphoreSize)
+	}
+	// A shrink waits for tokens in use to come back, and holds up new callers meanwhile: give
+	// up (keeping the old size) rather than wait on a stuck request for long.
+	rctx, cancel := context.WithTimeout(ctx, reloadShrinkLimit)
+	defer cancel()
+	if err := inst.tokens.Resize(rctx, next.ThreadpoolTokens); err != nil {
+		inst.logger.Error("reload: threadpool_tokens not changed", "want", next.ThreadpoolTokens, "err", err)
+	} else {
+		inst.logger.Info("reload: threadpool_tokens in force", "size", inst.tokens.Size())
+	}
+	for _, opt := range options() {
+		if opt.key == "threadpool_tokens" || opt.key == "task_semaphore_size" {
+			continue
+		}
+		if opt.get(&next) != opt.get(&started) {
+			inst.logger.Warn("reload: this setting changes only at a restart", "key", opt.key)
+		}
+	}
 }
 
 // instance is a running server and everything it owns.
@@ -71,19 +124,22 @@ type instance struct {
 	httpSrv *http.Server
 	jobs    *scheduler.Periodic
 	served  chan error // receives Serve's error if it stops by itself
+	tokens  *tokenpool.Pool
 	// primary is the role: only a primary has runs, sched and jobs.
 	primary bool
 }
 
 // startPrimary sets up what only the primary has: the first admin, the run cache, the
 // scheduler and the periodic jobs, and gives the server its scheduler.
-func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(string) string, stdout io.Writer, deps *server.Deps) error {
+func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(string) string, stdout io.Writer, deps *server.Deps, m *metrics.Metrics) error {
 	logger, db := inst.logger, inst.db
 	if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
 		return err
 	}
 	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
+	runs.SetMetrics(m)
 	sched := scheduler.New(scheduler.Config{
+		Metrics:           m,
 		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
 		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
 		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
@@ -134,7 +190,9 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	db, err := openDB(ctx, cfg, logger)
+	reg := newMetricsRegistry()
+	m := metrics.New(reg)
+	db, err := openDB(ctx, cfg, logger, m)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -158,15 +216,19 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	if err != nil {
 		return nil, err
 	}
+	tokens := tokenpool.New(cfg.ThreadpoolTokens)
+	watchTokenPool(m, tokens)
 	deps := server.Deps{
-		Logger: logger, Tokens: tokenpool.New(cfg.ThreadpoolTokens), Users: db.Users,
+		Metrics: m, Gatherer: reg,
+		Logger: logger, Tokens: tokens, Users: db.Users,
 		Version: version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir,
 		Instance: role + "@" + ln.Addr().String(),
 	}
-	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1), primary: primary}
+	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1),
+		primary: primary, tokens: tokens}
 	if primary {
-		if err := inst.startPrimary(ctx, cfg, getenv, stdout, &deps); err != nil {
+		if err := inst.startPrimary(ctx, cfg, getenv, stdout, &deps, m); err != nil {
 			return nil, err
 		}
 	} else {
@@ -198,6 +260,10 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 func (inst *instance) shutdown() error {
 	inst.logger.Info("shutting down")
 	inst.srv.BeginShutdown()
+	// Keep answering for a moment, with 503s, before the listener closes: clients (and load
+	// balancers polling /readyz) hear that the server is going away and back off, instead of
+	// meeting refused connections. fishtest waits the same half second.
+	time.Sleep(shutdownNotice)
 	drainCtx, cancelDrain := context.WithTimeout(context.Background(), shutdownGrace)
 	if err := inst.httpSrv.Shutdown(drainCtx); err != nil {
 		inst.logger.Warn("requests still running at the shutdown deadline", "err", err)
@@ -244,10 +310,10 @@ func (inst *instance) saveRuns(ctx context.Context) []error {
 }
 
 // openDB opens the configured database and creates its indexes.
-func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*rundb.DB, error) {
+func openDB(ctx context.Context, cfg Config, logger *slog.Logger, m *metrics.Metrics) (*rundb.DB, error) {
 	db, err := rundb.Open(ctx, rundb.Options{
 		URI: cfg.MongoURI, DataDir: cfg.DataDir, EmbeddedAddr: cfg.EmbeddedDBAddr,
-		Database: cfg.Database, Logger: logger,
+		Database: cfg.Database, Logger: logger, Metrics: m,
 	})
 	if err != nil {
 		return nil, err
