@@ -85,6 +85,7 @@ type Server struct {
 	pages        map[string]*template.Template
 	sessions     cookie.Store
 	limiters     *accountLimiters // login and signup rate limits
+	apiGood      *knownGood       // API credentials that just succeeded skip the login limiter
 	live         *liveLimits      // bounds on open live-update streams
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
@@ -108,7 +109,7 @@ func New(deps Deps) (*Server, error) {
 	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
-		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now),
+		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now), apiGood: newKnownGood(10*time.Minute, 200_000),
 		live: newLiveLimits()}
 	s.engine = s.routes()
 	return s, nil

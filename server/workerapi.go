@@ -85,18 +85,27 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 		apiError(c, http.StatusBadRequest, err.Error())
 		return nil, false
 	}
-	res, ok := s.reserveAPILogin(c)
-	if !ok {
-		return nil, false
+	good := s.apiGood.has(username, password, time.Now())
+	var res *reservation
+	if !good {
+		var ok bool
+		if res, ok = s.reserveAPILogin(c); !ok {
+			return nil, false
+		}
+		defer res.release() // a panic must not keep the token held
 	}
-	defer res.release() // a panic must not keep the token held
 	var u *rundb.User
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
 		u, err = s.deps.DB.Users.Authenticate(ctx, username, password)
 		return err
 	})
-	res.settle(err)
+	if res != nil {
+		res.settle(err)
+	}
+	if err == nil || errors.Is(err, rundb.ErrBadCredentials) {
+		s.apiGood.settle(username, password, err == nil, time.Now())
+	}
 	switch {
 	case errors.Is(err, rundb.ErrBadCredentials), errors.Is(err, rundb.ErrBlocked), errors.Is(err, rundb.ErrPending):
 		apiError(c, http.StatusUnauthorized, err.Error())
