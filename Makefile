@@ -9,7 +9,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 ADDR      ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help build run demo test test-race test-norace lint fmt bench fuzz clean
+.PHONY: help build run demo test test-race test-norace lint fmt bench bench-go fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,7 +43,10 @@ lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## Go benchmarks of the hot paths (request_task, update_task, SPRT update, credential check, decoding)
+bench: build ## the performance report (docs/benchmarks/report.{md,json}); QUICK=1 for small sizes
+	$(BIN) bench $(if $(QUICK),--quick) --out docs/benchmarks
+
+bench-go: ## Go benchmarks of the hot paths (request_task, update_task, SPRT update, credential check, decoding)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 FUZZTIME ?= 30s

@@ -42,6 +42,7 @@ Usage:
   shoal worker [flags]     run one worker (simulated games) for a server
   shoal fleet [flags]      run N simulated workers against a server and report
   shoal demo [flags]       decide a test with a simulated fleet on a temporary server
+  shoal bench [flags]      measure the server under a simulated fleet (issue 8's report)
   shoal version            print the version
 
 Run "shoal COMMAND --help" for a command's flags. Every flag can also be set
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = fleetCmd(ctx, rest, getenv, stdout, stderr)
 	case "demo":
 		err = demoCmd(ctx, rest, getenv, stdout, stderr)
+	case "bench":
+		err = benchCmd(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "shoal %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case "help", "--help", "-help", "-h":

@@ -1,0 +1,969 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-chess/shoal/worker"
+	"github.com/shoal-chess/shoal/worker/fleet"
+	"github.com/shoal-chess/shoal/worker/protocol"
+)
+
+const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section] [--out DIR] [--quick]
+
+Measures Shoal (issue 8): starts the server as a separate process on a temporary
+embedded database (or --mongo-uri, in a fresh database), drives it with a
+simulated fleet from this process, and writes report.json and report.md to
+--out. Scenarios:
+
+  steady            N workers at time scale k on R active runs for D
+  storm             W workers arriving within 10 s: time until all hold a task
+  ceiling           a bare net/http JSON handler's requests/s, and beat's
+  critical-section  go test -bench of request_task's critical section (needs go)
+
+Flags:
+`
+
+// benchScenarios are the scenarios in the order they run and are reported.
+var benchScenarios = []string{"steady", "storm", "ceiling", "critical-section"}
+
+// benchSettings are a bench's sizes: the issue's by default, smaller with --quick.
+type benchSettings struct {
+	Scenarios       []string `json:"scenarios"`
+	Quick           bool     `json:"quick"`
+	Database        string   `json:"database"`
+	TimeScale       float64  `json:"time_scale"`
+	Workers         int      `json:"steady_workers"`
+	Runs            int      `json:"steady_runs"`
+	Duration        string   `json:"steady_duration"`
+	StormWorkers    int      `json:"storm_workers"`
+	StormArrival    string   `json:"storm_arrival"`
+	CeilingDuration string   `json:"ceiling_duration"`
+	CeilingClients  int      `json:"ceiling_clients"`
+
+	duration, ceilingDuration time.Duration
+	mongoURI, exe             string
+}
+
+// benchReport is report.json.
+type benchReport struct {
+	Started   time.Time                  `json:"started"`
+	Elapsed   float64                    `json:"elapsed_s"`
+	Machine   machineInfo                `json:"machine"`
+	Commit    string                     `json:"commit"`
+	Version   string                     `json:"version"`
+	Settings  benchSettings              `json:"settings"`
+	Scenarios map[string]*scenarioReport `json:"scenarios"`
+}
+
+// machineInfo describes where the bench ran.
+type machineInfo struct {
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	MemoryMiB int64  `json:"memory_mib"`
+	OS        string `json:"os"`
+	Go        string `json:"go"`
+}
+
+// scenarioReport is one scenario's settings, figures and targets. Skipped or Error say why
+// figures are missing.
+type scenarioReport struct {
+	Skipped   string                          `json:"skipped,omitempty"`
+	Error     string                          `json:"error,omitempty"`
+	Figures   []benchFigure                   `json:"figures"`
+	Endpoints map[string]fleet.EndpointReport `json:"endpoints,omitempty"`
+	Targets   []benchTarget                   `json:"targets"`
+}
+
+// benchFigure is one measured number.
+type benchFigure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+}
+
+// benchTarget is one of issue 8's targets: the figure (nil when it could not be measured),
+// the target as text ("< 25") and whether it is met.
+type benchTarget struct {
+	Name   string   `json:"name"`
+	Figure *float64 `json:"figure"`
+	Unit   string   `json:"unit"`
+	Target string   `json:"target"`
+	Met    bool     `json:"met"`
+}
+
+func (s *scenarioReport) figure(name string, v float64, unit string) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		v = 0
+	}
+	s.Figures = append(s.Figures, benchFigure{name, v, unit})
+}
+
+// target records a target; ok(v) says whether v meets it.
+func (s *scenarioReport) target(name string, v *float64, unit, target string, ok func(float64) bool) {
+	t := benchTarget{Name: name, Unit: unit, Target: target}
+	if v != nil && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
+		t.Figure = v
+		t.Met = ok(*v)
+	}
+	s.Targets = append(s.Targets, t)
+}
+
+func below(limit float64) func(float64) bool   { return func(v float64) bool { return v < limit } }
+func atLeast(limit float64) func(float64) bool { return func(v float64) bool { return v >= limit } }
+func ptr(v float64) *float64                   { return &v }
+
+// benchCmd is `shoal bench`.
+func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	scenarios := fs.String("scenarios", strings.Join(benchScenarios, ","), "comma-separated scenarios to run")
+	out := fs.String("out", filepath.Join("docs", "benchmarks"), "directory for report.json and report.md")
+	mongoURI := fs.String("mongo-uri", getenv("SHOAL_MONGO_URI"), "run the server on this MongoDB (a fresh database) instead of the embedded one")
+	quick := fs.Bool("quick", false, "small sizes for tests and CI: 500 workers, 5 runs, 30 s")
+	workers := fs.Int("workers", 0, "steady: workers (default 10000, quick 500)")
+	runs := fs.Int("runs", 0, "steady: active runs (default 50, quick 5)")
+	duration := fs.Duration("duration", 0, "steady: how long the fleet works (default 3m, quick 30s)")
+	scale := fs.Float64("time-scale", 10, "time compression of the server's knobs and the workers' clocks")
+	stormWorkers := fs.Int("storm-workers", 0, "storm: workers (default 10000, quick 500)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	set := benchSettings{Quick: *quick, TimeScale: *scale, Workers: 10000, Runs: 50, duration: 3 * time.Minute,
+		StormWorkers: 10000, ceilingDuration: 10 * time.Second, CeilingClients: 64, mongoURI: *mongoURI,
+		StormArrival: "ramp over 10 s"}
+	if *quick {
+		set.Workers, set.Runs, set.duration, set.StormWorkers, set.ceilingDuration = 500, 5, 30*time.Second, 500, 4*time.Second
+	}
+	for _, o := range []struct {
+		flag int
+		into *int
+	}{{*workers, &set.Workers}, {*runs, &set.Runs}, {*stormWorkers, &set.StormWorkers}} {
+		if o.flag != 0 {
+			*o.into = o.flag
+		}
+	}
+	if *duration != 0 {
+		set.duration = *duration
+	}
+	set.Duration, set.CeilingDuration = set.duration.String(), set.ceilingDuration.String()
+	set.Database = "embedded"
+	if set.mongoURI != "" {
+		set.Database = "mongodb (fresh database per scenario)"
+	}
+	switch {
+	case set.Workers < 1 || set.Runs < 1 || set.StormWorkers < 1 || set.duration <= 0:
+		return errors.New("bench: --workers, --runs, --storm-workers and --duration must be positive")
+	case !(set.TimeScale >= 1):
+		return errors.New("bench: --time-scale must be at least 1")
+	}
+	for _, s := range splitList(*scenarios) {
+		if !slices.Contains(benchScenarios, s) {
+			return fmt.Errorf("bench: unknown scenario %q (want %s)", s, strings.Join(benchScenarios, ","))
+		}
+		if !slices.Contains(set.Scenarios, s) {
+			set.Scenarios = append(set.Scenarios, s)
+		}
+	}
+	if len(set.Scenarios) == 0 {
+		return errors.New("bench: no scenario given")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: find my own binary: %w", err)
+	}
+	set.exe = exe
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	rep := &benchReport{Started: time.Now().UTC().Truncate(time.Second), Machine: readMachine(), Commit: gitDescribe(),
+		Version: version, Settings: set, Scenarios: map[string]*scenarioReport{}}
+	var failed []string
+	for _, name := range set.Scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(stdout, "bench: %s...\n", name)
+		sc := &scenarioReport{}
+		rep.Scenarios[name] = sc
+		var err error
+		switch name {
+		case "steady":
+			err = benchSteady(ctx, set, sc, stderr)
+		case "storm":
+			err = benchStorm(ctx, set, sc, stderr)
+		case "ceiling":
+			err = benchCeiling(ctx, set, sc, stderr)
+		case "critical-section":
+			err = benchCriticalSection(ctx, sc, stderr)
+		}
+		if err != nil {
+			sc.Error = err.Error()
+			failed = append(failed, name)
+			fmt.Fprintf(stdout, "bench: %s failed: %v\n", name, err)
+		}
+		for _, t := range sc.Targets {
+			fig := "not measured"
+			if t.Figure != nil {
+				fig = fmt.Sprintf("%.4g %s", *t.Figure, t.Unit)
+			}
+			fmt.Fprintf(stdout, "  %-40s %-20s target %-10s met %v\n", t.Name, fig, t.Target, t.Met)
+		}
+	}
+	rep.Elapsed = math.Round(time.Since(rep.Started).Seconds())
+	if err := writeBenchReport(*out, rep); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	fmt.Fprintf(stdout, "bench: wrote %s and %s\n", filepath.Join(*out, "report.json"), filepath.Join(*out, "report.md"))
+	if len(failed) > 0 {
+		return fmt.Errorf("bench: scenarios failed: %s", strings.Join(failed, ", "))
+	}
+	return ctx.Err()
+}
+
+// benchServer is a `shoal serve` child process with the demo's users.
+type benchServer struct {
+	cmd     *exec.Cmd
+	base    string
+	users   demoUsers
+	dir     string
+	log     *os.File
+	done    chan struct{}
+	waitErr error
+}
+
+// startBenchServer starts `shoal serve` as a child process on a fresh database, its time knobs
+// compressed by set.TimeScale as the demo's are, with the demo's users (machine limit
+// machineLimit) added with `shoal user add` before it starts.
+func startBenchServer(ctx context.Context, set benchSettings, machineLimit int) (*benchServer, error) {
+	dir, err := os.MkdirTemp("", "shoal-bench-")
+	if err != nil {
+		return nil, err
+	}
+	s := &benchServer{dir: dir, done: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			s.stop()
+		}
+	}()
+	port, err := loopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	cfg := demoConfig(filepath.Join(dir, "data"), set.TimeScale)
+	db := []string{"--data", cfg.DataDir}
+	if set.mongoURI != "" {
+		db = append(db, "--mongo-uri", set.mongoURI, "--database", "shoal_bench_"+strings.ToLower(rand.Text()[:10]))
+	}
+	// The users' passwords reach the child through its environment, out of ps.
+	env := append(os.Environ(), "SHOAL_ADMIN_PASSWORD="+rand.Text())
+	s.users.submitter.name, s.users.approver.name, s.users.workers.name = "alice", "bob", "fleet"
+	for _, u := range []struct {
+		who   *struct{ name, password string }
+		extra []string
+	}{{&s.users.submitter, nil}, {&s.users.approver, []string{"--approver"}},
+		{&s.users.workers, []string{"--machine-limit", strconv.Itoa(machineLimit)}}} {
+		u.who.password = rand.Text()
+		args := append(append([]string{"user", "add", "--username", u.who.name}, db...), u.extra...)
+		cmd := exec.CommandContext(ctx, set.exe, args...)
+		cmd.Env = append(env, "SHOAL_USER_PASSWORD="+u.who.password)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("shoal user add %s: %w: %s", u.who.name, err, bytes.TrimSpace(out))
+		}
+	}
+	s.log, err = os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := append([]string{"serve", "--addr", addr, "--log-level", "warn",
+		"--heartbeat-period", cfg.HeartbeatPeriod.String(), "--dead-task-timeout", cfg.DeadTaskTimeout.String(),
+		"--scavenge-period", cfg.ScavengePeriod.String(), "--duplicate-worker-window", cfg.DuplicateWorkerWindow.String()}, db...)
+	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
+	s.cmd = exec.Command(set.exe, args...)
+	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr, s.cmd.Dir = env, s.log, s.log, dir
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start shoal serve: %w", err)
+	}
+	go func() { s.waitErr = s.cmd.Wait(); close(s.done) }() // joined by stop
+	s.base = "http://" + addr
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("shoal serve exited before it was ready (%v): %s", s.waitErr, s.logTail())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("shoal serve not ready after 90 s: %s", s.logTail())
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// logTail is the end of the server's log, for an error message.
+func (s *benchServer) logTail() string {
+	data, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// stop ends the server with SIGTERM (SIGKILL after a minute) and removes its directory.
+func (s *benchServer) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-s.done:
+		case <-time.After(60 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
+	}
+	if s.log != nil {
+		s.log.Close()
+	}
+	os.RemoveAll(s.dir)
+}
+
+// submitRuns creates and approves n fixed-games runs that do not finish during a bench.
+func (s *benchServer) submitRuns(ctx context.Context, n int) ([]string, error) {
+	ids := make([]string, 0, n)
+	for i := range n {
+		req := demoRunRequest(fmt.Sprintf("bench run %d", i+1))
+		req.NumGames = 400000
+		id, err := submitRun(ctx, s.base, s.users, req)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// loopbackPort returns a loopback port free a moment ago.
+func loopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// procUsage is a process's CPU time and memory, from /proc.
+type procUsage struct {
+	CPUSeconds     float64
+	RSSMiB, HWMMiB float64
+}
+
+// readProc reads /proc/pid/stat (utime + stime, in clock ticks of 1/100 s, Linux's USER_HZ on
+// every common architecture) and /proc/pid/status (VmRSS, VmHWM).
+func readProc(pid int) (procUsage, error) {
+	var u procUsage
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return u, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	u.CPUSeconds = (utime + stime) / 100
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	for line := range strings.Lines(string(status)) {
+		key, val, _ := strings.Cut(line, ":")
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 64)
+		switch key {
+		case "VmRSS":
+			u.RSSMiB = kb / 1024
+		case "VmHWM":
+			u.HWMMiB = kb / 1024
+		}
+	}
+	return u, nil
+}
+
+// scrapeMetrics reads the server's /metrics into series ("name{labels}") and values.
+func scrapeMetrics(ctx context.Context, base string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape /metrics: %s", resp.Status)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// metricSum adds the series of name whose labels contain every one of labels (`reason="dead"`).
+func metricSum(m map[string]float64, name string, labels ...string) float64 {
+	var sum float64
+	for series, v := range m {
+		n, rest, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		all := true
+		for _, l := range labels {
+			all = all && strings.Contains(rest, l)
+		}
+		if all {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// fleetFigures records what every fleet scenario reports: per-endpoint latency and rates,
+// too-busy replies and 5xx.
+func fleetFigures(sc *scenarioReport, rep *fleet.Report) (fiveXX float64) {
+	sc.Endpoints = rep.Endpoints
+	secs := max(rep.ElapsedSeconds, 1e-9)
+	names := make([]string, 0, len(rep.Endpoints))
+	for name := range rep.Endpoints {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	sc.figure("requests per second", float64(rep.Requests)/secs, "req/s")
+	for _, name := range names {
+		e := rep.Endpoints[name]
+		sc.figure(name+" rate", float64(e.Requests)/secs, "req/s")
+		sc.figure(name+" p50", e.P50MS, "ms")
+		sc.figure(name+" p99", e.P99MS, "ms")
+		sc.figure(name+" max", e.MaxMS, "ms")
+	}
+	for code, n := range rep.HTTPErrors {
+		if strings.HasPrefix(code, "5") {
+			fiveXX += float64(n)
+		}
+	}
+	sc.figure("too-busy replies", float64(rep.TooBusy), "replies")
+	sc.figure("5xx replies", fiveXX, "replies")
+	sc.figure("transport errors", float64(rep.TransportErrors), "calls")
+	sc.figure("games reported", float64(rep.GamesReported), "games")
+	sc.figure("exactly-once check passed", boolFigure(rep.ExactlyOnce), "bool")
+	return fiveXX
+}
+
+func boolFigure(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fleetOptions are the options every bench fleet shares.
+func fleetOptions(s *benchServer, set benchSettings, workers int) fleet.Options {
+	return fleet.Options{ServerURL: s.base, Username: s.users.workers.name, Password: s.users.workers.password,
+		Workers: workers, DrawRatio: 0.6, TimeScale: set.TimeScale, StopGrace: 15 * time.Second}
+}
+
+// benchSteady is the steady scenario: set.Workers at set.TimeScale on set.Runs runs for
+// set.duration.
+func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, stderr io.Writer) error {
+	beatP99, fiveXX, falseDead, rss := (*float64)(nil), (*float64)(nil), (*float64)(nil), (*float64)(nil)
+	defer func() {
+		sc.target("beat p99", beatP99, "ms", "< 25", below(25))
+		sc.target("5xx replies", fiveXX, "replies", "= 0", below(0.5))
+		sc.target("false dead tasks", falseDead, "tasks", "= 0", below(0.5))
+		sc.target("server resident memory (peak)", rss, "MiB", "< 1024", below(1024))
+	}()
+	sc.figure("equivalent workers (workers x time scale)", float64(set.Workers)*set.TimeScale, "workers")
+	s, err := startBenchServer(ctx, set, set.Workers)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	if _, err := s.submitRuns(ctx, set.Runs); err != nil {
+		return err
+	}
+	before, err := readProc(s.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	opts := fleetOptions(s, set, set.Workers)
+	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, min(10*time.Second, set.duration/3), set.duration
+	rep, err := fleet.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	after, err := readProc(s.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	m, err := scrapeMetrics(ctx, s.base)
+	if err != nil {
+		return err
+	}
+	fx := fleetFigures(sc, rep)
+	dead := metricSum(m, "shoal_scheduler_tasks_reclaimed_total", `reason="dead"`)
+	fd := max(0, dead-float64(rep.WorkersVanished))
+	sc.figure("dead-task reclaims", dead, "tasks")
+	sc.figure("false dead tasks (reclaimed, worker alive)", fd, "tasks")
+	sc.figure("tasks assigned", metricSum(m, "shoal_scheduler_tasks_assigned_total"), "tasks")
+	cpu := after.CPUSeconds - before.CPUSeconds
+	sc.figure("server CPU", cpu, "s")
+	sc.figure("server CPU per wall second", cpu/max(rep.ElapsedSeconds, 1e-9), "cores")
+	sc.figure("server resident memory (end)", after.RSSMiB, "MiB")
+	sc.figure("server resident memory (peak, VmHWM)", after.HWMMiB, "MiB")
+	if e, ok := rep.Endpoints["beat"]; ok && e.Requests > 0 {
+		beatP99 = ptr(e.P99MS)
+	}
+	fiveXX, falseDead, rss = ptr(fx), ptr(fd), ptr(after.HWMMiB)
+	return nil
+}
+
+// benchStorm is the storm scenario: set.StormWorkers arriving within 10 s; the time until
+// every one holds a task is when the server has assigned that many tasks (at the bench's
+// time scales no task ends during the burst, so assigned tasks are held tasks).
+func benchStorm(ctx context.Context, set benchSettings, sc *scenarioReport, stderr io.Writer) error {
+	allHold, beatP99 := (*float64)(nil), (*float64)(nil)
+	defer func() {
+		sc.target("time until every worker holds a task", allHold, "s", "< 30", below(30))
+		sc.target("beat p99 during the burst", beatP99, "ms", "< 50", below(50))
+	}()
+	w := set.StormWorkers
+	s, err := startBenchServer(ctx, set, w)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	if _, err := s.submitRuns(ctx, max(1, min(set.Runs, 50))); err != nil {
+		return err
+	}
+	const limit = 90 * time.Second
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := fleetOptions(s, set, w)
+	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, 10*time.Second, limit
+	start := time.Now()
+	var rep *fleet.Report
+	var runErr error
+	done := make(chan struct{})
+	go func() { rep, runErr = fleet.Run(fctx, opts); close(done) }() // joined below
+	var held time.Duration
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+poll:
+	for {
+		select {
+		case <-done:
+			break poll
+		case <-tick.C:
+		}
+		m, err := scrapeMetrics(ctx, s.base)
+		if err == nil && metricSum(m, "shoal_scheduler_tasks_assigned_total") >= float64(w) {
+			held = time.Since(start)
+			// A little more of the burst's aftermath for the beat latencies, then stop.
+			select {
+			case <-time.After(5 * time.Second):
+			case <-done:
+			}
+			cancel()
+			break poll
+		}
+	}
+	<-done
+	if runErr != nil {
+		return runErr
+	}
+	fleetFigures(sc, rep)
+	sc.figure("too-busy replies per worker", float64(rep.TooBusy)/float64(w), "replies")
+	if held > 0 {
+		sc.figure("time until every worker holds a task", held.Seconds(), "s")
+		allHold = ptr(held.Seconds())
+	} else {
+		sc.figure("workers never all held a task within", limit.Seconds(), "s")
+	}
+	if e, ok := rep.Endpoints["beat"]; ok && e.Requests > 0 {
+		beatP99 = ptr(e.P99MS)
+	} else {
+		fmt.Fprintln(stderr, "bench: storm: no beat during the burst (heartbeat period longer than the burst)")
+	}
+	return nil
+}
+
+// benchCeiling measures a bare net/http JSON handler and Shoal's beat with the same load
+// generator, and the ratio of the two.
+func benchCeiling(ctx context.Context, set benchSettings, sc *scenarioReport, stderr io.Writer) error {
+	ratio := (*float64)(nil)
+	defer func() {
+		sc.target("beat throughput / bare net/http", ratio, "ratio", ">= 0.5", atLeast(0.5))
+	}()
+	clients := set.CeilingClients
+
+	// The ceiling: decode a JSON object, answer one, as a worker API handler does at least.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"task_alive": true, "duration": 0.0})
+	}), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
+	go func() { _ = bare.Serve(l); close(served) }() // joined below
+	s, err := startBenchServer(ctx, set, clients)
+	if err != nil {
+		bare.Close()
+		<-served
+		return err
+	}
+	defer s.stop()
+
+	// One task per client, for valid beats.
+	ids, err := s.submitRuns(ctx, 1)
+	if err != nil {
+		bare.Close()
+		<-served
+		return err
+	}
+	bodies := make([][]byte, clients)
+	for i := range clients {
+		bodies[i], err = beatBody(ctx, s, i)
+		if err != nil {
+			bare.Close()
+			<-served
+			return fmt.Errorf("get a task for beat (run %s): %w", ids[0], err)
+		}
+	}
+	bareRate, bareErrs := loadGenerate(ctx, "http://"+l.Addr().String()+"/api/beat", bodies, set.ceilingDuration)
+	bare.Close()
+	<-served
+	beatRate, beatErrs := loadGenerate(ctx, s.base+"/api/beat", bodies, set.ceilingDuration)
+	sc.figure("bare net/http JSON handler", bareRate, "req/s")
+	sc.figure("bare net/http errors", float64(bareErrs), "requests")
+	sc.figure("shoal beat", beatRate, "req/s")
+	sc.figure("shoal beat errors (non-200 or task not alive)", float64(beatErrs), "requests")
+	sc.figure("concurrent clients", float64(clients), "clients")
+	if bareRate > 0 {
+		r := beatRate / bareRate
+		sc.figure("beat / bare ratio", r, "ratio")
+		ratio = &r
+	}
+	return nil
+}
+
+// beatBody takes a task for worker i through request_task and returns the body of a beat for it.
+func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
+	w, err := worker.New(worker.Config{ServerURL: s.base, Username: s.users.workers.name,
+		Password: s.users.workers.password, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("bc%06d", i))}, &worker.SimSource{})
+	if err != nil {
+		return nil, err
+	}
+	info := w.Info()
+	call := func(path string, body any, out any) error {
+		data, _ := json.Marshal(body)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		reply, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s: %s", path, resp.Status, snippet(reply))
+		}
+		return json.Unmarshal(reply, out)
+	}
+	for attempt := 0; ; attempt++ {
+		var task protocol.TaskReply
+		err := call("/api/request_task", protocol.Request{Password: s.users.workers.password, WorkerInfo: info}, &task)
+		if err != nil {
+			return nil, err
+		}
+		if task.Run != nil && task.TaskID != nil {
+			return json.Marshal(protocol.Request{Password: s.users.workers.password, WorkerInfo: info,
+				RunID: &task.Run.ID, TaskID: task.TaskID})
+		}
+		if task.Error != "" || attempt >= 20 {
+			return nil, fmt.Errorf("request_task: no task: %s%s", task.Error, task.Info)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// loadGenerate posts bodies[i] from client i, as fast as each reply comes, for d; it returns
+// the successful requests per second (200 with no "error" and, for beats, a live task) and the
+// failures.
+func loadGenerate(ctx context.Context, url string, bodies [][]byte, d time.Duration) (float64, int64) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = len(bodies) + 4
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	var ok, failed atomic.Int64
+	lctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, body := range bodies {
+		wg.Go(func() {
+			for lctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(lctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					if lctx.Err() == nil {
+						failed.Add(1)
+					}
+					continue
+				}
+				var reply struct {
+					Error     string `json:"error"`
+					TaskAlive *bool  `json:"task_alive"`
+				}
+				err = json.NewDecoder(resp.Body).Decode(&reply)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || reply.Error != "" || (reply.TaskAlive != nil && !*reply.TaskAlive) {
+					failed.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(ok.Load()) / time.Since(start).Seconds(), failed.Load()
+}
+
+// benchLine is a line of `go test -bench` output: name, iterations, ns/op.
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op`)
+
+// benchCriticalSection runs the scheduler's Go benchmarks when the go tool and the module's
+// source are at hand.
+func benchCriticalSection(ctx context.Context, sc *scenarioReport, stderr io.Writer) error {
+	at100 := (*float64)(nil)
+	defer func() {
+		sc.target("request_task critical section at 100 runs (mean ns/op)", at100, "µs", "< 100", below(100))
+	}()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		sc.Skipped = "skipped: go is not on PATH"
+		return nil
+	}
+	root := moduleRoot()
+	if root == "" {
+		sc.Skipped = "skipped: not run from Shoal's source tree (no go.mod of github.com/shoal-chess/shoal above the working directory)"
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, goTool, "test", "-run", "^$", "-count", "1",
+		"-bench", "^(BenchmarkRequestTaskCriticalSection|BenchmarkRequestTaskCriticalSectionSizes|BenchmarkRequestTask|BenchmarkUpdateTask)$",
+		"./scheduler/")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		tail := out.String()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return fmt.Errorf("go test -bench ./scheduler/: %w: %s", err, tail)
+	}
+	found := false
+	for line := range strings.Lines(out.String()) {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		ns, _ := strconv.ParseFloat(m[2], 64)
+		us := ns / 1000
+		sc.figure(m[1], us, "µs/op")
+		found = true
+		if m[1] == "BenchmarkRequestTaskCriticalSection/runs=100" {
+			at100 = ptr(us)
+		}
+	}
+	if !found {
+		return fmt.Errorf("go test -bench printed no benchmark line: %s", snippet(out.Bytes()))
+	}
+	return nil
+}
+
+// moduleRoot is the directory above the working directory holding Shoal's go.mod, or "".
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(data, []byte("module github.com/shoal-chess/shoal\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// readMachine describes this machine from /proc.
+func readMachine() machineInfo {
+	m := machineInfo{Cores: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				m.MemoryMiB = kb / 1024
+			}
+		}
+	}
+	return m
+}
+
+// gitDescribe is `git describe --always --dirty` of Shoal's source tree above the working
+// directory (or of the working directory), or "unknown".
+func gitDescribe() string {
+	cmd := exec.Command("git", "describe", "--always", "--dirty")
+	cmd.Dir = moduleRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// writeBenchReport writes report.json and report.md to dir.
+func writeBenchReport(dir string, rep *benchReport) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(benchMarkdown(rep)), 0o644)
+}
+
+// benchMarkdown is the report for people.
+func benchMarkdown(rep *benchReport) string {
+	var b strings.Builder
+	set := rep.Settings
+	fmt.Fprintf(&b, "# Shoal benchmark report\n\n")
+	fmt.Fprintf(&b, "Generated by `shoal bench` on %s in %.0f s. Commit `%s`, shoal %s.\n\n", rep.Started.Format(time.RFC3339), rep.Elapsed, rep.Commit, rep.Version)
+	fmt.Fprintf(&b, "**Machine:** %s, %d cores, %d MiB, %s, %s.\n\n", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryMiB, rep.Machine.OS, rep.Machine.Go)
+	fmt.Fprintf(&b, "**Settings:** database %s; time scale k = %g; steady %d workers (equivalent %d) on %d runs for %s; storm %d workers, %s; ceiling %d clients for %s each",
+		set.Database, set.TimeScale, set.Workers, int(float64(set.Workers)*set.TimeScale), set.Runs, set.Duration,
+		set.StormWorkers, set.StormArrival, set.CeilingClients, set.CeilingDuration)
+	if set.Quick {
+		b.WriteString(" (**--quick**: not the issue's sizes)")
+	}
+	b.WriteString(".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run in the bench process, on the same machine.\n")
+	for _, name := range benchScenarios {
+		sc, ok := rep.Scenarios[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n", name)
+		if sc.Skipped != "" {
+			fmt.Fprintf(&b, "%s\n\n", sc.Skipped)
+		}
+		if sc.Error != "" {
+			fmt.Fprintf(&b, "**Error:** %s\n\n", strings.ReplaceAll(sc.Error, "\n", " "))
+		}
+		if len(sc.Targets) > 0 {
+			b.WriteString("| Target | Figure | Target | Met |\n|---|---:|---|---|\n")
+			for _, t := range sc.Targets {
+				fig := "not measured"
+				if t.Figure != nil {
+					fig = fmt.Sprintf("%.4g %s", *t.Figure, t.Unit)
+				}
+				met := "no"
+				if t.Met {
+					met = "yes"
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s %s | %s |\n", t.Name, fig, t.Target, t.Unit, met)
+			}
+			b.WriteString("\n")
+		}
+		if len(sc.Figures) > 0 {
+			b.WriteString("| Figure | Value | Unit |\n|---|---:|---|\n")
+			for _, f := range sc.Figures {
+				fmt.Fprintf(&b, "| %s | %.4g | %s |\n", f.Name, f.Value, f.Unit)
+			}
+		}
+	}
+	return b.String()
+}

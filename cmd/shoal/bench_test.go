@@ -1,0 +1,102 @@
+//go:build !race
+
+// The bench end to end: the real binary re-executes itself as the server and drives it with a
+// fleet, in --quick sizes. It takes about a minute, so it runs in make test's race-free pass.
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestE2EBenchQuickWritesReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	bin := buildBinary(t)
+	out := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "steady,ceiling", "--out", out, "--duration", "20s")
+	cmd.Dir = t.TempDir()
+	text, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("shoal bench: %v\n%s", err, text)
+	}
+	t.Logf("shoal bench:\n%s", text)
+
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Machine struct {
+			Cores int `json:"cores"`
+		} `json:"machine"`
+		Commit    string `json:"commit"`
+		Scenarios map[string]struct {
+			Error   string `json:"error"`
+			Figures []struct {
+				Name  string  `json:"name"`
+				Value float64 `json:"value"`
+			} `json:"figures"`
+			Targets []map[string]json.RawMessage `json:"targets"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v\n%s", err, data)
+	}
+	if rep.Machine.Cores < 1 || rep.Commit == "" {
+		t.Errorf("machine or commit missing: %+v %q", rep.Machine, rep.Commit)
+	}
+	want := map[string]int{"steady": 4, "ceiling": 1}
+	if len(rep.Scenarios) != len(want) {
+		t.Errorf("scenarios %v, want steady and ceiling", rep.Scenarios)
+	}
+	for name, n := range want {
+		sc, ok := rep.Scenarios[name]
+		if !ok {
+			t.Errorf("scenario %s missing", name)
+			continue
+		}
+		if sc.Error != "" {
+			t.Errorf("%s: %s", name, sc.Error)
+		}
+		if len(sc.Targets) != n {
+			t.Errorf("%s: %d targets, want %d", name, len(sc.Targets), n)
+		}
+		for _, tg := range sc.Targets {
+			for _, key := range []string{"name", "figure", "unit", "target", "met"} {
+				if _, ok := tg[key]; !ok {
+					t.Errorf("%s: target %s has no %q", name, tg["name"], key)
+				}
+			}
+			var met any
+			if err := json.Unmarshal(tg["met"], &met); err != nil {
+				t.Errorf("%s: target %s: met: %v", name, tg["name"], err)
+			}
+			if _, ok := met.(bool); !ok {
+				t.Errorf("%s: target %s: met is %s, want a boolean", name, tg["name"], tg["met"])
+			}
+			if string(tg["figure"]) == "null" {
+				t.Errorf("%s: target %s was not measured", name, tg["name"])
+			}
+		}
+	}
+	figures := map[string]float64{}
+	for _, f := range rep.Scenarios["steady"].Figures {
+		figures[f.Name] = f.Value
+	}
+	for _, name := range []string{"beat p99", "server CPU", "server resident memory (peak, VmHWM)", "tasks assigned"} {
+		if figures[name] <= 0 {
+			t.Errorf("steady: figure %q = %v, want positive", name, figures[name])
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(md), "## steady") || !strings.Contains(string(md), "## ceiling") {
+		t.Errorf("report.md: %v\n%s", err, md)
+	}
+}
