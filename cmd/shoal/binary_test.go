@@ -95,7 +95,7 @@ func TestBinaryServesStopsOnSignalAndKeepsData(t *testing.T) {
 	}
 	// Both users, the first start's admin and the one added while stopped, log in.
 	for _, u := range [][2]string{{"admin", "s3cret"}, {"bob", "pw"}} {
-		if page := webLogin(t, url, u[0], u[1]); !strings.Contains(page, `class="user-name">`+u[0]+`<`) {
+		if page, _ := webLogin(t, url, u[0], u[1]); !strings.Contains(page, `class="user-name">`+u[0]+`<`) {
 			t.Errorf("after a restart %s cannot log in:\n%s", u[0], page)
 		}
 	}

@@ -275,7 +275,7 @@ func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 
 	// /metrics tells the same story: every task assigned and finished, every update_task the
 	// fleet saw answered counted once.
-	code, text := getText(t, s.base+"/metrics")
+	code, text := get(t, s.base+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics = %d", code)
 	}
@@ -305,18 +305,6 @@ func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 		}
 	}
 	t.Logf("/metrics after the fleet (buckets left out):\n%s", strings.Join(excerpt, "\n"))
-}
-
-// getText fetches url and returns the status and the body.
-func getText(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func TestE2ESPSAMovesTowardTheOptimum(t *testing.T) {

@@ -22,12 +22,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -563,25 +560,8 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	// A login on one instance (POST /login goes to 8001) is a login on the others: they share
 	// the session secret.
 	t.Run("one session across instances", func(t *testing.T) {
-		jar, _ := cookiejar.New(nil)
-		client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-		resp, err := client.Get(ngx.base + "/login")
-		if err != nil {
-			t.Fatal(err)
-		}
-		form, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindSubmatch(form)
-		if m == nil {
-			t.Fatalf("no CSRF token on /login:\n%s", form)
-		}
-		resp, err = client.PostForm(ngx.base+"/login", url.Values{"csrf_token": {string(m[1])},
-			"username": {users.submitter.name}, "password": {users.submitter.password}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		resp, err = client.Get(ngx.base + "/tests/run")
+		_, client := webLogin(t, ngx.base+"/", users.submitter.name, users.submitter.password)
+		resp, err := client.Get(ngx.base + "/tests/run")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,11 +99,11 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // webLogin logs in through the web UI's form, as a browser would (cookie jar, CSRF token from
-// the form), and returns the page it lands on.
-func webLogin(t *testing.T, base, username, password string) string {
+// the form), and returns the page it lands on and the logged-in client.
+func webLogin(t *testing.T, base, username, password string) (string, *http.Client) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar}
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
 	resp, err := client.Get(base + "login")
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func webLogin(t *testing.T, base, username, password string) string {
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path == "/login" {
 		t.Fatalf("log in as %s: %d at %s\n%s", username, resp.StatusCode, resp.Request.URL, page)
 	}
-	return string(page)
+	return string(page), client
 }
 
 func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
@@ -140,7 +140,7 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 		t.Fatalf("the first start did not print the admin password:\n%s", out)
 	}
 	// The printed password logs the admin in to the web UI.
-	if page := webLogin(t, base, "admin", pw[1]); !strings.Contains(page, `class="user-name">admin<`) {
+	if page, _ := webLogin(t, base, "admin", pw[1]); !strings.Contains(page, `class="user-name">admin<`) {
 		t.Errorf("after logging in as admin the page does not show the admin:\n%s", page)
 	}
 
