@@ -509,6 +509,18 @@ func fleetFigures(sc *scenarioReport, rep *fleet.Report) (fiveXX float64) {
 	sc.figure("transport errors", float64(rep.TransportErrors), "calls")
 	sc.figure("games reported", float64(rep.GamesReported), "games")
 	sc.figure("exactly-once check passed", boolFigure(rep.ExactlyOnce), "bool")
+	// What the check depends on: an update_task without a reply (cut off when the fleet
+	// stops) may or may not have been applied, so the server can hold games the fleet never
+	// saw accepted without any being lost.
+	sc.figure("updates in doubt (no reply)", float64(rep.UpdatesInDoubt), "calls")
+	sc.figure("requests cancelled by the fleet", float64(rep.CancelledRequests), "calls")
+	sc.figure("tasks with updates from two workers", float64(rep.SharedTasks), "tasks")
+	var server, fleet float64
+	for _, r := range rep.Runs {
+		server += float64(r.ServerGames)
+		fleet += float64(r.FleetGames)
+	}
+	sc.figure("server games minus fleet-accepted games", server-fleet, "games")
 	return fiveXX
 }
 
