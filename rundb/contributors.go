@@ -164,7 +164,7 @@ func (d *DB) AddCreditedRuns(ctx context.Context, ids []ObjectID) error {
 			for i, id := range ids[:n] {
 				set[i] = bson.E{Key: id.Hex(), Value: nil}
 			}
-			if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: last.Lookup("_id")}},
+			if _, err := coll.UpdateOne(ctx, idFilter(last.Lookup("_id")),
 				bson.D{{Key: "$set", Value: set}}); err != nil {
 				return fmt.Errorf("record credited runs: %w", mapError(err))
 			}

@@ -263,16 +263,7 @@ func (s *Scheduler) setBadTask(r *rundb.Run, taskID int, residual float64, color
 func computeResults(r *rundb.Run) rundb.Results {
 	out := rundb.NewResults()
 	for _, t := range r.Tasks {
-		out.Wins += t.Stats.Wins
-		out.Losses += t.Stats.Losses
-		out.Draws += t.Stats.Draws
-		out.Crashes += t.Stats.Crashes
-		out.TimeLosses += t.Stats.TimeLosses
-		for i, x := range t.Stats.Pentanomial {
-			if i < 5 {
-				out.Pentanomial[i] += x
-			}
-		}
+		addResults(&out, t.Stats, rundb.Results{})
 	}
 	return out
 }

@@ -242,10 +242,16 @@ func listedRuns(runs []*rundb.Run) (runsObject, error) {
 
 // activeRuns is GET /api/active_runs: every unfinished run, keyed by id, oldest first.
 func (s *Server) activeRuns(c *gin.Context) {
+	s.replyRuns(c, s.deps.DB.Runs.Active)
+}
+
+// replyRuns answers a run listing: the runs fetch returns (under a database token), keyed by
+// id as listedRuns makes them.
+func (s *Server) replyRuns(c *gin.Context, fetch func(ctx context.Context) ([]*rundb.Run, error)) {
 	var runs []*rundb.Run
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		runs, err = s.deps.DB.Runs.Active(ctx)
+		runs, err = fetch(ctx)
 		return err
 	})
 	if err != nil {
@@ -315,22 +321,9 @@ func (s *Server) finishedRuns(c *gin.Context) {
 		}
 		f.Since = &t
 	}
-	var runs []*rundb.Run
-	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		var err error
-		runs, err = s.deps.DB.Runs.Finished(ctx, f, int(page), finishedRunsPageSize)
-		return err
+	s.replyRuns(c, func(ctx context.Context) ([]*rundb.Run, error) {
+		return s.deps.DB.Runs.Finished(ctx, f, int(page), finishedRunsPageSize)
 	})
-	if err != nil {
-		s.internalError(c, err)
-		return
-	}
-	out, err := listedRuns(runs)
-	if err != nil {
-		s.internalError(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
 }
 
 // snapshotRun reads a run for a reply. A malformed id is a run that does not exist.
@@ -348,17 +341,27 @@ func (s *Server) snapshotRun(c *gin.Context, id string) (*rundb.Run, error) {
 	return r, err
 }
 
-// getRun is GET /api/get_run/{id}: the run without its tasks (fishtest's strip_run).
-func (s *Server) getRun(c *gin.Context) {
-	allowAnyOrigin(c)
+// runOr404 reads the run named by the :id parameter; a missing run is answered with 404
+// "The run ... does not exist", a failure with 500.
+func (s *Server) runOr404(c *gin.Context) (*rundb.Run, bool) {
 	id := c.Param("id")
 	r, err := s.snapshotRun(c, id)
 	switch {
 	case errors.Is(err, rundb.ErrNotFound):
 		apiError(c, http.StatusNotFound, fmt.Sprintf("The run %s does not exist", id))
-		return
+		return nil, false
 	case err != nil:
 		s.internalError(c, err)
+		return nil, false
+	}
+	return r, true
+}
+
+// getRun is GET /api/get_run/{id}: the run without its tasks (fishtest's strip_run).
+func (s *Server) getRun(c *gin.Context) {
+	allowAnyOrigin(c)
+	r, ok := s.runOr404(c)
+	if !ok {
 		return
 	}
 	m, err := runJSON(r, stripped)
@@ -441,14 +444,8 @@ func taskJSON(t rundb.Task) (map[string]any, error) {
 // getElo is GET /api/get_elo/{id}: for an SPRT run, the stripped run with "elo", the SPRT Elo
 // estimate of its results; for any other run, {}.
 func (s *Server) getElo(c *gin.Context) {
-	id := c.Param("id")
-	r, err := s.snapshotRun(c, id)
-	switch {
-	case errors.Is(err, rundb.ErrNotFound):
-		apiError(c, http.StatusNotFound, fmt.Sprintf("The run %s does not exist", id))
-		return
-	case err != nil:
-		s.internalError(c, err)
+	r, ok := s.runOr404(c)
+	if !ok {
 		return
 	}
 	sprt := r.Args.SPRT
@@ -463,7 +460,7 @@ func (s *Server) getElo(c *gin.Context) {
 	res := stats.Results{Wins: r.Results.Wins, Losses: r.Results.Losses, Draws: r.Results.Draws, Pentanomial: r.Results.Pentanomial}
 	elo, err := stats.EstimateSPRTElo(res, sprt.Alpha, sprt.Beta, 0.05, sprt.Elo0, sprt.Elo1, model)
 	if err != nil {
-		s.internalError(c, fmt.Errorf("sprt elo of run %s: %w", id, err))
+		s.internalError(c, fmt.Errorf("sprt elo of run %s: %w", r.ID.Hex(), err))
 		return
 	}
 	m, err := runJSON(r, stripped)

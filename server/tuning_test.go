@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
@@ -30,33 +27,10 @@ func TestTuningLiveResizeDropsNoRequest(t *testing.T) {
 		clients = 12
 		workers = 4 // the clients share these worker identities for request_task
 	)
-	db := rundbtest.Open(t)
-	ctx := context.Background()
-	for _, u := range []rundb.NewUser{
-		{Username: "alice", Password: "alicepw", Accepted: true},
-		{Username: "bob", Password: "bobpw", Accepted: true, Approver: true},
-		{Username: "wrk", Password: "wrkpw", Accepted: true},
-	} {
-		if _, err := db.Users.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	logger := discardLogger()
-	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, HeartbeatPeriod: 120 * time.Second,
-		DeadTaskTimeout: 360 * time.Second, ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second,
-		TaskDuration: 1800 * time.Second}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
-	if err := sched.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	pool := tokenpool.New(6)
-	s, err := New(Deps{Logger: logger, Tokens: pool, Users: db.Users, Version: "test",
-		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	f := &fleet{t: t, url: ts.URL, db: db, sched: sched, handler: s.Handler()}
+	f := newFleetWithPool(t, pool)
+	sched := f.sched
+	var err error
 	f.newRun(map[string]any{"num_games": 400000})
 
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
@@ -84,7 +58,7 @@ func TestTuningLiveResizeDropsNoRequest(t *testing.T) {
 		if body != nil {
 			rd = bytes.NewReader(body)
 		}
-		req, err := http.NewRequest(method, ts.URL+path, rd)
+		req, err := http.NewRequest(method, f.url+path, rd)
 		if err != nil {
 			fail("%s %s: %v", method, path, err)
 			return
@@ -136,7 +110,7 @@ func TestTuningLiveResizeDropsNoRequest(t *testing.T) {
 		for i := range poolSizes {
 			time.Sleep(120 * time.Millisecond)
 			sched.SetTaskSemaphoreSize(semSizes[i])
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err := pool.Resize(rctx, poolSizes[i])
 			cancel()
 			if err != nil {

@@ -26,7 +26,9 @@ const (
 	sessionUser   = "user"  // username, absent when logged out
 	sessionStamp  = "stamp" // the user's SessionStamp when the session was opened
 	sessionCSRF   = "csrf"  // the token every state-changing form carries
-	// sessionRemember (ui_accounts.go) marks a "remember me" login.
+	// sessionRemember marks a "remember me" login: the cookie outlives the browser, and a
+	// session reopened after a password change keeps that lifetime.
+	sessionRemember = "remember"
 	// rememberAge is how long a "remember me" login lasts; other sessions end with the browser.
 	rememberAge = 400 * 24 * time.Hour
 )
@@ -127,7 +129,7 @@ func (s *Server) loadUser(c *gin.Context) {
 		return
 	}
 	stamp, _ := sess.Get(sessionStamp).(string)
-	if u == nil || u.Blocked || u.Pending || stamp != u.SessionStamp() {
+	if !sessionHolds(u, stamp) {
 		s.endSession(c)
 		if u != nil && u.Blocked {
 			s.flash(c, "error", "Your account is blocked.")
@@ -139,6 +141,13 @@ func (s *Server) loadUser(c *gin.Context) {
 	}
 	c.Set(userKey, u)
 	c.Next()
+}
+
+// sessionHolds reports whether a session opened with stamp may go on as u: the user exists,
+// is neither blocked nor pending, and has not changed password since. Pages (loadUser) and
+// live streams apply the same rule.
+func sessionHolds(u *rundb.User, stamp string) bool {
+	return u != nil && !u.Blocked && !u.Pending && stamp == u.SessionStamp()
 }
 
 // startSession logs u in: a new CSRF token (so a token seen before login is worthless) and,

@@ -93,9 +93,6 @@ func (s *Server) loginSubmit(c *gin.Context) {
 		return
 	}
 	s.startSession(c, u, d.Remember)
-	if d.Remember {
-		sessions.Default(c).Set(sessionRemember, true)
-	}
 	s.redirect(c, safeNext(d.Next, "/tests"))
 }
 
@@ -374,10 +371,6 @@ func normaliseRepo(s string) (string, string) {
 }
 
 // --- Profiles ---
-
-// sessionRemember marks a session opened with "remember me", so that reopening it after a
-// password change keeps its lifetime.
-const sessionRemember = "remember"
 
 // maxMachineLimit bounds the machine limit an approver may set.
 const maxMachineLimit = 1000
@@ -668,9 +661,6 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 	if fresh != nil {
 		remember, _ := sessions.Default(c).Get(sessionRemember).(bool)
 		s.startSession(c, fresh, remember)
-		if remember {
-			sessions.Default(c).Set(sessionRemember, true)
-		}
 		s.flash(c, "success", "Your profile is saved and your password changed: your other sessions are logged out.")
 	} else {
 		s.flash(c, "success", "Your profile is saved.")

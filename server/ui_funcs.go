@@ -194,3 +194,11 @@ func agoFrom(now, t time.Time) string {
 		return unit(int(d/(24*time.Hour)), "day")
 	}
 }
+
+// clipRunes cuts s to at most n runes, without an ellipsis (for filters and short labels).
+func clipRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}

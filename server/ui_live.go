@@ -352,7 +352,7 @@ func (s *Server) liveSessionValid(ctx context.Context, name, stamp string) (u *r
 	case err != nil:
 		return nil, false, err
 	}
-	if u.Blocked || u.Pending || stamp != u.SessionStamp() {
+	if !sessionHolds(u, stamp) {
 		return nil, false, nil
 	}
 	return u, true, nil

@@ -180,8 +180,8 @@ type nnsData struct {
 // name and uploader (substrings, any case) and master nets only; 25 a page.
 func (s *Server) nnsPage(c *gin.Context) {
 	d := nnsData{
-		NetworkName: nnTrim(strings.TrimSpace(c.Query("network_name")), maxNNFilter),
-		UserFilter:  nnTrim(strings.TrimSpace(c.Query("user")), maxNNFilter),
+		NetworkName: clipRunes(strings.TrimSpace(c.Query("network_name")), maxNNFilter),
+		UserFilter:  clipRunes(strings.TrimSpace(c.Query("user")), maxNNFilter),
 		MasterOnly:  nnTruthy(c.QueryArray("master_only")),
 		Sort:        sortParam(c, rundb.NNSortKeys, "time", true),
 	}
@@ -211,14 +211,6 @@ func nnTruthy(values []string) bool {
 		}
 	}
 	return false
-}
-
-// nnTrim cuts s to at most n runes.
-func nnTrim(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n])
-	}
-	return s
 }
 
 // uploadData is the /upload form.
@@ -582,7 +574,7 @@ func (s *Server) sprtCalcPage(c *gin.Context) {
 	}{{"elo-model", &form.EloModel}, {"elo-0", &form.Elo0}, {"elo-1", &form.Elo1},
 		{"draw-ratio", &form.DrawRatio}, {"rms-bias", &form.RMSBias}} {
 		if v, ok := c.GetQuery(f.name); ok {
-			*f.v = nnTrim(strings.TrimSpace(v), 40)
+			*f.v = clipRunes(strings.TrimSpace(v), 40)
 		}
 	}
 	d := sprtCalcData{Form: form, Errors: map[string]string{}}

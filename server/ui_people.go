@@ -287,11 +287,7 @@ func workerMailto(c *gin.Context, approver string, r blockedWorkerRow) string {
 	if r.OwnerEmail == "" {
 		return ""
 	}
-	scheme := "http"
-	if secureRequest(c) {
-		scheme = "https"
-	}
-	events := scheme + "://" + c.Request.Host + "/actions?text=" + url.QueryEscape(r.Name)
+	events := viewPageURL(c, "/actions?text="+url.QueryEscape(r.Name))
 	body := "Hello " + workerOwner(r.Name) + ",\r\n\r\n" +
 		"thank you for running a worker for Shoal. Your worker " + r.Name + " is blocked for now, because:\r\n\r\n" +
 		strings.ReplaceAll(r.Message, "\n", "\r\n") + "\r\n\r\n" +

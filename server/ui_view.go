@@ -330,7 +330,7 @@ func viewArgs(r *rundb.Run) []viewArg {
 		if msg == "" {
 			return tag
 		}
-		return tag + "  (" + viewTruncate(msg, 50) + ")"
+		return tag + "  (" + clipRunes(msg, 50) + ")"
 	}
 	out := []viewArg{{Name: "id", Value: r.ID.Hex()}}
 	if r.RescheduledFrom != "" {
@@ -386,14 +386,6 @@ func viewArgs(r *rundb.Run) []viewArg {
 	}
 	add("info", a.Info, "")
 	return out
-}
-
-func viewTruncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n])
 }
 
 // viewHashPattern finds the Hash option (MiB) in an options string.
@@ -853,10 +845,7 @@ func viewCountsOf(counts []int) viewCounts {
 	st.DrawRate = float64(counts[k/2]) / fn
 	if perGame > 0 {
 		neloPerNT := 800 / math.Ln10
-		sd := math.Sqrt(v)
-		if k == 5 {
-			sd = math.Sqrt(2 * v)
-		}
+		sd := st.Stdev
 		st.NElo = neloPerNT * (mean - 0.5) / sd
 		st.NEloLo = neloPerNT * (st.ScoreLo - 0.5) / sd
 		st.NEloHi = neloPerNT * (st.ScoreHi - 0.5) / sd

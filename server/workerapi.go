@@ -27,14 +27,14 @@ func (s *Server) workerRoutes(r gin.IRoutes) {
 	// Every worker endpoint but upload_pgn needs the primary's scheduler; a secondary turns
 	// them away before reading anything, as fishtest's RejectNonPrimaryWorkerApiMiddleware.
 	r.POST("/api/request_version", s.primaryOnly, s.requestVersion)
-	r.POST("/api/request_task", s.primaryOnly, s.workerCall(s.requestTask))
-	r.POST("/api/update_task", s.primaryOnly, s.workerCall(s.updateTask))
-	r.POST("/api/beat", s.primaryOnly, s.workerCall(s.beat))
-	r.POST("/api/request_spsa", s.primaryOnly, s.workerCall(s.requestSPSA))
-	r.POST("/api/failed_task", s.primaryOnly, s.workerCall(s.failedTask))
-	r.POST("/api/stop_run", s.primaryOnly, s.workerCall(s.stopRun))
-	r.POST("/api/upload_pgn", s.workerCall(s.uploadPGN))
-	r.POST("/api/worker_log", s.primaryOnly, s.workerCall(s.workerLog))
+	r.POST("/api/request_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.requestTask))
+	r.POST("/api/update_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.updateTask))
+	r.POST("/api/beat", s.primaryOnly, s.workerCall(maxWorkerBody, s.beat))
+	r.POST("/api/request_spsa", s.primaryOnly, s.workerCall(maxWorkerBody, s.requestSPSA))
+	r.POST("/api/failed_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.failedTask))
+	r.POST("/api/stop_run", s.primaryOnly, s.workerCall(maxWorkerBody, s.stopRun))
+	r.POST("/api/upload_pgn", s.workerCall(maxUploadBody, s.uploadPGN))
+	r.POST("/api/worker_log", s.primaryOnly, s.workerCall(maxWorkerBody, s.workerLog))
 }
 
 // primaryOnly answers 503 {"error": "<path>: primary instance required"} on a secondary.
@@ -59,6 +59,14 @@ type workerRequest struct {
 func (w *workerRequest) hasTask() bool { return w.body.TaskID != nil }
 
 func (w *workerRequest) taskID() int { return *w.body.TaskID }
+
+// message is the request's message, or "".
+func (w *workerRequest) message() string {
+	if w.body.Message == nil {
+		return ""
+	}
+	return *w.body.Message
+}
 
 // readBody reads the request body up to limit bytes; a longer body is a 400, not a truncation.
 func readBody(c *gin.Context, limit int64) ([]byte, bool) {
@@ -107,7 +115,7 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 		s.apiGood.settle(username, password, err == nil, time.Now())
 	}
 	switch {
-	case errors.Is(err, rundb.ErrBadCredentials), errors.Is(err, rundb.ErrBlocked), errors.Is(err, rundb.ErrPending):
+	case isAuthError(err):
 		apiError(c, http.StatusUnauthorized, err.Error())
 		return nil, false
 	case err != nil:
@@ -133,12 +141,9 @@ func (s *Server) requestVersion(c *gin.Context) {
 // workerCall wraps an endpoint in fishtest's validate_request: credentials, the strict schema,
 // the run, the task, and the task's owner, in that order, each failure a 400 or 401 in the JSON
 // error shape.
-func (s *Server) workerCall(handle func(*gin.Context, *workerRequest)) gin.HandlerFunc {
+// limit bounds the request body.
+func (s *Server) workerCall(limit int64, handle func(*gin.Context, *workerRequest)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		limit := int64(maxWorkerBody)
-		if c.FullPath() == "/api/upload_pgn" {
-			limit = maxUploadBody
-		}
 		body, ok := readBody(c, limit)
 		if !ok {
 			return
@@ -387,12 +392,8 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	msg := ""
-	if w.body.Message != nil {
-		msg = *w.body.Message
-	}
 	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
-		return s.deps.Scheduler.FailedTask(ctx, w.run, w.taskID(), msg)
+		return s.deps.Scheduler.FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }
 
@@ -400,10 +401,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	msg := ""
-	if w.body.Message != nil {
-		msg = *w.body.Message
-	}
+	msg := w.message()
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		hours := -1.0
 		st, err := s.deps.DB.UserCache.Get(ctx, w.user.Username)
@@ -436,7 +434,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 }
 
 func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
-	if !need(c, w.run != rundb.ObjectID{}, "run_id") || !need(c, w.hasTask(), "task_id") || !need(c, w.body.PGN != nil, "pgn content") {
+	if !needTask(c, w) || !need(c, w.body.PGN != nil, "pgn content") {
 		return
 	}
 	gz, err := decodePGNUpload(*w.body.PGN, DefaultMaxPGNBytes)
@@ -460,25 +458,12 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 		return
 	}
 	a := &rundb.Action{Action: "worker_log", Username: w.user.Username, Worker: w.body.WorkerInfo.LongName(),
-		Time: float64(time.Now().UnixMicro()) / 1e6}
-	if w.body.Message != nil {
-		a.Message = *w.body.Message
-	}
+		Time: float64(time.Now().UnixMicro()) / 1e6, Message: w.message()}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		if w.run != (rundb.ObjectID{}) {
-			var label string
-			if sched := s.deps.Scheduler; sched != nil {
-				l, err := sched.RunLabel(ctx, w.run)
-				if err != nil {
-					return err
-				}
-				label = l
-			} else {
-				r, err := s.deps.Runs.Snapshot(ctx, w.run)
-				if err != nil {
-					return err
-				}
-				label = scheduler.RunLabel(r)
+			label, err := s.deps.Scheduler.RunLabel(ctx, w.run) // worker_log is primary-only
+			if err != nil {
+				return err
 			}
 			id := w.taskID()
 			a.RunID, a.Run, a.TaskID = w.run.Hex(), label, &id

@@ -31,6 +31,12 @@ type fleet struct {
 
 func newFleet(t testing.TB) *fleet {
 	t.Helper()
+	return newFleetWithPool(t, tokenpool.New(20))
+}
+
+// newFleetWithPool is newFleet with the server's token pool given (to resize it while serving).
+func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
+	t.Helper()
 	db := rundbtest.Open(t)
 	ctx := context.Background()
 	for _, u := range []rundb.NewUser{
@@ -49,8 +55,8 @@ func newFleet(t testing.TB) *fleet {
 	if err := sched.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Deps{Logger: logger, Tokens: tokenpool.New(20), Users: db.Users, Version: "test",
-		DB: db, Runs: sched, Scheduler: sched})
+	s, err := New(Deps{Logger: logger, Tokens: pool, Users: db.Users, Version: "test",
+		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,12 +78,7 @@ func (p *shoalProc) wait(t *testing.T, within time.Duration) error {
 // freeAddr returns a loopback address with a port nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 }
 
 // addUsers creates the submitter, the approver and the fleet's account with `shoal user add`,
