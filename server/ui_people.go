@@ -54,29 +54,30 @@ func (s *Server) userManagementPage(c *gin.Context) {
 	}
 	d := userManagementData{Group: group, Search: strings.TrimSpace(c.Query("q"))}
 	d.Sort = sortParam(c, []string{"username", "registration", "groups", "email"}, "registration", true)
-	if c.Query("order") == "" && d.Sort.Key != "registration" {
-		d.Sort.Desc = false // names and addresses read best from A
-	}
-	var counts rundb.UserGroupCounts
+	d.Sort.ascendingUnlessAsked(c, "username", "groups", "email")
+	var n map[string]int
 	if !s.uiDo(c, func(ctx context.Context) error {
-		var err error
-		if counts, err = s.deps.DB.CountUserGroups(ctx); err != nil {
-			return err
-		}
-		q := rundb.UserQuery{Group: group, Search: d.Search, Sort: d.Sort.Key, Desc: d.Sort.Desc}
-		_, total, err := s.deps.DB.ListUsers(ctx, rundb.UserQuery{Group: group, Search: d.Search, Limit: 1})
+		counts, err := s.deps.DB.CountUserGroups(ctx)
 		if err != nil {
 			return err
 		}
+		n = map[string]int{rundb.UsersPending: counts.Pending, rundb.UsersBlocked: counts.Blocked,
+			rundb.UsersIdle: counts.Idle, rundb.UsersApprovers: counts.Approvers, rundb.UsersAll: counts.All}
+		// The page's size: the group's count, already known, unless a search narrows it.
+		total := n[group]
+		if d.Search != "" {
+			if _, total, err = s.deps.DB.ListUsers(ctx, rundb.UserQuery{Group: group, Search: d.Search, Limit: 1}); err != nil {
+				return err
+			}
+		}
 		d.Pager = newPager(c, total, userManagementPageSize)
-		q.Skip, q.Limit = d.Pager.Skip(), userManagementPageSize
+		q := rundb.UserQuery{Group: group, Search: d.Search, Sort: d.Sort.Key, Desc: d.Sort.Desc,
+			Skip: d.Pager.Skip(), Limit: userManagementPageSize}
 		d.Users, _, err = s.deps.DB.ListUsers(ctx, q)
 		return err
 	}) {
 		return
 	}
-	n := map[string]int{rundb.UsersPending: counts.Pending, rundb.UsersBlocked: counts.Blocked,
-		rundb.UsersIdle: counts.Idle, rundb.UsersApprovers: counts.Approvers, rundb.UsersAll: counts.All}
 	for _, g := range userGroups {
 		u := url.URL{Path: "/user_management", RawQuery: url.Values{"group": {g.Key}}.Encode()}
 		d.Tabs = append(d.Tabs, userTab{Key: g.Key, Label: g.Label, URL: u.String(), Count: n[g.Key], Current: g.Key == group})
@@ -193,9 +194,7 @@ func (s *Server) showWorkers(c *gin.Context, status int, d *workersData) {
 		allowed = append(allowed, "email")
 	}
 	d.Sort = sortParam(c, allowed, "last_changed", true)
-	if c.Query("order") == "" && d.Sort.Key != "last_changed" {
-		d.Sort.Desc = false
-	}
+	d.Sort.ascendingUnlessAsked(c, "worker", "email")
 	for _, f := range []struct{ Key, Label string }{
 		{"le-5days", "Changed in the last 5 days"}, {"gt-5days", "Older"}, {"all-workers", "All"},
 	} {
@@ -442,9 +441,7 @@ func (s *Server) actionsPage(c *gin.Context) {
 		}
 	}
 	d.Sort = sortParam(c, []string{"time", "event", "source", "target", "comment"}, "time", true)
-	if c.Query("order") == "" && d.Sort.Key != "time" {
-		d.Sort.Desc = false
-	}
+	d.Sort.ascendingUnlessAsked(c, "event", "source", "target", "comment")
 	q := rundb.ActionQuery{Action: d.Action, Text: d.Text, RunID: d.RunID, Sort: d.Sort.Key, Desc: d.Sort.Desc,
 		Max: d.MaxCount}
 	if d.Before != "" {
@@ -602,9 +599,7 @@ func (s *Server) contributorsPage(c *gin.Context) {
 		Search: strings.TrimSpace(c.Query("search")), Highlight: strings.TrimSpace(c.Query("highlight"))}
 	d.Sort = sortParam(c, []string{"username", "cpu_hours", "games", "games_per_hour", "tests", "tests_repo", "last_updated"},
 		"cpu_hours", true)
-	if c.Query("order") == "" && (d.Sort.Key == "username" || d.Sort.Key == "tests_repo") {
-		d.Sort.Desc = false
-	}
+	d.Sort.ascendingUnlessAsked(c, "username", "tests_repo")
 	q := rundb.ContributorQuery{Sort: d.Sort.Key, Desc: d.Sort.Desc}
 	me := currentUser(c)
 	findme := c.Query("findme") != ""

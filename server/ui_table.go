@@ -96,6 +96,14 @@ func sortParam(c *gin.Context, allowed []string, def string, defDesc bool) sorti
 	return s
 }
 
+// ascendingUnlessAsked sorts by the named columns (names and other text, which read best from
+// A) in ascending order when the request gives no ?order=; other columns keep the default.
+func (s *sorting) ascendingUnlessAsked(c *gin.Context, keys ...string) {
+	if c.Query("order") == "" && slices.Contains(keys, s.Key) {
+		s.Desc = false
+	}
+}
+
 // URL is the link a column header points to: sort by key, flipping the order if the table is
 // already sorted by it, back to page 1.
 func (s sorting) URL(key string) string {
