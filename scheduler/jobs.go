@@ -54,7 +54,10 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	now := s.now()
 	ev := &events{}
 	for _, id := range ids {
+		// active are the run's active tasks and their workers, for the worker map once the run
+		// is unlocked.
 		var active []taskRef
+		var workersOf []rundb.WorkerInfo
 		err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
 			changed := false
 			fix := func(what string, ok bool) {
@@ -74,6 +77,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 					workers++
 					committed += t.NumGames
 					active = append(active, taskRef{id, i})
+					workersOf = append(workersOf, t.WorkerInfo)
 				} else {
 					committed += played(t.Stats)
 				}
@@ -95,6 +99,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 			if !undecided(r) {
 				s.logger.Warn("unfinished run is already decided; finishing it", "run_id", id)
 				s.setInactiveRun(r, now)
+				active = nil // its tasks have ended
 				return rundb.PrioSaveNow, nil
 			}
 			if !changed {
@@ -105,15 +110,8 @@ func (s *Scheduler) Load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, ref := range active {
-			var wi rundb.WorkerInfo
-			stillActive := false
-			_ = s.runs.View(ctx, ref.run, func(r *rundb.Run) {
-				wi, stillActive = r.Tasks[ref.task].WorkerInfo, r.Tasks[ref.task].Active
-			})
-			if stillActive { // a decided run was finished above, ending its tasks
-				s.insertInWtt(ctx, wi.ShortName(), ref, now, ev)
-			}
+		for i, ref := range active {
+			s.insertInWtt(ctx, workersOf[i].ShortName(), ref, now, ev)
 		}
 	}
 	s.writeActions(ctx, ev.actions)

@@ -240,7 +240,7 @@ func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.
 			return 0, rundb.ErrUnchanged
 		}
 		if r.Args.SPRT != nil {
-			b := 2 * max(r.Args.SPRT.BatchSize, 1)
+			b := batchGames(r)
 			remaining = b * ((remaining + b - 1) / b)
 		}
 		size := min(s.workerCap(r, wi), remaining)
@@ -287,11 +287,17 @@ func (s *Scheduler) workerCap(r *rundb.Run, wi rundb.WorkerInfo) int {
 	}
 	concurrency := max(wi.Concurrency/max(r.Args.Threads, 1), 1)
 	games := s.cfg.TaskDuration.Seconds() / gameTime * float64(concurrency)
-	b := 2
-	if r.Args.SPRT != nil {
-		b = 2 * max(r.Args.SPRT.BatchSize, 1)
-	}
+	b := batchGames(r)
 	return max(b, b*int(games/float64(b)+0.5))
+}
+
+// batchGames is the number of games a task's size is a multiple of: the SPRT's batch of game
+// pairs, or one pair for other runs.
+func batchGames(r *rundb.Run) int {
+	if r.Args.SPRT == nil {
+		return 2
+	}
+	return 2 * max(r.Args.SPRT.BatchSize, 1)
 }
 
 // insertInWtt records the worker's new task; a still-active older task of the same worker

@@ -110,7 +110,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		case (numGames-oldGames)%2 != 0:
 			problem = fmt.Sprintf("Update_task: odd number of games received for task %s/%d. Before %d. Now %d.",
 				runID.Hex(), taskID, oldGames, numGames)
-		case r.Args.SPRT != nil && numGames%(2*max(r.Args.SPRT.BatchSize, 1)) != 0:
+		case r.Args.SPRT != nil && numGames%batchGames(r) != 0:
 			problem = fmt.Sprintf("Update_task: the number of games received for task %s/%d is incompatible with the SPRT batch size",
 				runID.Hex(), taskID)
 		}
