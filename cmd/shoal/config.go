@@ -250,12 +250,7 @@ func (c *Config) apply(opt option, raw, source string) error {
 // are applied in file order so that the first problem reported is the first
 // one in the file.
 func (c *Config) applyFile(opts []option, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
-	}
-	var values map[string]any
-	md, err := toml.Decode(string(data), &values)
+	keys, values, err := tomlFile(path)
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
@@ -264,13 +259,7 @@ func (c *Config) applyFile(opts []option, path string) error {
 		byKey[opt.key] = opt
 	}
 	source := "config file " + path
-	for _, k := range md.Keys() {
-		// Keys nested inside tables are reported through their
-		// top-level table, which is itself an unknown key.
-		if len(k) != 1 {
-			continue
-		}
-		key := k[0]
+	for _, key := range keys {
 		opt, ok := byKey[key]
 		if !ok {
 			return fmt.Errorf("config file %s: unknown key %q", path, key)
@@ -286,31 +275,57 @@ func (c *Config) applyFile(opts []option, path string) error {
 	return nil
 }
 
+// tomlFile reads a TOML file: its top-level keys in file order, and their values. Keys nested
+// inside tables are left out: they are reported through their table, itself an unknown key.
+func tomlFile(path string) ([]string, map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var values map[string]any
+	md, err := toml.Decode(string(data), &values)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keys []string
+	for _, k := range md.Keys() {
+		if len(k) == 1 {
+			keys = append(keys, k[0])
+		}
+	}
+	return keys, values, nil
+}
+
 // tomlText turns a decoded TOML value into the text the option's setter
 // parses, so that the file goes through the same parsing as env and flags.
 // Numbers are only accepted by numeric options: a number for addr or
 // database is more likely a mistake than an intent.
 func tomlText(opt option, v any) (string, error) {
+	return tomlValueText(v, opt.numeric, opt.boolean)
+}
+
+// tomlValueText is tomlText for a key that takes numbers (numeric) or true/false (boolean).
+func tomlValueText(v any, numeric, boolean bool) (string, error) {
 	switch v := v.(type) {
 	case string:
 		return v, nil
 	case int64:
-		if opt.numeric {
+		if numeric {
 			return strconv.FormatInt(v, 10), nil
 		}
 	case float64:
-		if opt.numeric {
+		if numeric {
 			return strconv.FormatFloat(v, 'g', -1, 64), nil
 		}
 	case bool:
-		if opt.boolean {
+		if boolean {
 			return strconv.FormatBool(v), nil
 		}
 	}
-	if opt.boolean {
+	switch {
+	case boolean:
 		return fmt.Sprint(v), errors.New("must be true or false")
-	}
-	if opt.numeric {
+	case numeric:
 		return fmt.Sprint(v), errors.New("must be a number or a string")
 	}
 	return fmt.Sprint(v), errors.New("must be a string")

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/shoal-chess/shoal/worker"
 )
 
@@ -242,12 +240,7 @@ func loadWorkerSettings(fs *flag.FlagSet, args []string, getenv func(string) str
 
 // applyWorkerFile applies the keys of a TOML file in file order; an unknown key is an error.
 func applyWorkerFile(opts []workerOption, path string, apply func(workerOption, string, string) error) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("worker: config file %s: %w", path, err)
-	}
-	var values map[string]any
-	md, err := toml.Decode(string(data), &values)
+	keys, values, err := tomlFile(path)
 	if err != nil {
 		return fmt.Errorf("worker: config file %s: %w", path, err)
 	}
@@ -256,27 +249,14 @@ func applyWorkerFile(opts []workerOption, path string, apply func(workerOption, 
 		byKey[o.key] = o
 	}
 	source := "config file " + path
-	for _, k := range md.Keys() {
-		if len(k) != 1 {
-			continue // inside a table, which is itself an unknown key
-		}
-		o, ok := byKey[k[0]]
+	for _, key := range keys {
+		o, ok := byKey[key]
 		if !ok {
-			return fmt.Errorf("worker: config file %s: unknown key %q", path, k[0])
+			return fmt.Errorf("worker: config file %s: unknown key %q", path, key)
 		}
-		var raw string
-		switch v := values[k[0]].(type) {
-		case string:
-			raw = v
-		case int64:
-			raw = strconv.FormatInt(v, 10)
-		case float64:
-			raw = strconv.FormatFloat(v, 'g', -1, 64)
-		default:
-			return fmt.Errorf("worker: invalid %s %v (from %s): must be a string or a number", o.key, v, source)
-		}
-		if _, isString := values[k[0]].(string); !isString && !o.numeric {
-			return fmt.Errorf("worker: invalid %s %v (from %s): must be a string", o.key, values[k[0]], source)
+		raw, err := tomlValueText(values[key], o.numeric, false)
+		if err != nil {
+			return fmt.Errorf("worker: invalid %s %v (from %s): %w", o.key, values[key], source, err)
 		}
 		if err := apply(o, raw, source); err != nil {
 			return err
