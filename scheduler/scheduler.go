@@ -134,6 +134,41 @@ func (s *Scheduler) UnfinishedRuns(ctx context.Context) ([]*rundb.Run, error) {
 	return runs, nil
 }
 
+// ActiveTask is a task being played: where, by whom, and when it last reported.
+type ActiveTask struct {
+	RunID       rundb.ObjectID
+	NewTag      string // the run's test branch, to name it
+	TaskID      int
+	Worker      rundb.WorkerInfo
+	LastUpdated time.Time
+}
+
+// ActiveTasks lists the active tasks of the unfinished runs, oldest run first, reading each
+// run under its lock without copying the rest of it (the machines table asks for this on
+// every homepage view and live update).
+func (s *Scheduler) ActiveTasks(ctx context.Context) ([]ActiveTask, error) {
+	var out []ActiveTask
+	for _, id := range s.unfinishedIDs() {
+		err := s.runs.View(ctx, id, func(r *rundb.Run) {
+			for i, t := range r.Tasks {
+				if !t.Active {
+					continue
+				}
+				w := t.WorkerInfo
+				w.GCCVersion, w.PythonVersion = slices.Clone(w.GCCVersion), slices.Clone(w.PythonVersion)
+				out = append(out, ActiveTask{RunID: r.ID, NewTag: r.Args.NewTag, TaskID: i, Worker: w, LastUpdated: t.LastUpdated})
+			}
+		})
+		switch {
+		case errors.Is(err, rundb.ErrNotFound):
+			continue // purged meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("list active tasks: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // AddRun stores a new run (built by BuildRun) and makes it schedulable once approved.
 func (s *Scheduler) AddRun(ctx context.Context, r *rundb.Run) error {
 	if err := s.runs.Create(ctx, r); err != nil {

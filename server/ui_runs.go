@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -399,10 +400,21 @@ func runsClip(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// runsMachinesOf lists the active tasks of the unfinished runs as machines. The tasks are only
-// in the full run, so each run that may have workers is read from the run source (the run
-// cache on the primary): active runs are few.
+// runsMachinesOf lists the active tasks of the unfinished runs as machines: from the
+// scheduler on the primary (reading each run in place), else by reading each run that may have
+// workers from the database (active runs are few).
 func (s *Server) runsMachinesOf(ctx context.Context, unfinished []*rundb.Run) ([]runsMachine, error) {
+	if s.deps.Scheduler != nil {
+		tasks, err := s.deps.Scheduler.ActiveTasks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]runsMachine, len(tasks))
+		for i, t := range tasks {
+			out[i] = runsMachineOf(t)
+		}
+		return out, nil
+	}
 	var out []runsMachine
 	for _, lr := range unfinished {
 		if !lr.Approved && lr.Workers == 0 {
@@ -416,29 +428,34 @@ func (s *Server) runsMachinesOf(ctx context.Context, unfinished []*rundb.Run) ([
 			return nil, err
 		}
 		for i, t := range r.Tasks {
-			if !t.Active {
-				continue
+			if t.Active {
+				out = append(out, runsMachineOf(scheduler.ActiveTask{RunID: r.ID, NewTag: r.Args.NewTag,
+					TaskID: i, Worker: t.WorkerInfo, LastUpdated: t.LastUpdated}))
 			}
-			w := t.WorkerInfo
-			version := strconv.Itoa(w.Version)
-			if w.Modified {
-				version += "*"
-			}
-			compiler := w.Compiler
-			if compiler == "" {
-				compiler = "g++"
-			}
-			out = append(out, runsMachine{
-				Username: w.Username, Concurrency: w.Concurrency, Worker: w.ShortName(),
-				UniqueKey: strings.SplitN(w.UniqueKey, "-", 2)[0], NPS: w.NPS, MaxMemory: w.MaxMemory,
-				Uname: w.Uname, Arch: w.WorkerArch, Compiler: strings.TrimSpace(compiler + " " + runsDotted(w.GCCVersion)),
-				Python: runsDotted(w.PythonVersion), Version: version, Country: strings.ToLower(w.CountryCode),
-				RunID: r.ID.Hex(), TaskID: i, RunLabel: runsClip(r.Args.NewTag, 20) + "/" + strconv.Itoa(i),
-				LastUpdated: t.LastUpdated,
-			})
 		}
 	}
 	return out, nil
+}
+
+// runsMachineOf is one row of the machines table.
+func runsMachineOf(t scheduler.ActiveTask) runsMachine {
+	w := t.Worker
+	version := strconv.Itoa(w.Version)
+	if w.Modified {
+		version += "*"
+	}
+	compiler := w.Compiler
+	if compiler == "" {
+		compiler = "g++"
+	}
+	return runsMachine{
+		Username: w.Username, Concurrency: w.Concurrency, Worker: w.ShortName(),
+		UniqueKey: strings.SplitN(w.UniqueKey, "-", 2)[0], NPS: w.NPS, MaxMemory: w.MaxMemory,
+		Uname: w.Uname, Arch: w.WorkerArch, Compiler: strings.TrimSpace(compiler + " " + runsDotted(w.GCCVersion)),
+		Python: runsDotted(w.PythonVersion), Version: version, Country: strings.ToLower(w.CountryCode),
+		RunID: t.RunID.Hex(), TaskID: t.TaskID, RunLabel: runsClip(t.NewTag, 20) + "/" + strconv.Itoa(t.TaskID),
+		LastUpdated: t.LastUpdated,
+	}
 }
 
 // machinesSortKeys are the columns /tests/machines sorts by; last_active is the default.
