@@ -613,6 +613,13 @@ func newRunMessage(r *rundb.Run) string {
 }
 
 // hashOption is the Hash value of an option string, "0" without one.
+// HashMiB is the Hash option of an options string in MiB, 0 when there is none (as the
+// new-run message reads it).
+func HashMiB(options string) int {
+	n, _ := strconv.Atoi(hashOption(options))
+	return n
+}
+
 func hashOption(options string) string {
 	m := hashOptionPattern.FindStringSubmatch(options)
 	if m == nil {

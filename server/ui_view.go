@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -388,18 +388,6 @@ func viewArgs(r *rundb.Run) []viewArg {
 	return out
 }
 
-// viewHashPattern finds the Hash option (MiB) in an options string.
-var viewHashPattern = regexp.MustCompile(`Hash=([0-9]+)`)
-
-func viewHash(options string) int {
-	m := viewHashPattern.FindStringSubmatch(options)
-	if m == nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(m[1])
-	return n
-}
-
 // viewOKHash reports whether a Hash suits the TC ratio: 64 MiB at ratio 6 and in proportion,
 // within [0.6, 1.5] of that; ratios below 5 are not checked (fishtest's ok_hash).
 func viewOKHash(ratio float64, hash int) bool {
@@ -432,7 +420,7 @@ func viewWarnings(r *rundb.Run) (warnings, notes []string) {
 	}
 	if ratio, err := stats.TCRatio(a.TC, a.Threads); err != nil {
 		warnings = append(warnings, "the time control cannot be read, so its Hash cannot be checked")
-	} else if !viewOKHash(ratio, viewHash(a.BaseOptions)) || !viewOKHash(ratio, viewHash(a.NewOptions)) {
+	} else if !viewOKHash(ratio, scheduler.HashMiB(a.BaseOptions)) || !viewOKHash(ratio, scheduler.HashMiB(a.NewOptions)) {
 		warnings = append(warnings, "hash options are too low or too high for this TC")
 	}
 	if !viewSameOptions(a.BaseOptions, a.NewOptions) {
