@@ -660,16 +660,7 @@ func (s *Server) newRunPage(c *gin.Context) {
 	f := defaultRunForm(u)
 	var rerun *rundb.Run
 	if raw := c.Query("id"); raw != "" {
-		id, err := rundb.ParseObjectID(raw)
-		if err != nil {
-			s.pageError(c, http.StatusBadRequest, "That is not a run id: a run id is 24 hexadecimal digits.")
-			return
-		}
-		if !s.uiDo(c, func(ctx context.Context) error {
-			var err error
-			rerun, err = s.deps.Runs.Snapshot(ctx, id)
-			return err
-		}) {
+		if rerun, ok = s.formRun(c, raw); !ok {
 			return
 		}
 		f = runFormFrom(rerun)
@@ -761,20 +752,25 @@ func (s *Server) runActionTarget(c *gin.Context) (*rundb.User, *rundb.Run, bool)
 		s.pageError(c, http.StatusBadRequest, "Which run? The form did not say (run-id is missing).")
 		return nil, nil, false
 	}
+	r, ok := s.formRun(c, raw)
+	return u, r, ok
+}
+
+// formRun reads the run a form or link names by id: a malformed id is a 400 page, a missing
+// run a 404; false once the page is sent.
+func (s *Server) formRun(c *gin.Context, raw string) (*rundb.Run, bool) {
 	id, err := rundb.ParseObjectID(raw)
 	if err != nil {
 		s.pageError(c, http.StatusBadRequest, "That is not a run id: a run id is 24 hexadecimal digits.")
-		return nil, nil, false
+		return nil, false
 	}
 	var r *rundb.Run
-	if !s.uiDo(c, func(ctx context.Context) error {
+	ok := s.uiDo(c, func(ctx context.Context) error {
 		var err error
 		r, err = s.deps.Runs.Snapshot(ctx, id)
 		return err
-	}) {
-		return nil, nil, false
-	}
-	return u, r, true
+	})
+	return r, ok
 }
 
 // ownerOrApprover answers 403 unless u owns r or is an approver.
