@@ -114,12 +114,18 @@ func (s *e2eServer) fleet(t *testing.T, opts fleet.Options, limit time.Duration,
 // getJSON decodes GET path into out and returns the status.
 func (s *e2eServer) getJSON(t *testing.T, method, path string, body, out any) int {
 	t.Helper()
+	return doJSON(t, method, s.base+path, body, out)
+}
+
+// doJSON sends body (nil: none) as JSON and decodes a 200 reply into out (nil: ignored).
+func doJSON(t *testing.T, method, url string, body, out any) int {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, s.base+path, rd)
+	req, _ := http.NewRequest(method, url, rd)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -131,7 +137,7 @@ func (s *e2eServer) getJSON(t *testing.T, method, path string, body, out any) in
 	data, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK && out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %v\n%s", method, path, err, data)
+			t.Fatalf("%s %s: %v\n%s", method, url, err, data)
 		}
 	}
 	return resp.StatusCode

@@ -16,7 +16,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -660,18 +659,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 // getJSONURL decodes a 200 reply of GET url into out and returns the status.
 func getJSONURL(t *testing.T, url string, out any) int {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("GET %s: %v\n%s", url, err, data)
-		}
-	}
-	return resp.StatusCode
+	return doJSON(t, http.MethodGet, url, nil, out)
 }
 
 // readEvents opens an event stream and reads until it has n events (or within), returning the
