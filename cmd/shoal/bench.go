@@ -283,22 +283,10 @@ func startBenchServer(ctx context.Context, set benchSettings, machineLimit int) 
 	if set.mongoURI != "" {
 		db = append(db, "--mongo-uri", set.mongoURI, "--database", "shoal_bench_"+strings.ToLower(rand.Text()[:10]))
 	}
-	// The users' passwords reach the child through its environment, out of ps.
-	env := append(os.Environ(), "SHOAL_ADMIN_PASSWORD="+rand.Text())
-	s.users.submitter.name, s.users.approver.name, s.users.workers.name = "alice", "bob", "fleet"
-	for _, u := range []struct {
-		who   *struct{ name, password string }
-		extra []string
-	}{{&s.users.submitter, nil}, {&s.users.approver, []string{"--approver"}},
-		{&s.users.workers, []string{"--machine-limit", strconv.Itoa(machineLimit)}}} {
-		u.who.password = rand.Text()
-		args := append(append([]string{"user", "add", "--username", u.who.name}, db...), u.extra...)
-		cmd := exec.CommandContext(ctx, set.exe, args...)
-		cmd.Env = append(env, "SHOAL_USER_PASSWORD="+u.who.password)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("shoal user add %s: %w: %s", u.who.name, err, bytes.TrimSpace(out))
-		}
+	if s.users, err = addDemoUsersCLI(ctx, set.exe, db, machineLimit, func(string) string { return rand.Text() }); err != nil {
+		return nil, err
 	}
+	env := append(os.Environ(), "SHOAL_ADMIN_PASSWORD="+rand.Text())
 	s.log, err = os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		return nil, err
@@ -378,6 +366,29 @@ func (s *benchServer) submitRuns(ctx context.Context, n int) ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// addDemoUsersCLI creates the demo's users (demoUsers) with `shoal user add`, as an operator
+// would before the first start: exe is the binary, dbArgs where the database is (--data or
+// --mongo-uri), password each user's password. Passwords reach the child through its
+// environment, out of ps.
+func addDemoUsersCLI(ctx context.Context, exe string, dbArgs []string, machineLimit int, password func(name string) string) (demoUsers, error) {
+	var u demoUsers
+	u.submitter.name, u.approver.name, u.workers.name = "alice", "bob", "fleet"
+	for _, acct := range []struct {
+		who   *struct{ name, password string }
+		extra []string
+	}{{&u.submitter, nil}, {&u.approver, []string{"--approver"}},
+		{&u.workers, []string{"--machine-limit", strconv.Itoa(machineLimit)}}} {
+		acct.who.password = password(acct.who.name)
+		args := append(append([]string{"user", "add", "--username", acct.who.name}, dbArgs...), acct.extra...)
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.Env = append(os.Environ(), "SHOAL_USER_PASSWORD="+acct.who.password)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return u, fmt.Errorf("shoal user add %s: %w: %s", acct.who.name, err, bytes.TrimSpace(out))
+		}
+	}
+	return u, nil
 }
 
 // loopbackPort returns a loopback port free a moment ago.

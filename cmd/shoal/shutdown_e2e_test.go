@@ -85,18 +85,10 @@ func freeAddr(t *testing.T) string {
 // as an operator would before the first start.
 func addUsers(t *testing.T, bin, data string, machineLimit int) demoUsers {
 	t.Helper()
-	var u demoUsers
-	u.submitter.name, u.approver.name, u.workers.name = "alice", "bob", "fleet"
-	u.submitter.password, u.approver.password, u.workers.password = "alice-pw", "bob-pw", "fleet-pw"
-	for _, args := range [][]string{
-		{"--username", "alice", "--password", "alice-pw"},
-		{"--username", "bob", "--password", "bob-pw", "--approver"},
-		{"--username", "fleet", "--password", "fleet-pw", "--machine-limit", strconv.Itoa(machineLimit)},
-	} {
-		out, err := exec.Command(bin, append([]string{"user", "add", "--data", data}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("user add %v: %v\n%s", args, err, out)
-		}
+	u, err := addDemoUsersCLI(context.Background(), bin, []string{"--data", data}, machineLimit,
+		func(name string) string { return name + "-pw" })
+	if err != nil {
+		t.Fatal(err)
 	}
 	return u
 }
