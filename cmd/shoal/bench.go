@@ -63,6 +63,8 @@ type benchSettings struct {
 
 	duration, ceilingDuration time.Duration
 	mongoURI, exe             string
+	// profiles is where the server's pprof profiles are written ("": none are taken).
+	profiles string
 }
 
 // benchReport is report.json.
@@ -93,6 +95,7 @@ type scenarioReport struct {
 	Figures   []benchFigure                   `json:"figures"`
 	Endpoints map[string]fleet.EndpointReport `json:"endpoints,omitempty"`
 	Targets   []benchTarget                   `json:"targets"`
+	Profile   *profileSummary                 `json:"profile,omitempty"`
 }
 
 // benchFigure is one measured number.
@@ -149,6 +152,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	duration := fs.Duration("duration", 0, "steady: how long the fleet works (default 3m, quick 30s)")
 	scale := fs.Float64("time-scale", 10, "time compression of the server's knobs and the workers' clocks")
 	stormWorkers := fs.Int("storm-workers", 0, "storm: workers (default 10000, quick 500)")
+	profiles := fs.String("profiles", "", "directory for the server's CPU and allocation profiles (default OUT/profiles; \"off\": none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -199,6 +203,12 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("bench: find my own binary: %w", err)
 	}
 	set.exe = exe
+	switch set.profiles = *profiles; set.profiles {
+	case "":
+		set.profiles = filepath.Join(*out, "profiles")
+	case "off":
+		set.profiles = ""
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -255,6 +265,7 @@ type benchServer struct {
 	users   demoUsers
 	dir     string
 	log     *os.File
+	pprof   string // base URL of the server's profiles
 	done    chan struct{}
 	waitErr error
 }
@@ -292,6 +303,15 @@ func startBenchServer(ctx context.Context, set benchSettings, machineLimit int) 
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if set.profiles != "" {
+		pport, err := loopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		paddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(pport))
+		db = append(db, "--pprof-addr", paddr)
+		s.pprof = "http://" + paddr
+	}
 	args := append([]string{"serve", "--addr", addr, "--log-level", "warn",
 		"--heartbeat-period", cfg.HeartbeatPeriod.String(), "--dead-task-timeout", cfg.DeadTaskTimeout.String(),
 		"--scavenge-period", cfg.ScavengePeriod.String(), "--duplicate-worker-window", cfg.DuplicateWorkerWindow.String()}, db...)
@@ -573,7 +593,10 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	}
 	opts := fleetOptions(s, set, set.Workers)
 	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, min(10*time.Second, set.duration/3), set.duration
+	// The profile covers the working fleet: from the end of the ramp for up to a minute.
+	profiled := profileDuring(ctx, s, set, "steady", opts.Ramp, min(time.Minute, set.duration-opts.Ramp-2*time.Second))
 	rep, err := fleet.Run(ctx, opts)
+	sc.Profile = <-profiled
 	if err != nil {
 		return err
 	}
@@ -627,6 +650,8 @@ func benchStorm(ctx context.Context, set benchSettings, sc *scenarioReport, stde
 	opts := fleetOptions(s, set, w)
 	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, 10*time.Second, limit
 	start := time.Now()
+	profiled := profileDuring(ctx, s, set, "storm", 0, 15*time.Second)
+	defer func() { sc.Profile = <-profiled }()
 	var rep *fleet.Report
 	var runErr error
 	done := make(chan struct{})
@@ -725,7 +750,9 @@ func benchCeiling(ctx context.Context, set benchSettings, sc *scenarioReport, st
 	bareRate, bareErrs := loadGenerate(ctx, "http://"+l.Addr().String()+"/api/beat", bodies, set.ceilingDuration)
 	bare.Close()
 	<-served
+	profiled := profileDuring(ctx, s, set, "ceiling", time.Second, set.ceilingDuration-2*time.Second)
 	beatRate, beatErrs := loadGenerate(ctx, s.base+"/api/beat", bodies, set.ceilingDuration)
+	sc.Profile = <-profiled
 	sc.figure("bare net/http JSON handler", bareRate, "req/s")
 	sc.figure("bare net/http errors", float64(bareErrs), "requests")
 	sc.figure("shoal beat", beatRate, "req/s")
@@ -987,6 +1014,7 @@ func benchMarkdown(rep *benchReport) string {
 				fmt.Fprintf(&b, "| %s | %.4g | %s |\n", f.Name, f.Value, f.Unit)
 			}
 		}
+		profileMarkdown(&b, sc.Profile)
 	}
 	return b.String()
 }

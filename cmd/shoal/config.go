@@ -83,6 +83,9 @@ type Config struct {
 	// InsecureDev allows development shortcuts that must never reach production: today, the
 	// fixed session secret when none is configured.
 	InsecureDev bool
+	// PprofAddr is a loopback HOST:PORT serving Go's profiles (/debug/pprof/) on a listener of
+	// its own, apart from the public one; empty: no profiles are served.
+	PprofAddr string
 
 	// sources records, per option key, where the current value came from
 	// ("config file x.toml", "SHOAL_ADDR", "--addr"), so that Validate can
@@ -420,6 +423,8 @@ func options() []option {
 			func(c *Config) *string { return &c.SessionSecret }, checkSessionSecret).withRedact(func(string) string { return "(redacted)" }),
 		boolOption("insecure_dev", "development mode: a fixed, public session secret when none is set; never in production",
 			func(c *Config) *bool { return &c.InsecureDev }),
+		stringOption("pprof_addr", "loopback HOST:PORT serving Go's pprof profiles at /debug/pprof/; empty: off",
+			func(c *Config) *string { return &c.PprofAddr }, optional(checkLoopbackAddr)),
 	}
 	for i := range opts {
 		opts[i].env = "SHOAL_" + strings.ToUpper(opts[i].key)
@@ -585,6 +590,16 @@ func checkAddr(s string) error {
 // checkLoopbackAddr is checkAddr restricted to loopback hosts: the embedded
 // database has no authentication, so it must never listen on a public
 // interface.
+// optional accepts the empty string and checks any other value with check.
+func optional(check func(string) error) func(string) error {
+	return func(s string) error {
+		if s == "" {
+			return nil
+		}
+		return check(s)
+	}
+}
+
 func checkLoopbackAddr(s string) error {
 	host, err := splitAddr(s)
 	if err != nil {

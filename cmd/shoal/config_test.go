@@ -153,6 +153,7 @@ func TestOptionTable(t *testing.T) {
 		"role":                    "role",
 		"primary_port":            "primary-port",
 		"insecure_dev":            "insecure-dev",
+		"pprof_addr":              "pprof-addr",
 	}
 	seen := make(map[string]bool)
 	defaults := DefaultConfig()

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -125,6 +126,8 @@ type instance struct {
 	jobs    *scheduler.Periodic
 	served  chan error // receives Serve's error if it stops by itself
 	tokens  *tokenpool.Pool
+	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
+	pprofSrv *http.Server
 	// primary is the role: only a primary has runs, sched and jobs.
 	primary bool
 }
@@ -246,6 +249,13 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	inst.httpSrv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { inst.served <- inst.httpSrv.Serve(ln) }()
+	if cfg.PprofAddr != "" {
+		if inst.pprofSrv, err = servePprof(cfg.PprofAddr, logger); err != nil {
+			_ = inst.httpSrv.Close()
+			inst.stopJobs()
+			return nil, err
+		}
+	}
 
 	writeSystemEvent(ctx, db, "start shoal@"+inst.addr, logger)
 	logger.Info("serving", "addr", inst.addr)
@@ -269,6 +279,9 @@ func (inst *instance) shutdown() error {
 		inst.logger.Warn("requests still running at the shutdown deadline", "err", err)
 	}
 	cancelDrain()
+	if inst.pprofSrv != nil {
+		_ = inst.pprofSrv.Close()
+	}
 	inst.stopJobs()
 
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
@@ -447,4 +460,24 @@ func sessionSecret(cfg Config, primary bool, logger *slog.Logger) ([]byte, error
 	}
 	logger.Info("generated the web UI's session secret", "path", path)
 	return secret, nil
+}
+
+// servePprof serves Go's profiles (net/http/pprof) on addr, a loopback address of their own:
+// they reveal the program's internals and a CPU profile costs a core while it runs, so they
+// are never on the public listener.
+func servePprof(addr string, logger *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Info("serving Go profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return srv, nil
 }

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// profileSummary is what a scenario's server profiles show: where the files are (kept out of
+// git) and the functions that took the most CPU, so the report can say what limits a target.
+type profileSummary struct {
+	CPUFile    string        `json:"cpu_file,omitempty"`
+	AllocsFile string        `json:"allocs_file,omitempty"`
+	Seconds    float64       `json:"cpu_seconds_profiled"`
+	CPUSamples float64       `json:"cpu_seconds_sampled"`
+	Top        []profileLine `json:"top_cumulative"`
+	Error      string        `json:"error,omitempty"`
+}
+
+// profileLine is one function of a CPU profile: the share of the sampled CPU spent in it
+// (flat) and in it and what it called (cumulative).
+type profileLine struct {
+	Function   string  `json:"function"`
+	FlatPct    float64 `json:"flat_pct"`
+	CumPct     float64 `json:"cum_pct"`
+	CumSeconds float64 `json:"cum_s"`
+}
+
+// profileTop is how many functions a summary lists.
+const profileTop = 25
+
+// captureProfiles records a CPU profile of the server for d (from its pprof listener) and then
+// its allocation profile, into dir as <name>-cpu.pprof and <name>-allocs.pprof, and summarises
+// the CPU profile. It blocks for d. Failures are recorded in the summary, not returned: a
+// missing profile costs the report a section, not the scenario.
+func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d time.Duration) *profileSummary {
+	sum := &profileSummary{Seconds: d.Seconds()}
+	if s.pprof == "" || dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		sum.Error = err.Error()
+		return sum
+	}
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	cpu, err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.pprof, secs), d+30*time.Second)
+	if err != nil {
+		sum.Error = err.Error()
+		return sum
+	}
+	sum.CPUFile = filepath.Join(dir, name+"-cpu.pprof")
+	if err := os.WriteFile(sum.CPUFile, cpu, 0o644); err != nil {
+		sum.Error = err.Error()
+		return sum
+	}
+	if allocs, err := fetchProfile(ctx, s.pprof+"/debug/pprof/allocs", 30*time.Second); err == nil {
+		sum.AllocsFile = filepath.Join(dir, name+"-allocs.pprof")
+		if err := os.WriteFile(sum.AllocsFile, allocs, 0o644); err != nil {
+			sum.Error = err.Error()
+		}
+	}
+	p, err := profile.Parse(bytes.NewReader(cpu))
+	if err != nil {
+		sum.Error = fmt.Sprintf("parse CPU profile: %v", err)
+		return sum
+	}
+	sum.CPUSamples, sum.Top = topFunctions(p, profileTop)
+	return sum
+}
+
+// profileDuring starts captureProfiles after a delay, in the background; the channel delivers
+// its summary (nil when profiles are off or the delay was cut short).
+func profileDuring(ctx context.Context, s *benchServer, set benchSettings, name string, after, d time.Duration) <-chan *profileSummary {
+	out := make(chan *profileSummary, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+			out <- nil
+			return
+		case <-time.After(after):
+		}
+		out <- captureProfiles(ctx, s, set.profiles, name, max(d, time.Second))
+	}()
+	return out
+}
+
+func fetchProfile(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("profile: %s: %s", resp.Status, snippet(data))
+	}
+	return data, nil
+}
+
+// topFunctions returns the sampled CPU seconds of a CPU profile and its n functions with the
+// most cumulative time (a function counted once per sample however deep its recursion).
+func topFunctions(p *profile.Profile, n int) (float64, []profileLine) {
+	vi := len(p.SampleType) - 1 // cpu nanoseconds, after samples/count
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" {
+			vi = i
+		}
+	}
+	flat, cum := map[string]int64{}, map[string]int64{}
+	var total int64
+	for _, s := range p.Sample {
+		v := s.Value[vi]
+		total += v
+		seen := map[string]bool{}
+		for li, loc := range s.Location {
+			for lj, line := range loc.Line {
+				if line.Function == nil {
+					continue
+				}
+				fn := line.Function.Name
+				// The leaf is the first line of the first location (inlined frames come
+				// first within a location).
+				if li == 0 && lj == 0 {
+					flat[fn] += v
+				}
+				if !seen[fn] {
+					seen[fn] = true
+					cum[fn] += v
+				}
+			}
+		}
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	names := make([]string, 0, len(cum))
+	for fn := range cum {
+		names = append(names, fn)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if cum[a] != cum[b] {
+			if cum[a] > cum[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var top []profileLine
+	for _, fn := range names {
+		if len(top) == n {
+			break
+		}
+		top = append(top, profileLine{Function: fn, FlatPct: pct(flat[fn], total), CumPct: pct(cum[fn], total),
+			CumSeconds: float64(cum[fn]) / 1e9})
+	}
+	return float64(total) / 1e9, top
+}
+
+func pct(v, total int64) float64 { return float64(int64(1000*float64(v)/float64(total)+0.5)) / 10 }
+
+// profileMarkdown is a scenario's profile section of report.md.
+func profileMarkdown(b *strings.Builder, p *profileSummary) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n**Server CPU profile** (%.0f s profiled, %.1f CPU s sampled", p.Seconds, p.CPUSamples)
+	if p.CPUFile != "" {
+		fmt.Fprintf(b, "; `go tool pprof %s`", filepath.Base(p.CPUFile))
+	}
+	b.WriteString(")")
+	if p.Error != "" {
+		fmt.Fprintf(b, ": %s", p.Error)
+	}
+	b.WriteString("\n\n")
+	if len(p.Top) == 0 {
+		return
+	}
+	b.WriteString("| Function | Cumulative | Flat |\n|---|---:|---:|\n")
+	for _, l := range p.Top {
+		fmt.Fprintf(b, "| `%s` | %.1f %% | %.1f %% |\n", l.Function, l.CumPct, l.FlatPct)
+	}
+}
