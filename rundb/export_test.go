@@ -1,6 +1,11 @@
 package rundb
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
 
 // DisableCredentialCache makes every password check pay for bcrypt, for benchmarks that compare
 // the two paths.
@@ -21,4 +26,14 @@ func (c *RunCache) Has(id ObjectID) bool {
 	defer c.mu.Unlock()
 	_, ok := c.entries[id]
 	return ok
+}
+
+// SetUserCacheClock replaces the user cache's clock.
+func (s *UserStore) SetUserCacheClock(now func() time.Time) { s.cache.now = now }
+
+// UpdateBehindCache changes a user document without telling this store's cache, as another
+// instance or the CLI would.
+func (s *UserStore) UpdateBehindCache(ctx context.Context, username string, set bson.D) error {
+	_, err := s.coll.UpdateOne(ctx, bson.D{{Key: "username", Value: username}}, bson.D{{Key: "$set", Value: set}})
+	return err
 }

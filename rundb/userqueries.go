@@ -46,6 +46,7 @@ func (s *UserStore) SetProfile(ctx context.Context, username, email, testsRepo s
 // ErrNotFound if there is no such pending user: an accepted account is never deleted here.
 func (s *UserStore) DeletePending(ctx context.Context, username string) error {
 	res, err := s.coll.DeleteOne(ctx, bson.D{{Key: "username", Value: username}, {Key: "pending", Value: true}})
+	s.cache.invalidate(username)
 	if err != nil {
 		return fmt.Errorf("delete pending user %s: %w", username, mapError(err))
 	}

@@ -108,6 +108,7 @@ type UserStore struct {
 	hashCost int
 	creds    *credentialCache
 	verify   singleflight.Group
+	cache    *userCache
 	now      func() time.Time
 	// slowChecks counts password checks that missed the credential cache.
 	slowChecks atomic.Int64
@@ -121,6 +122,7 @@ func newUserStore(coll *mongo.Collection, hashCost int) *UserStore {
 		coll:     coll,
 		hashCost: hashCost,
 		creds:    newCredentialCache(credentialTTL, credentialCacheSize, time.Now),
+		cache:    newUserCache(UserCacheTTL, time.Now),
 		now:      time.Now,
 	}
 }
@@ -201,7 +203,24 @@ func (s *UserStore) Count(ctx context.Context) (int64, error) {
 // instance takes effect at once. The slow bcrypt comparison runs only when this exact username,
 // password and stored hash have not been verified in the last few minutes.
 func (s *UserStore) Authenticate(ctx context.Context, username, password string) (*User, error) {
-	u, err := s.Get(ctx, username)
+	return s.authenticate(ctx, username, password, s.Get)
+}
+
+// AuthenticateCached is Authenticate for callers that authenticate every request (the worker
+// and submit APIs): the user document comes from a cache kept for UserCacheTTL. A change made
+// through this UserStore takes effect at once; one made elsewhere (another instance, the CLI)
+// within UserCacheTTL, where fishtest's cache keeps a user for two minutes.
+func (s *UserStore) AuthenticateCached(ctx context.Context, username, password string) (*User, error) {
+	return s.authenticate(ctx, username, password, s.getCached)
+}
+
+// getCached is Get through the user cache.
+func (s *UserStore) getCached(ctx context.Context, username string) (*User, error) {
+	return s.cache.get(ctx, username, func(ctx context.Context) (*User, error) { return s.Get(ctx, username) })
+}
+
+func (s *UserStore) authenticate(ctx context.Context, username, password string, get func(context.Context, string) (*User, error)) (*User, error) {
+	u, err := get(ctx, username)
 	if errors.Is(err, ErrNotFound) {
 		return nil, ErrBadCredentials
 	}
@@ -286,6 +305,7 @@ func (s *UserStore) hashLegacyPassword(ctx context.Context, username, password s
 		{Key: "$set", Value: bson.D{{Key: "password_hash", Value: string(hash)}}},
 		{Key: "$unset", Value: bson.D{{Key: "password", Value: ""}}},
 	})
+	s.cache.invalidate(username)
 	if err != nil {
 		return fmt.Errorf("replace plaintext password of %s: %w", username, mapError(err))
 	}
@@ -341,6 +361,8 @@ func (s *UserStore) SetMachineLimit(ctx context.Context, username string, limit 
 
 func (s *UserStore) update(ctx context.Context, username string, update bson.D) error {
 	res, err := s.coll.UpdateOne(ctx, bson.D{{Key: "username", Value: username}}, update)
+	// Dropped even on an error: the write may have landed.
+	s.cache.invalidate(username)
 	if err != nil {
 		return fmt.Errorf("update user %s: %w", username, mapError(err))
 	}

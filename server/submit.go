@@ -68,7 +68,7 @@ func (s *Server) createRun(c *gin.Context) {
 	defer res.release() // if the password was not checked, or on a panic
 	var id rundb.ObjectID
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		u, err := s.deps.DB.Users.Authenticate(ctx, body.Username, body.Password)
+		u, err := s.deps.DB.Users.AuthenticateCached(ctx, body.Username, body.Password)
 		res.settle(err)
 		if err != nil {
 			return err
@@ -118,7 +118,7 @@ func (s *Server) approveRun(c *gin.Context) {
 	defer res.release() // if the password was not checked, or on a panic
 	var username string
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		u, err := s.deps.DB.Users.Authenticate(ctx, body.Username, body.Password)
+		u, err := s.deps.DB.Users.AuthenticateCached(ctx, body.Username, body.Password)
 		res.settle(err)
 		if err != nil {
 			return err

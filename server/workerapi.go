@@ -105,7 +105,7 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 	var u *rundb.User
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		u, err = s.deps.DB.Users.Authenticate(ctx, username, password)
+		u, err = s.deps.DB.Users.AuthenticateCached(ctx, username, password)
 		return err
 	})
 	if res != nil {
