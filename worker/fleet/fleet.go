@@ -103,6 +103,12 @@ type Options struct {
 	StopGrace time.Duration
 	// HTTPTimeout bounds each request (default 30 s, as fishtest's worker).
 	HTTPTimeout time.Duration
+	// Window asks for the report's Window section: the requests that start WindowFrom or later
+	// after the first arrival and end before the fleet begins to stop. It can leave out the
+	// arrival burst (WindowFrom past the ramp), and always leaves out the burst of final
+	// reports and failed tasks of a fleet stopping all at once.
+	Window     bool
+	WindowFrom time.Duration
 }
 
 // validate checks o and fills its defaults.
@@ -137,7 +143,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid bad-data fraction %v: want 0 to 1", o.BadData)
 	case o.Vanish+o.BadData > 1:
 		return fmt.Errorf("vanish (%v) and bad-data (%v) fractions add up to more than 1", o.Vanish, o.BadData)
-	case o.Duration < 0 || o.Ramp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0:
+	case o.Duration < 0 || o.Ramp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.WindowFrom < 0:
 		return errors.New("durations must not be negative")
 	}
 	for _, id := range o.UntilFinished {
@@ -237,6 +243,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	workersCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWorkers()
 	start := time.Now()
+	if opts.Window {
+		f.rec.winStart.Store(start.Add(opts.WindowFrom).UnixNano())
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	launchDone := make(chan struct{})
@@ -263,6 +272,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	go func() { wg.Wait(); close(allDone) }() // returns once every worker and the launcher have
 
 	rep.StoppedBecause = f.watch(ctx, start, allDone, launchDone)
+	stopAt := time.Now()
+	f.rec.winEnd.Store(stopAt.UnixNano())
 	f.stopAll()
 	grace := time.NewTimer(opts.StopGrace)
 	select {
@@ -276,6 +287,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	f.progress(elapsed, true)
 
 	rep.fill(f.rec, elapsed)
+	if opts.Window && stopAt.Sub(start) > opts.WindowFrom {
+		rep.fillWindow(f.rec, opts.WindowFrom, stopAt.Sub(start))
+	}
 	checkCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	rep.checkRuns(checkCtx, f.rec, f.client, opts.ServerURL, opts.UntilFinished)

@@ -24,6 +24,9 @@ type taskKey struct {
 type endpointStats struct {
 	lat       histogram
 	requests  atomic.Int64
+	// win and winRequests count the requests of the window (see recorder.inWindow).
+	win         histogram
+	winRequests atomic.Int64
 	httpErrs  atomic.Int64
 	transport atomic.Int64
 	appErrs   atomic.Int64
@@ -50,6 +53,10 @@ type recorder struct {
 	cancelled    atomic.Int64 // requests cut short on the worker's side (see Report.CancelledRequests)
 	badReplies   atomic.Int64 // 200 replies that were not a JSON object with a duration
 	inDoubt      atomic.Int64 // update_task calls with no answer: applied or not, nobody knows
+	// The window (Options.Window), in Unix nanoseconds: requests that started at or after winStart and
+	// ended before winEnd (0: not yet closed) count in it too. winStart 0: no window.
+	winStart, winEnd atomic.Int64
+	winTooBusy       atomic.Int64
 
 	mu               sync.Mutex
 	endpoints        map[string]*endpointStats
@@ -103,6 +110,11 @@ func (r *recorder) request(endpoint string, took time.Duration, status int, repl
 	e := r.endpoint(endpoint)
 	e.requests.Add(1)
 	e.lat.record(took)
+	inWindow := r.inWindow(took)
+	if inWindow {
+		e.winRequests.Add(1)
+		e.win.record(took)
+	}
 	switch {
 	case status == 0:
 		e.transport.Add(1)
@@ -129,6 +141,9 @@ func (r *recorder) request(endpoint string, took time.Duration, status int, repl
 	}
 	if info, _ := reply["info"].(string); strings.Contains(strings.ToLower(info), "too busy") {
 		r.tooBusy.Add(1)
+		if inWindow {
+			r.winTooBusy.Add(1)
+		}
 	}
 	if msg, ok := reply["error"].(string); ok {
 		e.appErrs.Add(1)
@@ -140,6 +155,17 @@ func (r *recorder) request(endpoint string, took time.Duration, status int, repl
 		r.appErrors[kind]++
 		r.mu.Unlock()
 	}
+}
+
+// inWindow reports whether a request that just ended after took lies in the window.
+func (r *recorder) inWindow(took time.Duration) bool {
+	from := r.winStart.Load()
+	if from == 0 {
+		return false
+	}
+	now := time.Now().UnixNano()
+	until := r.winEnd.Load()
+	return now-int64(took) >= from && (until == 0 || now < until)
 }
 
 func errText(err error) string {

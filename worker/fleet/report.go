@@ -81,6 +81,19 @@ type Report struct {
 	// SharedTasks counts tasks for which updates from two different workers were accepted: a
 	// task handed out twice. Any makes the exactly-once check fail.
 	SharedTasks int `json:"shared_tasks"`
+
+	// Window covers the requests of Options.Window, or is nil.
+	Window *WindowReport `json:"window,omitempty"`
+}
+
+// WindowReport covers the requests that started in the window, FromSeconds to
+// UntilSeconds after the first arrival, and ended before the fleet began to stop.
+type WindowReport struct {
+	FromSeconds  float64                   `json:"from_s"`
+	UntilSeconds float64                   `json:"until_s"`
+	Requests     int64                     `json:"requests"`
+	Endpoints    map[string]EndpointReport `json:"endpoints"`
+	TooBusy      int64                     `json:"too_busy"`
 }
 
 // EndpointReport is one API endpoint's requests and latency (milliseconds; percentiles from a
@@ -113,6 +126,26 @@ type RunReport struct {
 	FleetGames    int             `json:"fleet_games"`
 	ExactlyOnce   bool            `json:"exactly_once"`
 	Error         string          `json:"error,omitempty"`
+}
+
+// fillWindow copies the window's figures into the report. Error counts are the whole
+// run's only.
+func (rep *Report) fillWindow(rec *recorder, from, until time.Duration) {
+	st := &WindowReport{FromSeconds: from.Seconds(), UntilSeconds: until.Seconds(),
+		Endpoints: make(map[string]EndpointReport), TooBusy: rec.winTooBusy.Load()}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for name, e := range rec.endpoints {
+		n := e.winRequests.Load()
+		if n == 0 {
+			continue
+		}
+		st.Requests += n
+		st.Endpoints[name] = EndpointReport{Requests: n,
+			MeanMS: ms(e.win.mean()), P50MS: ms(e.win.quantile(0.50)), P95MS: ms(e.win.quantile(0.95)),
+			P99MS: ms(e.win.quantile(0.99)), MaxMS: ms(time.Duration(e.win.max.Load()))}
+	}
+	rep.Window = st
 }
 
 // ms is d in milliseconds, rounded to microseconds.
