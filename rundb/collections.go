@@ -123,7 +123,15 @@ type Worker struct {
 
 // WorkerStore reads and writes the workers collection. Safe for concurrent use.
 type WorkerStore struct {
-	coll *mongo.Collection
+	coll  *mongo.Collection
+	cache *readCache[Worker]
+}
+
+// GetCached is Get through a cache kept for UserCacheTTL, absent records included, for
+// request_task's blocked-worker check. A Put through this store takes effect at once; a
+// change made by another instance within UserCacheTTL.
+func (s *WorkerStore) GetCached(ctx context.Context, name string) (*Worker, error) {
+	return s.cache.get(ctx, name, func(ctx context.Context) (*Worker, error) { return s.Get(ctx, name) })
 }
 
 // Get returns a worker by short name; ErrNotFound if it was never blocked or noted.
@@ -142,6 +150,7 @@ func (s *WorkerStore) Put(ctx context.Context, w *Worker) error {
 	}
 	w.LastUpdated = time.Now().UTC()
 	_, err := s.coll.ReplaceOne(ctx, bson.D{{Key: "worker_name", Value: w.WorkerName}}, w, options.Replace().SetUpsert(true))
+	s.cache.invalidate(w.WorkerName) // even on an error: the write may have landed
 	if err != nil {
 		return fmt.Errorf("put worker %s: %w", w.WorkerName, mapError(err))
 	}

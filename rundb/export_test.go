@@ -20,13 +20,7 @@ func (s *UserStore) HashLegacyPassword(ctx context.Context, username, password s
 	return s.hashLegacyPassword(ctx, username, password)
 }
 
-// Has reports whether the run is in the cache, without loading it.
-func (c *RunCache) Has(id ObjectID) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.entries[id]
-	return ok
-}
+
 
 // SetUserCacheClock replaces the user cache's clock.
 func (s *UserStore) SetUserCacheClock(now func() time.Time) { s.cache.now = now }

@@ -2,6 +2,8 @@ package rundb
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -10,102 +12,133 @@ import (
 )
 
 const (
-	// UserCacheTTL bounds how long a user document read for the worker and submit APIs is
-	// trusted. A change made through this process (a block, a new password) drops the cached
-	// copy at once; one made by another instance or the CLI is seen within this time.
+	// UserCacheTTL bounds how long a user or worker document read for the worker and submit
+	// APIs is trusted. A change made through this process (a block, a new password) drops the
+	// cached copy at once; one made by another instance or the CLI is seen within this time.
 	UserCacheTTL = 10 * time.Second
-	// userCacheSize bounds the cache; past it, expired entries go, then arbitrary ones.
-	userCacheSize = 50_000
+	// readCacheSize bounds each cache; past it, expired entries go, then arbitrary ones.
+	readCacheSize = 50_000
 )
 
-// userCache keeps recently read user documents, so that the worker API, which authenticates
-// every call, does not read the users collection a thousand times a second. Safe for
-// concurrent use.
-type userCache struct {
-	ttl time.Duration
-	now func() time.Time
+// readCache keeps recently read documents by key, so that the worker API, which authenticates
+// every call and checks every request_task's worker against the blocked list, does not read
+// the database a thousand times a second. An absent document is cached as nil when
+// cacheAbsent is set. Safe for concurrent use.
+type readCache[T any] struct {
+	ttl         time.Duration
+	now         func() time.Time
+	copy        func(*T) *T
+	cacheAbsent bool
 
 	mu      sync.Mutex
-	entries map[string]userCacheEntry
+	entries map[string]readCacheEntry[T]
 	// gen counts invalidations: a read that began before one must not store what it read.
 	gen  uint64
 	load singleflight.Group
 }
 
-type userCacheEntry struct {
-	user    *User
+type readCacheEntry[T any] struct {
+	doc     *T // nil: absent
 	expires time.Time
 }
 
-func newUserCache(ttl time.Duration, now func() time.Time) *userCache {
-	return &userCache{ttl: ttl, now: now, entries: make(map[string]userCacheEntry)}
+func newReadCache[T any](ttl time.Duration, now func() time.Time, copy func(*T) *T, cacheAbsent bool) *readCache[T] {
+	return &readCache[T]{ttl: ttl, now: now, copy: copy, cacheAbsent: cacheAbsent,
+		entries: make(map[string]readCacheEntry[T])}
 }
 
-// get returns a copy of the cached user, reading it with read on a miss. Concurrent misses for
-// one username share a read; absent users are not cached.
-func (c *userCache) get(ctx context.Context, username string, read func(context.Context) (*User, error)) (*User, error) {
+// get returns a copy of the cached document (nil, ErrNotFound when it is absent), reading it
+// with read on a miss. Concurrent misses for one key share a read.
+func (c *readCache[T]) get(ctx context.Context, key string, read func(context.Context) (*T, error)) (*T, error) {
+	if doc, ok := c.peek(key); ok {
+		return found(doc)
+	}
 	c.mu.Lock()
-	e, ok := c.entries[username]
 	gen := c.gen
 	c.mu.Unlock()
-	if ok && c.now().Before(e.expires) {
-		return copyUser(e.user), nil
-	}
 	// The shared read must not fail because the first caller's request was cancelled.
-	v, err, _ := c.load.Do(username, func() (any, error) {
+	v, err, _ := c.load.Do(key, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		u, err := read(rctx)
-		if err != nil {
+		doc, err := read(rctx)
+		absent := isNotFound(err)
+		if err != nil && !absent {
 			return nil, err
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.gen == gen {
-			c.putLocked(username, u)
+		if c.gen == gen && (!absent || c.cacheAbsent) {
+			c.putLocked(key, doc)
 		}
-		return u, nil
+		return doc, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return copyUser(v.(*User)), nil
+	return found(v.(*T))
 }
 
-func (c *userCache) putLocked(username string, u *User) {
-	if len(c.entries) >= userCacheSize {
+func isNotFound(err error) bool { return err != nil && errors.Is(err, ErrNotFound) }
+
+// found turns a cached nil into ErrNotFound.
+func found[T any](doc *T) (*T, error) {
+	if doc == nil {
+		return nil, ErrNotFound
+	}
+	return doc, nil
+}
+
+// peek returns a copy of the cached document (nil when cached as absent), if it is cached and
+// fresh.
+func (c *readCache[T]) peek(key string) (*T, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if !ok || !c.now().Before(e.expires) {
+		return nil, false
+	}
+	if e.doc == nil {
+		return nil, true
+	}
+	return c.copy(e.doc), true
+}
+
+func (c *readCache[T]) putLocked(key string, doc *T) {
+	if len(c.entries) >= readCacheSize {
 		// Make room for a tenth of the bound at once, so a full cache is swept once per
-		// userCacheSize/10 inserts: expired entries, and arbitrary ones while still over.
-		target, now := userCacheSize-userCacheSize/10, c.now()
-		for name, e := range c.entries {
+		// readCacheSize/10 inserts: expired entries, and arbitrary ones while still over.
+		target, now := readCacheSize-readCacheSize/10, c.now()
+		for k, e := range c.entries {
 			if !now.Before(e.expires) || len(c.entries) > target {
-				delete(c.entries, name)
+				delete(c.entries, k)
 			}
 		}
 	}
-	c.entries[username] = userCacheEntry{user: u, expires: c.now().Add(c.ttl)}
+	c.entries[key] = readCacheEntry[T]{doc: doc, expires: c.now().Add(c.ttl)}
 }
 
-// invalidate drops a user's cached document after this process changed it.
-func (c *userCache) invalidate(username string) {
+// invalidate drops a document's cached copy after this process changed it.
+func (c *readCache[T]) invalidate(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	delete(c.entries, username)
-	// A read in flight for this user must not be shared with callers that come after the
+	delete(c.entries, key)
+	// A read in flight for this key must not be shared with callers that come after the
 	// change.
-	c.load.Forget(username)
+	c.load.Forget(key)
 }
 
 // copyUser returns a copy of u that its caller may change without touching the cached one.
 func copyUser(u *User) *User {
 	cp := *u
 	cp.Groups = slices.Clone(u.Groups)
-	if u.Extra != nil {
-		cp.Extra = make(Extra, len(u.Extra))
-		for k, v := range u.Extra {
-			cp.Extra[k] = v
-		}
-	}
+	cp.Extra = maps.Clone(u.Extra)
+	return &cp
+}
+
+// copyWorker is copyUser for a worker's record.
+func copyWorker(w *Worker) *Worker {
+	cp := *w
+	cp.Extra = maps.Clone(w.Extra)
 	return &cp
 }

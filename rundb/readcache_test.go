@@ -88,3 +88,27 @@ func TestAuthenticateCachedSeesOtherChangesWithinTTL(t *testing.T) {
 		t.Fatalf("after the TTL: %v, want ErrBlocked", err)
 	}
 }
+
+// request_task checks every worker against the blocked list through a cache that remembers
+// absent records too; a block made through this process must bite on the worker's next call.
+func TestWorkerGetCachedSeesABlockAtOnce(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	const name = "alice-8cores-0123abcd"
+	if _, err := db.Workers.GetCached(ctx, name); !errors.Is(err, rundb.ErrNotFound) {
+		t.Fatalf("a worker never noted: %v, want ErrNotFound", err)
+	}
+	if err := db.Workers.Put(ctx, &rundb.Worker{WorkerName: name, Blocked: true, Message: "bad results"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := db.Workers.GetCached(ctx, name)
+	if err != nil || !w.Blocked || w.Message != "bad results" {
+		t.Fatalf("right after the block: %+v, %v", w, err)
+	}
+	if err := db.Workers.Put(ctx, &rundb.Worker{WorkerName: name, Blocked: false}); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := db.Workers.GetCached(ctx, name); err != nil || w.Blocked {
+		t.Fatalf("right after the unblock: %+v, %v", w, err)
+	}
+}

@@ -124,6 +124,15 @@ func (c *RunCache) release(e *cacheEntry) {
 	c.mu.Unlock()
 }
 
+// Cached reports whether the run is in the cache, without loading it: a View or Update of it
+// now needs no database read.
+func (c *RunCache) Cached(id ObjectID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[id]
+	return ok
+}
+
 // Preload caches every unfinished run, so the primary schedules from memory from its first
 // request. Runs already cached are kept as they are. It returns the unfinished runs' IDs,
 // oldest first.

@@ -390,12 +390,12 @@ func TestRunCacheEvict(t *testing.T) {
 		{"a run with an unwritten change", dirty, true},
 		{"a recently used run", recent, true},
 	} {
-		if got := cache.Has(c.id); got != c.kept {
+		if got := cache.Cached(c.id); got != c.kept {
 			t.Errorf("%s: cached after Evict = %v, want %v", c.name, got, c.kept)
 		}
 	}
 	// An evicted run is loaded again on demand.
-	if err := cache.View(ctx, idle, func(*rundb.Run) {}); err != nil || !cache.Has(idle) {
+	if err := cache.View(ctx, idle, func(*rundb.Run) {}); err != nil || !cache.Cached(idle) {
 		t.Errorf("reloading an evicted run: %v", err)
 	}
 }

@@ -108,7 +108,7 @@ type UserStore struct {
 	hashCost int
 	creds    *credentialCache
 	verify   singleflight.Group
-	cache    *userCache
+	cache    *readCache[User]
 	now      func() time.Time
 	// slowChecks counts password checks that missed the credential cache.
 	slowChecks atomic.Int64
@@ -122,7 +122,7 @@ func newUserStore(coll *mongo.Collection, hashCost int) *UserStore {
 		coll:     coll,
 		hashCost: hashCost,
 		creds:    newCredentialCache(credentialTTL, credentialCacheSize, time.Now),
-		cache:    newUserCache(UserCacheTTL, time.Now),
+		cache:    newReadCache(UserCacheTTL, time.Now, copyUser, false),
 		now:      time.Now,
 	}
 }
@@ -213,6 +213,26 @@ func (s *UserStore) Authenticate(ctx context.Context, username, password string)
 func (s *UserStore) AuthenticateCached(ctx context.Context, username, password string) (*User, error) {
 	return s.authenticate(ctx, username, password, s.getCached)
 }
+
+// AuthenticateIfCached is AuthenticateCached when the user's document is cached and its
+// password hashed: then it reads nothing from the database, and cached is true. Otherwise it
+// does nothing and cached is false; the caller goes on to AuthenticateCached, under whatever
+// limit it puts on database work.
+func (s *UserStore) AuthenticateIfCached(ctx context.Context, username, password string) (u *User, cached bool, err error) {
+	u, err = s.authenticate(ctx, username, password, func(_ context.Context, name string) (*User, error) {
+		u, ok := s.cache.peek(name)
+		if !ok || u == nil || u.PasswordHash == "" { // a legacy plaintext is replaced on its first match: a write
+			return nil, errNotCached
+		}
+		return u, nil
+	})
+	if errors.Is(err, errNotCached) {
+		return nil, false, nil
+	}
+	return u, true, err
+}
+
+var errNotCached = errors.New("user not cached")
 
 // getCached is Get through the user cache.
 func (s *UserStore) getCached(ctx context.Context, username string) (*User, error) {

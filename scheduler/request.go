@@ -72,7 +72,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	}
 
 	name := wi.ShortName()
-	w, err := s.db.Workers.Get(ctx, name)
+	w, err := s.db.Workers.GetCached(ctx, name)
 	switch {
 	case err == nil && w.Blocked:
 		if err := s.db.Workers.Put(ctx, w); err != nil { // records when it last tried

@@ -106,6 +106,10 @@ func (s *Scheduler) SetTaskSemaphoreSize(n int) {
 // TaskSemaphoreSize is the current size of the request_task semaphore.
 func (s *Scheduler) TaskSemaphoreSize() int { return int(s.taskLimit.Load()) }
 
+// Cached reports whether a run is in the run cache: beat, request_spsa and the task-owner check
+// of a cached run need no database work.
+func (s *Scheduler) Cached(id rundb.ObjectID) bool { return s.runs.Cached(id) }
+
 // Snapshot returns a copy of a run as the scheduler sees it.
 func (s *Scheduler) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error) {
 	r, err := s.runs.Snapshot(ctx, id)

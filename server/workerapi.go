@@ -102,12 +102,16 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 		}
 		defer res.release() // a panic must not keep the token held
 	}
-	var u *rundb.User
-	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		var err error
-		u, err = s.deps.DB.Users.AuthenticateCached(ctx, username, password)
-		return err
-	})
+	// A cached user costs no database work, so no token: a flood of calls waiting for the
+	// database must not hold up the ones that need none.
+	u, cached, err := s.deps.DB.Users.AuthenticateIfCached(c.Request.Context(), username, password)
+	if !cached {
+		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+			var err error
+			u, err = s.deps.DB.Users.AuthenticateCached(ctx, username, password)
+			return err
+		})
+	}
 	if res != nil {
 		res.settle(err)
 	}
@@ -209,7 +213,7 @@ func (s *Server) workerCall(limit int64, handle func(*gin.Context, *workerReques
 func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
 	var owner rundb.WorkerInfo
 	var tasks int
-	err := s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
+	err := s.memoryOrDB(ctx, id, func(ctx context.Context) error {
 		if sched := s.deps.Scheduler; sched != nil {
 			t := -1
 			if taskID != nil {
@@ -332,11 +336,26 @@ func replyJSON(c *gin.Context, r scheduler.Reply) {
 	c.JSON(http.StatusOK, out)
 }
 
+// memoryOrDB runs fn, which reads or changes run id and nothing else in the database, at once
+// when the primary's run cache holds the run (no database work, so no token: a flood of calls
+// waiting for the database must not hold up these), and under a token otherwise.
+func (s *Server) memoryOrDB(ctx context.Context, id rundb.ObjectID, fn func(context.Context) error) error {
+	if sched := s.deps.Scheduler; sched != nil && sched.Cached(id) {
+		return fn(ctx)
+	}
+	return s.deps.Tokens.Do(ctx, fn)
+}
+
 // schedulerCall runs a scheduler operation under a token and answers its reply; a task that
-// vanished between validation and the call is a 400 like an invalid task_id.
-func (s *Server) schedulerCall(c *gin.Context, op func(ctx context.Context) (scheduler.Reply, error)) {
+// vanished between validation and the call is a 400 like an invalid task_id. An operation of
+// cachedOnly run id (beat, request_spsa) goes through memoryOrDB instead.
+func (s *Server) schedulerCall(c *gin.Context, cachedOnly rundb.ObjectID, op func(ctx context.Context) (scheduler.Reply, error)) {
 	var reply scheduler.Reply
-	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+	run := s.deps.Tokens.Do
+	if !cachedOnly.IsZero() {
+		run = func(ctx context.Context, fn func(context.Context) error) error { return s.memoryOrDB(ctx, cachedOnly, fn) }
+	}
+	err := run(c.Request.Context(), func(ctx context.Context) error {
 		var err error
 		reply, err = op(ctx)
 		return err
@@ -365,7 +384,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 			spsa.Sig = 0 // never a CRC32: the update is refused by the signature check
 		}
 	}
-	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, rundb.ObjectID{}, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
 	})
 }
@@ -374,7 +393,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, w.run, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.Beat(ctx, w.run, w.taskID())
 	})
 }
@@ -383,7 +402,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, w.run, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.RequestSPSA(ctx, w.run, w.taskID())
 	})
 }
@@ -392,7 +411,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, rundb.ObjectID{}, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }

@@ -635,3 +635,54 @@ func FuzzWorkerAPI(f *testing.F) {
 		}
 	})
 }
+
+// A beat needs no database work once the run is cached and the worker's user was seen: with
+// every token of the pool held (a flood of calls waiting for the database), beats still answer
+// at once, and a call that may write (update_task) waits for a token as before.
+func TestWorkerAPIBeatNeedsNoToken(t *testing.T) {
+	pool := tokenpool.New(1)
+	f := newFleetWithPool(t, pool)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	if code, out := f.post("/api/request_task", call(1, nil)); code != http.StatusOK || out["task_id"] == nil {
+		t.Fatalf("request_task: %d %v", code, out)
+	}
+	if err := pool.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			pool.Release()
+		}
+	}()
+	task := map[string]any{"run_id": id, "task_id": 0}
+	if code, out := f.post("/api/beat", call(1, task)); code != http.StatusOK || out["task_alive"] != true {
+		t.Fatalf("beat with every token held: %d %v", code, out)
+	}
+	// Wrong credentials are still refused, and a user never seen still needs the database.
+	bad := call(1, task)
+	bad["password"] = "wrong"
+	if code, out := f.post("/api/beat", bad); code != http.StatusUnauthorized {
+		t.Errorf("beat with a wrong password: %d %v", code, out)
+	}
+
+	type result struct {
+		code int
+		out  map[string]any
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out := f.post("/api/update_task", call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(10)}))
+		done <- result{code, out}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("update_task answered without a token: %d %v", r.code, r.out)
+	case <-time.After(200 * time.Millisecond):
+	}
+	pool.Release()
+	released = true
+	if r := <-done; r.code != http.StatusOK || r.out["task_alive"] != true {
+		t.Errorf("update_task once a token is free: %d %v", r.code, r.out)
+	}
+}
