@@ -20,8 +20,6 @@ func (s *UserStore) HashLegacyPassword(ctx context.Context, username, password s
 	return s.hashLegacyPassword(ctx, username, password)
 }
 
-
-
 // SetUserCacheClock replaces the user cache's clock.
 func (s *UserStore) SetUserCacheClock(now func() time.Time) { s.cache.now = now }
 

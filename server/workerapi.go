@@ -353,7 +353,9 @@ func (s *Server) schedulerCall(c *gin.Context, cachedOnly rundb.ObjectID, op fun
 	var reply scheduler.Reply
 	run := s.deps.Tokens.Do
 	if !cachedOnly.IsZero() {
-		run = func(ctx context.Context, fn func(context.Context) error) error { return s.memoryOrDB(ctx, cachedOnly, fn) }
+		run = func(ctx context.Context, fn func(context.Context) error) error {
+			return s.memoryOrDB(ctx, cachedOnly, fn)
+		}
 	}
 	err := run(c.Request.Context(), func(ctx context.Context) error {
 		var err error

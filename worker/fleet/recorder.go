@@ -22,14 +22,14 @@ type taskKey struct {
 // endpointStats are one endpoint's counters. The histogram and the counters are atomic, so
 // recording a request takes no lock once the entry exists.
 type endpointStats struct {
-	lat       histogram
-	requests  atomic.Int64
+	lat      histogram
+	requests atomic.Int64
 	// win and winRequests count the requests of the window (see recorder.inWindow).
 	win         histogram
 	winRequests atomic.Int64
-	httpErrs  atomic.Int64
-	transport atomic.Int64
-	appErrs   atomic.Int64
+	httpErrs    atomic.Int64
+	transport   atomic.Int64
+	appErrs     atomic.Int64
 }
 
 // maxAppErrorKinds bounds the distinct application-error messages kept; later kinds are
