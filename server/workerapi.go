@@ -33,8 +33,26 @@ func (s *Server) workerRoutes(r gin.IRoutes) {
 	r.POST("/api/request_spsa", s.primaryOnly, s.workerCall(maxWorkerBody, s.requestSPSA))
 	r.POST("/api/failed_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.failedTask))
 	r.POST("/api/stop_run", s.primaryOnly, s.workerCall(maxWorkerBody, s.stopRun))
-	r.POST("/api/upload_pgn", s.workerCall(maxUploadBody, s.uploadPGN))
+	r.POST("/api/upload_pgn", s.uploadSlot, s.workerCall(maxUploadBody, s.uploadPGN))
 	r.POST("/api/worker_log", s.primaryOnly, s.workerCall(maxWorkerBody, s.workerLog))
+}
+
+// maxConcurrentUploads bounds the PGN uploads read, decoded and stored at once: a fleet that
+// stops all at once uploads ten thousand PGNs in the same second, and each holds its body,
+// the decoded gzip and its check in memory until it is stored.
+const maxConcurrentUploads = 32
+
+// uploadSlot holds an upload until a slot is free, before its body is read: one waiting holds
+// only its connection. A caller that gives up while waiting gets nothing (it is gone).
+func (s *Server) uploadSlot(c *gin.Context) {
+	select {
+	case s.uploads <- struct{}{}:
+	case <-c.Request.Context().Done():
+		c.Abort()
+		return
+	}
+	defer func() { <-s.uploads }()
+	c.Next()
 }
 
 // primaryOnly answers 503 {"error": "<path>: primary instance required"} on a secondary.

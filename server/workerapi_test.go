@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,7 @@ type fleet struct {
 	db      *rundb.DB
 	sched   *scheduler.Scheduler
 	handler http.Handler
+	srv     *Server
 }
 
 func newFleet(t testing.TB) *fleet {
@@ -62,7 +64,7 @@ func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return &fleet{t: t, url: ts.URL, db: db, sched: sched, handler: s.Handler()}
+	return &fleet{t: t, url: ts.URL, db: db, sched: sched, handler: s.Handler(), srv: s}
 }
 
 // post sends a JSON body (a value, or raw bytes) and decodes the reply, checking that it is a
@@ -684,5 +686,37 @@ func TestWorkerAPIBeatNeedsNoToken(t *testing.T) {
 	released = true
 	if r := <-done; r.code != http.StatusOK || r.out["task_alive"] != true {
 		t.Errorf("update_task once a token is free: %d %v", r.code, r.out)
+	}
+}
+
+// PGN uploads are read and stored maxConcurrentUploads at a time: with every slot taken, an
+// upload waits without storing anything, a caller that gives up leaves nothing behind, and the
+// next one goes through once a slot is free.
+func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	f.post("/api/request_task", call(1, nil))
+	body := call(1, map[string]any{"run_id": id, "task_id": 0})
+	body["pgn"] = pgnUpload(t, "[Event \"x\"]\n1. e4 e5 *\n")
+	raw, _ := json.Marshal(body)
+	for range maxConcurrentUploads {
+		f.srv.uploads <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/api/upload_pgn", bytes.NewReader(raw))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("an upload with every slot taken answered %s", resp.Status)
+	}
+	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); !errors.Is(err, rundb.ErrNotFound) {
+		t.Fatalf("an upload that never got a slot stored something: %v", err)
+	}
+	<-f.srv.uploads
+	if code, out := f.post("/api/upload_pgn", raw); code != http.StatusOK {
+		t.Fatalf("upload_pgn with a slot free: %d %v", code, out)
+	}
+	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); err != nil {
+		t.Errorf("stored pgn: %v", err)
 	}
 }

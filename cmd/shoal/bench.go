@@ -151,7 +151,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	quick := fs.Bool("quick", false, "small sizes for tests and CI: 500 workers, 5 runs, 30 s")
 	workers := fs.Int("workers", 0, "steady: workers (default 10000, quick 500)")
 	runs := fs.Int("runs", 0, "steady: active runs (default 50, quick 5)")
-	duration := fs.Duration("duration", 0, "steady: how long the fleet works (default 3m, quick 30s)")
+	duration := fs.Duration("duration", 0, "steady: how long the fleet works (default 5m, quick 30s)")
 	scale := fs.Float64("time-scale", 10, "time compression of the server's knobs and the workers' clocks")
 	stormWorkers := fs.Int("storm-workers", 0, "storm: workers (default 10000, quick 500)")
 	keep := fs.Bool("keep", false, "keep each server's directory (server.log, the embedded database) and print where it is")
@@ -162,7 +162,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
 	}
-	set := benchSettings{Quick: *quick, TimeScale: *scale, Workers: 10000, Runs: 50, duration: 3 * time.Minute,
+	set := benchSettings{Quick: *quick, TimeScale: *scale, Workers: 10000, Runs: 50, duration: 5 * time.Minute,
 		StormWorkers: 10000, ceilingDuration: 10 * time.Second, CeilingClients: 64, mongoURI: *mongoURI,
 		StormArrival: "ramp over 10 s"}
 	if *quick {
@@ -468,6 +468,51 @@ func readProc(pid int) (procUsage, error) {
 	return u, nil
 }
 
+// procWindow is what watchProc saw of a process over a window: its CPU seconds, the window's
+// length, and its peak resident memory over samples taken every half second.
+type procWindow struct {
+	cpu, seconds, peakRSS float64
+	samples               int
+}
+
+// watchProc samples process pid's resident memory every half second from `from` to `until`
+// after now, and its CPU time at both ends; the channel delivers the result at until (or
+// when ctx ends).
+func watchProc(ctx context.Context, pid int, from, until time.Duration) <-chan procWindow {
+	out := make(chan procWindow, 1)
+	go func() {
+		var w procWindow
+		defer func() { out <- w }()
+		start := time.Now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(from):
+		}
+		first, err := readProc(pid)
+		if err != nil {
+			return
+		}
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		last := first
+		for time.Since(start) < until {
+			if u, err := readProc(pid); err == nil {
+				last = u
+				w.peakRSS = max(w.peakRSS, u.RSSMiB)
+				w.samples++
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		w.cpu, w.seconds = last.CPUSeconds-first.CPUSeconds, max(time.Since(start)-from, time.Millisecond).Seconds()
+	}()
+	return out
+}
+
 // scrapeMetrics reads the server's /metrics into series ("name{labels}") and values.
 func scrapeMetrics(ctx context.Context, base string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
@@ -619,7 +664,7 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 		sc.target("beat p99 (steady window)", beatP99, "ms", "< 25", below(25))
 		sc.target("5xx replies", fiveXX, "replies", "= 0", below(0.5))
 		sc.target("false dead tasks", falseDead, "tasks", "= 0", below(0.5))
-		sc.target("server resident memory (peak)", rss, "MiB", "< 1024", below(1024))
+		sc.target("server resident memory (peak, steady window)", rss, "MiB", "< 1024", below(1024))
 	}()
 	sc.figure("equivalent workers (workers x time scale)", float64(set.Workers)*set.TimeScale, "workers")
 	s, err := startBenchServer(ctx, set, set.Workers)
@@ -635,14 +680,18 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 		return err
 	}
 	opts := fleetOptions(s, set, set.Workers)
-	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, min(10*time.Second, set.duration/3), set.duration
+	// Arrivals are spread over a fifth of the run (a minute of the default five), so that the
+	// first tasks end, and new ones are handed out, over a minute of the window too.
+	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, min(time.Minute, set.duration/5), set.duration
 	// The targets are the steady state's: the window leaves out the arrival ramp and the first
 	// tasks' start, and the burst of final reports when the fleet stops.
 	opts.Window, opts.WindowFrom = true, min(opts.Ramp+20*time.Second, set.duration/3)
-	// The profile covers the working fleet: from the end of the ramp for up to a minute.
-	profiled := profileDuring(ctx, s, set, "steady", opts.Ramp, min(time.Minute, set.duration-opts.Ramp-2*time.Second))
+	// The profile covers the working fleet: from the start of the window for up to a minute.
+	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, min(time.Minute, set.duration-opts.WindowFrom-2*time.Second))
+	watched := watchProc(ctx, s.cmd.Process.Pid, opts.WindowFrom, set.duration)
 	rep, err := fleet.Run(ctx, opts)
 	sc.Profile = <-profiled
+	win := <-watched
 	if err != nil {
 		return err
 	}
@@ -665,11 +714,16 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	sc.figure("server CPU", cpu, "s")
 	sc.figure("server CPU per wall second", cpu/max(rep.ElapsedSeconds, 1e-9), "cores")
 	sc.figure("server resident memory (end)", after.RSSMiB, "MiB")
-	sc.figure("server resident memory (peak, VmHWM)", after.HWMMiB, "MiB")
+	sc.figure("server resident memory (peak over the whole run, VmHWM)", after.HWMMiB, "MiB")
+	if win.samples > 0 {
+		sc.figure("steady: server CPU per wall second", win.cpu/win.seconds, "cores")
+		sc.figure("steady: server resident memory (peak, sampled every 0.5 s)", win.peakRSS, "MiB")
+		rss = ptr(win.peakRSS)
+	}
 	if e, ok := windowEndpoint(rep, "beat"); ok {
 		beatP99 = ptr(e.P99MS)
 	}
-	fiveXX, falseDead, rss = ptr(fx), ptr(fd), ptr(after.HWMMiB)
+	fiveXX, falseDead = ptr(fx), ptr(fd)
 	return nil
 }
 
