@@ -58,6 +58,7 @@ type DB struct {
 	client   *mongo.Client
 	db       *mongo.Database
 	embedded *embedded
+	ferret   bool // the server is FerretDB: Shoal's embedded database, here or reached by URI
 	uri      string
 	logger   *slog.Logger
 
@@ -122,6 +123,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	// FerretDB (the embedded database, or another Shoal's embedded database reached by URI)
 	// cannot store arrays of arrays.
+	d.ferret = ferret
 	d.Runs = &RunStore{coll: d.db.Collection("runs"), flatHistory: ferret}
 	d.Users = newUserStore(d.db.Collection("users"), opts.PasswordHashCost)
 	d.UserCache = &UserCacheStore{coll: d.db.Collection("user_cache")}

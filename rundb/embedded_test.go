@@ -2,10 +2,12 @@ package rundb_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,5 +61,69 @@ func TestEmbeddedDatabaseKeepsDataAndLocksItsDirectory(t *testing.T) {
 	defer db.Close(ctx)
 	if _, err := db.Users.Authenticate(ctx, "alice", "secret"); err != nil {
 		t.Errorf("the user did not survive a restart: %v", err)
+	}
+}
+
+// The embedded database finds a run by _id (every run write) through an index, not by parsing
+// every run in the collection: SQLite's plan for the backend's own statements searches.
+func TestEmbeddedDatabaseIndexesIDLookups(t *testing.T) {
+	if os.Getenv("SHOAL_TEST_MONGO_URI") != "" {
+		t.Skip("tests the embedded database")
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := openEmbedded(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.EnsureIndexes(ctx); err != nil { // again, as every start does
+		t.Fatalf("second EnsureIndexes: %v", err)
+	}
+	r := &rundb.Run{ID: rundb.NewObjectID(), Args: rundb.RunArgs{Username: "alice", NumGames: 1000}}
+	if err := db.Runs.Insert(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	r.Args.NumGames = 2000
+	if err := db.Runs.Replace(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Runs.Get(ctx, r.ID); err != nil || got.Args.NumGames != 2000 {
+		t.Fatalf("the replaced run: %+v, %v", got, err)
+	}
+
+	conn, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "db", db.Name()+".sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var table string
+	if err := conn.QueryRow(`SELECT table_name FROM _ferretdb_collections WHERE name = 'runs'`).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`SELECT _ferretdb_sjson FROM "` + table + `" WHERE _ferretdb_sjson->'$._id' = ?`,
+		`UPDATE "` + table + `" SET _ferretdb_sjson = ? WHERE _ferretdb_sjson->'$._id' = ?`,
+	} {
+		rows, err := conn.Query(`EXPLAIN QUERY PLAN `+stmt, make([]any, strings.Count(stmt, "?"))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if joined := strings.Join(plan, "; "); !strings.Contains(joined, "USING INDEX") || strings.Contains(joined, "SCAN") {
+			t.Errorf("%s\nplan: %s; want a search using an index", stmt, joined)
+		}
 	}
 }

@@ -74,6 +74,8 @@ const (
 	codeIndexOptionsConflict  = 85
 	codeIndexKeySpecsConflict = 86
 	codeNotImplemented        = 238
+	codeNamespaceNotFound     = 26
+	codeNamespaceExists       = 48
 )
 
 // IndexReport says what EnsureIndexes could not create as asked.
@@ -85,6 +87,12 @@ type IndexReport struct {
 	// fishtest deployment) or that the server cannot build at all (text indexes on the embedded
 	// database), with the reason. Queries that hint them fall back to no hint.
 	Skipped []string
+	// NotOnEmbedded lists the non-unique indexes left out (and dropped if an older Shoal made
+	// them) on the embedded database (FerretDB, started here or reached by URI), whose SQLite
+	// backend filters and sorts in Go, using no index but _id's: each one only cost a parse of
+	// the whole document on every write, 25 parses of a 400 kB run per run write for the runs
+	// collection's seven.
+	NotOnEmbedded []string
 }
 
 // EnsureIndexes creates every index fishtest's deployments have. It is idempotent: an index that
@@ -94,6 +102,14 @@ func (d *DB) EnsureIndexes(ctx context.Context) (IndexReport, error) {
 	var rep IndexReport
 	for _, ix := range indexes {
 		label := ix.coll + "." + ix.name
+		if d.ferret && !ix.unique {
+			// Unique indexes stay: they enforce a rule, not a speed-up.
+			if err := dropIndexIfPresent(ctx, d.db.Collection(ix.coll), ix.name); err != nil {
+				return rep, fmt.Errorf("drop index %s: %w", label, err)
+			}
+			rep.NotOnEmbedded = append(rep.NotOnEmbedded, label)
+			continue
+		}
 		err := createIndex(ctx, d.db.Collection(ix.coll), ix, true)
 		var ce mongo.CommandError
 		switch {
@@ -115,6 +131,19 @@ func (d *DB) EnsureIndexes(ctx context.Context) (IndexReport, error) {
 			return rep, fmt.Errorf("create index %s: %w", label, err)
 		}
 	}
+	if d.embedded != nil {
+		// Every collection exists from the start, so that each gets its _id lookup index.
+		for _, ix := range indexes {
+			err := d.db.CreateCollection(ctx, ix.coll)
+			var se mongo.ServerError
+			if err != nil && !(errors.As(err, &se) && se.HasErrorCode(codeNamespaceExists)) {
+				return rep, fmt.Errorf("create collection %s: %w", ix.coll, err)
+			}
+		}
+		if err := d.embedded.indexIDLookups(ctx, d.db.Name()); err != nil {
+			return rep, err
+		}
+	}
 	return rep, nil
 }
 
@@ -131,6 +160,24 @@ func createIndex(ctx context.Context, coll *mongo.Collection, ix index, withFilt
 	}
 	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: ix.keys, Options: opts})
 	return err
+}
+
+// dropIndexIfPresent drops the named index if the collection has it.
+func dropIndexIfPresent(ctx context.Context, coll *mongo.Collection, name string) error {
+	specs, err := coll.Indexes().ListSpecifications(ctx)
+	var se mongo.ServerError
+	if errors.As(err, &se) && se.HasErrorCode(codeNamespaceNotFound) {
+		return nil // no collection yet, so no index
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
+		if s.Name == name {
+			return coll.Indexes().DropOne(ctx, name)
+		}
+	}
+	return nil
 }
 
 // serverCode returns the error code a server reply carried, or 0.

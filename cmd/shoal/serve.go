@@ -336,6 +336,9 @@ func openDB(ctx context.Context, cfg Config, logger *slog.Logger, m *metrics.Met
 		_ = db.Close(context.Background())
 		return nil, err
 	}
+	if len(rep.NotOnEmbedded) > 0 {
+		logger.Debug("non-unique indexes left out: the embedded database's queries use none, and each costs every write a parse of the document", "indexes", rep.NotOnEmbedded)
+	}
 	if len(rep.WithoutFilter) > 0 {
 		logger.Debug("indexes created without their partial filter (not supported by this database)", "indexes", rep.WithoutFilter)
 	}
