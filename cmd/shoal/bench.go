@@ -473,12 +473,15 @@ func readProc(pid int) (procUsage, error) {
 type procWindow struct {
 	cpu, seconds, peakRSS float64
 	samples               int
+	// metrics are the server's /metrics at both ends (nil if a scrape failed).
+	metricsFrom, metricsUntil map[string]float64
 }
 
 // watchProc samples process pid's resident memory every half second from `from` to `until`
 // after now, and its CPU time at both ends; the channel delivers the result at until (or
 // when ctx ends).
-func watchProc(ctx context.Context, pid int, from, until time.Duration) <-chan procWindow {
+func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <-chan procWindow {
+	pid := s.cmd.Process.Pid
 	out := make(chan procWindow, 1)
 	go func() {
 		var w procWindow
@@ -493,6 +496,7 @@ func watchProc(ctx context.Context, pid int, from, until time.Duration) <-chan p
 		if err != nil {
 			return
 		}
+		w.metricsFrom, _ = scrapeMetrics(ctx, s.base)
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		last := first
@@ -509,6 +513,7 @@ func watchProc(ctx context.Context, pid int, from, until time.Duration) <-chan p
 			}
 		}
 		w.cpu, w.seconds = last.CPUSeconds-first.CPUSeconds, max(time.Since(start)-from, time.Millisecond).Seconds()
+		w.metricsUntil, _ = scrapeMetrics(ctx, s.base)
 	}()
 	return out
 }
@@ -544,6 +549,47 @@ func scrapeMetrics(ctx context.Context, base string) (map[string]float64, error)
 		}
 	}
 	return m, sc.Err()
+}
+
+// histQuantile is the q-quantile of a Prometheus histogram over the requests between two
+// scrapes, as the upper bound of the bucket that holds it, summed over the series whose labels
+// contain every one of labels.
+func histQuantile(from, until map[string]float64, name string, q float64, labels ...string) (float64, bool) {
+	counts := map[float64]float64{}
+	for series, v := range until {
+		n, rest, _ := strings.Cut(series, "{")
+		if n != name+"_bucket" {
+			continue
+		}
+		all := true
+		for _, l := range labels {
+			all = all && strings.Contains(rest, l)
+		}
+		i := strings.Index(rest, `le="`)
+		if !all || i < 0 {
+			continue
+		}
+		le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(rest[i+4:], "}"), `"`), 64)
+		if err != nil {
+			continue
+		}
+		counts[le] += v - from[series]
+	}
+	les := make([]float64, 0, len(counts))
+	for le := range counts {
+		les = append(les, le)
+	}
+	slices.Sort(les)
+	if len(les) == 0 || counts[les[len(les)-1]] <= 0 {
+		return 0, false
+	}
+	total := counts[les[len(les)-1]] // le="+Inf" is the last, cumulative
+	for _, le := range les {
+		if counts[le] >= q*total {
+			return le, !math.IsInf(le, 1)
+		}
+	}
+	return 0, false
 }
 
 // metricSum adds the series of name whose labels contain every one of labels (`reason="dead"`).
@@ -688,7 +734,7 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	opts.Window, opts.WindowFrom = true, min(opts.Ramp+20*time.Second, set.duration/3)
 	// The profile covers the working fleet: from the start of the window for up to a minute.
 	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, min(time.Minute, set.duration-opts.WindowFrom-2*time.Second))
-	watched := watchProc(ctx, s.cmd.Process.Pid, opts.WindowFrom, set.duration)
+	watched := watchProc(ctx, s, opts.WindowFrom, set.duration)
 	rep, err := fleet.Run(ctx, opts)
 	sc.Profile = <-profiled
 	win := <-watched
@@ -719,6 +765,21 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 		sc.figure("steady: server CPU per wall second", win.cpu/win.seconds, "cores")
 		sc.figure("steady: server resident memory (peak, sampled every 0.5 s)", win.peakRSS, "MiB")
 		rss = ptr(win.peakRSS)
+	}
+	if win.metricsFrom != nil && win.metricsUntil != nil {
+		// The server's own view, without the loopback and the fleet's scheduling: the upper
+		// bound of the histogram bucket holding the quantile.
+		for _, route := range []string{"/api/beat", "/api/update_task", "/api/request_task"} {
+			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_http_request_duration_seconds", 0.99, `route="`+route+`"`); ok {
+				sc.figure("steady: server-side "+strings.TrimPrefix(route, "/api/")+" p99 (bucket upper bound)", q*1000, "ms")
+			}
+		}
+		flushes := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_count") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_count")
+		flushSecs := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_sum") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_sum")
+		if flushes > 0 {
+			sc.figure("steady: run writes (run cache flushes)", flushes, "writes")
+			sc.figure("steady: run write mean duration", flushSecs/flushes*1000, "ms")
+		}
 	}
 	if e, ok := windowEndpoint(rep, "beat"); ok {
 		beatP99 = ptr(e.P99MS)

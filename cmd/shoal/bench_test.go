@@ -44,6 +44,13 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 				Value float64 `json:"value"`
 			} `json:"figures"`
 			Targets []map[string]json.RawMessage `json:"targets"`
+			Profile *struct {
+				CPUFile string `json:"cpu_file"`
+				Top     []struct {
+					Function string  `json:"function"`
+					CumPct   float64 `json:"cum_pct"`
+				} `json:"top_cumulative"`
+			} `json:"profile"`
 		} `json:"scenarios"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
@@ -90,9 +97,24 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	for _, f := range rep.Scenarios["steady"].Figures {
 		figures[f.Name] = f.Value
 	}
-	for _, name := range []string{"beat p99", "server CPU", "server resident memory (peak, VmHWM)", "tasks assigned"} {
+	for _, name := range []string{"beat p99", "server CPU", "server resident memory (peak over the whole run, VmHWM)",
+		"steady: server resident memory (peak, sampled every 0.5 s)", "tasks assigned"} {
 		if figures[name] <= 0 {
 			t.Errorf("steady: figure %q = %v, want positive", name, figures[name])
+		}
+	}
+	// Where a target is missed the report names what limits it: the server's CPU profile.
+	for _, name := range []string{"steady", "ceiling"} {
+		p := rep.Scenarios[name].Profile
+		if p == nil || len(p.Top) == 0 {
+			t.Errorf("%s: no CPU profile summary: %+v", name, p)
+			continue
+		}
+		if _, err := os.Stat(p.CPUFile); err != nil {
+			t.Errorf("%s: profile file: %v", name, err)
+		}
+		if p.Top[0].CumPct <= 0 || p.Top[0].CumPct > 100 {
+			t.Errorf("%s: top function %s at %v %%", name, p.Top[0].Function, p.Top[0].CumPct)
 		}
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
