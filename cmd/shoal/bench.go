@@ -98,6 +98,8 @@ type scenarioReport struct {
 	Endpoints map[string]fleet.EndpointReport `json:"endpoints,omitempty"`
 	Targets   []benchTarget                   `json:"targets"`
 	Profile   *profileSummary                 `json:"profile,omitempty"`
+	// FleetProfile is the bench process's own (the fleet's) CPU profile, over the same time.
+	FleetProfile *profileSummary `json:"fleet_profile,omitempty"`
 }
 
 // benchFigure is one measured number.
@@ -734,9 +736,11 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	opts.Window, opts.WindowFrom = true, min(opts.Ramp+20*time.Second, set.duration/3)
 	// The profile covers the working fleet: from the start of the window for up to a minute.
 	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, min(time.Minute, set.duration-opts.WindowFrom-2*time.Second))
+	fleetProfiled := profileFleet(ctx, set, "steady", opts.WindowFrom, min(time.Minute, set.duration-opts.WindowFrom-2*time.Second))
 	watched := watchProc(ctx, s, opts.WindowFrom, set.duration)
 	rep, err := fleet.Run(ctx, opts)
 	sc.Profile = <-profiled
+	sc.FleetProfile = <-fleetProfiled
 	win := <-watched
 	if err != nil {
 		return err
@@ -1180,7 +1184,8 @@ func benchMarkdown(rep *benchReport) string {
 				fmt.Fprintf(&b, "| %s | %.4g | %s |\n", f.Name, f.Value, f.Unit)
 			}
 		}
-		profileMarkdown(&b, sc.Profile)
+		profileMarkdown(&b, "Server", sc.Profile)
+		profileMarkdown(&b, "Fleet (bench process)", sc.FleetProfile)
 	}
 	return b.String()
 }

@@ -43,14 +43,9 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 				Name  string  `json:"name"`
 				Value float64 `json:"value"`
 			} `json:"figures"`
-			Targets []map[string]json.RawMessage `json:"targets"`
-			Profile *struct {
-				CPUFile string `json:"cpu_file"`
-				Top     []struct {
-					Function string  `json:"function"`
-					CumPct   float64 `json:"cum_pct"`
-				} `json:"top_cumulative"`
-			} `json:"profile"`
+			Targets      []map[string]json.RawMessage `json:"targets"`
+			Profile      *benchProfileJSON            `json:"profile"`
+			FleetProfile *benchProfileJSON            `json:"fleet_profile"`
 		} `json:"scenarios"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
@@ -104,8 +99,8 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 		}
 	}
 	// Where a target is missed the report names what limits it: the server's CPU profile.
-	for _, name := range []string{"steady", "ceiling"} {
-		p := rep.Scenarios[name].Profile
+	for name, p := range map[string]*benchProfileJSON{"steady": rep.Scenarios["steady"].Profile,
+		"ceiling": rep.Scenarios["ceiling"].Profile, "steady's fleet": rep.Scenarios["steady"].FleetProfile} {
 		if p == nil || len(p.Top) == 0 {
 			t.Errorf("%s: no CPU profile summary: %+v", name, p)
 			continue
@@ -121,4 +116,13 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	if err != nil || !strings.Contains(string(md), "## steady") || !strings.Contains(string(md), "## ceiling") {
 		t.Errorf("report.md: %v\n%s", err, md)
 	}
+}
+
+// benchProfileJSON is a profile summary of report.json.
+type benchProfileJSON struct {
+	CPUFile string `json:"cpu_file"`
+	Top     []struct {
+		Function string  `json:"function"`
+		CumPct   float64 `json:"cum_pct"`
+	} `json:"top_cumulative"`
 }

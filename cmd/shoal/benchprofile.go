@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -89,6 +90,53 @@ func profileDuring(ctx context.Context, s *benchServer, set benchSettings, name 
 		case <-time.After(after):
 		}
 		out <- captureProfiles(ctx, s, set.profiles, name, max(d, time.Second))
+	}()
+	return out
+}
+
+// profileFleet records a CPU profile of this process (the fleet and the load generator) for d
+// after a delay, into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the
+// latencies the fleet measures.
+func profileFleet(ctx context.Context, set benchSettings, name string, after, d time.Duration) <-chan *profileSummary {
+	out := make(chan *profileSummary, 1)
+	go func() {
+		if set.profiles == "" {
+			out <- nil
+			return
+		}
+		select {
+		case <-ctx.Done():
+			out <- nil
+			return
+		case <-time.After(after):
+		}
+		sum := &profileSummary{Seconds: d.Seconds()}
+		defer func() { out <- sum }()
+		if err := os.MkdirAll(set.profiles, 0o755); err != nil {
+			sum.Error = err.Error()
+			return
+		}
+		var buf bytes.Buffer
+		if err := pprof.StartCPUProfile(&buf); err != nil {
+			sum.Error = err.Error()
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+		pprof.StopCPUProfile()
+		sum.CPUFile = filepath.Join(set.profiles, name+"-fleet-cpu.pprof")
+		if err := os.WriteFile(sum.CPUFile, buf.Bytes(), 0o644); err != nil {
+			sum.Error = err.Error()
+			return
+		}
+		p, err := profile.Parse(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			sum.Error = fmt.Sprintf("parse CPU profile: %v", err)
+			return
+		}
+		sum.CPUSamples, sum.Top = topFunctions(p, profileTop)
 	}()
 	return out
 }
@@ -177,12 +225,12 @@ func topFunctions(p *profile.Profile, n int) (float64, []profileLine) {
 
 func pct(v, total int64) float64 { return float64(int64(1000*float64(v)/float64(total)+0.5)) / 10 }
 
-// profileMarkdown is a scenario's profile section of report.md.
-func profileMarkdown(b *strings.Builder, p *profileSummary) {
+// profileMarkdown is a scenario's profile section of report.md; what is "Server" or "Fleet".
+func profileMarkdown(b *strings.Builder, what string, p *profileSummary) {
 	if p == nil {
 		return
 	}
-	fmt.Fprintf(b, "\n**Server CPU profile** (%.0f s profiled, %.1f CPU s sampled", p.Seconds, p.CPUSamples)
+	fmt.Fprintf(b, "\n**%s CPU profile** (%.0f s profiled, %.1f CPU s sampled", what, p.Seconds, p.CPUSamples)
 	if p.CPUFile != "" {
 		fmt.Fprintf(b, "; `go tool pprof %s`", filepath.Base(p.CPUFile))
 	}
