@@ -97,7 +97,9 @@ type scenarioReport struct {
 	Figures   []benchFigure                   `json:"figures"`
 	Endpoints map[string]fleet.EndpointReport `json:"endpoints,omitempty"`
 	Targets   []benchTarget                   `json:"targets"`
-	Profile   *profileSummary                 `json:"profile,omitempty"`
+	// Limits says, for targets not met, what the figures and profiles show limits them.
+	Limits  []string        `json:"limits,omitempty"`
+	Profile *profileSummary `json:"profile,omitempty"`
 	// FleetProfile is the bench process's own (the fleet's) CPU profile, over the same time.
 	FleetProfile *profileSummary `json:"fleet_profile,omitempty"`
 }
@@ -691,6 +693,52 @@ func windowEndpoint(rep *fleet.Report, name string) (fleet.EndpointReport, bool)
 	return e, ok && e.Requests > 0
 }
 
+// value is the figure named name, if the scenario has it.
+func (s *scenarioReport) value(name string) (float64, bool) {
+	for _, f := range s.Figures {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return 0, false
+}
+
+// explainUnmet records what limits each target not met, from the scenario's figures: for
+// steady's beat p99, whether the time passes in the server's handler (its own histogram) or
+// outside it.
+func (s *scenarioReport) explainUnmet(set benchSettings) {
+	for _, t := range s.Targets {
+		if t.Met || t.Figure == nil {
+			continue
+		}
+		if t.Name != "beat p99 (steady window)" {
+			s.Limits = append(s.Limits, fmt.Sprintf("%s: see the CPU profiles below.", t.Name))
+			continue
+		}
+		server, ok := s.value("steady: server-side beat p99 (bucket upper bound)")
+		if !ok {
+			s.Limits = append(s.Limits, fmt.Sprintf("%s: see the CPU profiles below.", t.Name))
+			continue
+		}
+		if server >= 25 {
+			s.Limits = append(s.Limits, fmt.Sprintf("%s: the server's own histogram puts beat p99 at up to %g ms: the handler itself is over the target; see the server's CPU profile below.", t.Name, server))
+			continue
+		}
+		line := fmt.Sprintf("%s: the fleet saw %.4g ms, while the server's own histogram puts beat p99 at no more than %g ms from the request's arrival in the handler to its answer. "+
+			"The handler meets the target; the rest passes outside it, on the loopback and waiting for a core, as the server and the fleet's %d workers share this machine's %d cores",
+			t.Name, *t.Figure, server, set.Workers, runtime.NumCPU())
+		if cpu, ok := s.value("steady: server CPU per wall second"); ok {
+			line += fmt.Sprintf(" (the server used %.2f cores over the window; the fleet's own profile is below)", cpu)
+		}
+		line += "."
+		if w, ok := s.value("steady: run write mean duration"); ok {
+			n, _ := s.value("steady: run writes (run cache flushes)")
+			line += fmt.Sprintf(" The server's largest single cost is writing runs to the embedded database: %.0f writes of %.0f ms each in the window, the FerretDB share of its profile.", n, w)
+		}
+		s.Limits = append(s.Limits, line)
+	}
+}
+
 func boolFigure(b bool) float64 {
 	if b {
 		return 1
@@ -713,6 +761,7 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 		sc.target("5xx replies", fiveXX, "replies", "= 0", below(0.5))
 		sc.target("false dead tasks", falseDead, "tasks", "= 0", below(0.5))
 		sc.target("server resident memory (peak, steady window)", rss, "MiB", "< 1024", below(1024))
+		sc.explainUnmet(set)
 	}()
 	sc.figure("equivalent workers (workers x time scale)", float64(set.Workers)*set.TimeScale, "workers")
 	s, err := startBenchServer(ctx, set, set.Workers)
@@ -800,6 +849,7 @@ func benchStorm(ctx context.Context, set benchSettings, sc *scenarioReport, stde
 	defer func() {
 		sc.target("time until every worker holds a task", allHold, "s", "< 30", below(30))
 		sc.target("beat p99 during the burst", beatP99, "ms", "< 50", below(50))
+		sc.explainUnmet(set)
 	}()
 	w := set.StormWorkers
 	s, err := startBenchServer(ctx, set, w)
@@ -874,6 +924,7 @@ func benchCeiling(ctx context.Context, set benchSettings, sc *scenarioReport, st
 	ratio := (*float64)(nil)
 	defer func() {
 		sc.target("beat throughput / bare net/http", ratio, "ratio", ">= 0.5", atLeast(0.5))
+		sc.explainUnmet(set)
 	}()
 	clients := set.CeilingClients
 
@@ -1177,6 +1228,9 @@ func benchMarkdown(rep *benchReport) string {
 				fmt.Fprintf(&b, "| %s | %s | %s %s | %s |\n", t.Name, fig, t.Target, t.Unit, met)
 			}
 			b.WriteString("\n")
+		}
+		for _, l := range sc.Limits {
+			fmt.Fprintf(&b, "**What limits it.** %s\n\n", l)
 		}
 		if len(sc.Figures) > 0 {
 			b.WriteString("| Figure | Value | Unit |\n|---|---:|---|\n")
