@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -620,11 +621,7 @@ func metricSum(m map[string]float64, name string, labels ...string) float64 {
 func fleetFigures(sc *scenarioReport, rep *fleet.Report) (fiveXX float64) {
 	sc.Endpoints = rep.Endpoints
 	secs := max(rep.ElapsedSeconds, 1e-9)
-	names := make([]string, 0, len(rep.Endpoints))
-	for name := range rep.Endpoints {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(rep.Endpoints))
 	sc.figure("requests per second", float64(rep.Requests)/secs, "req/s")
 	for _, name := range names {
 		e := rep.Endpoints[name]
@@ -669,11 +666,7 @@ func windowFigures(sc *scenarioReport, rep *fleet.Report, label string) {
 	sc.figure(label+" window start (after the first arrival)", st.FromSeconds, "s")
 	sc.figure(label+" window end (the fleet starts to stop)", st.UntilSeconds, "s")
 	sc.figure(label+": requests per second", float64(st.Requests)/secs, "req/s")
-	names := make([]string, 0, len(st.Endpoints))
-	for name := range st.Endpoints {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(st.Endpoints))
 	for _, name := range names {
 		e := st.Endpoints[name]
 		sc.figure(label+": "+name+" rate", float64(e.Requests)/secs, "req/s")
