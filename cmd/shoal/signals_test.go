@@ -16,11 +16,14 @@ import (
 )
 
 // waitFor polls cond until it holds or the time is up.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool, logs ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, l := range logs {
+				t.Logf("log so far:\n%s", l())
+			}
 			t.Fatalf("%s: not within %v", what, within)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -62,7 +65,7 @@ func TestBinaryReloadsOnSIGHUP(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the broken file refused", func() bool {
 		return strings.Contains(seen.String(), "the configuration does not load; nothing changed")
-	})
+	}, seen.String)
 	if resp, err := http.Get(url + "healthz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the reloads: %v %v", resp, err)
 	}
