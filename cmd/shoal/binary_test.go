@@ -7,12 +7,12 @@ package main
 
 import (
 	"bufio"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,8 +28,9 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-// startBinary starts `shoal serve` and waits for the line that says where to browse.
-func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string, *strings.Builder) {
+// startBinary starts `shoal serve` and waits for the line that says where to browse. The
+// returned log keeps every line the server prints, before and after that one.
+func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string, *serverLog) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = dir
@@ -42,14 +43,18 @@ func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var seen strings.Builder
+	seen := &serverLog{}
 	found := make(chan string, 1)
-	go func() {
+	go func() { // the only reader of stdout, to its end
 		sc := bufio.NewScanner(stdout)
+		browse := regexp.MustCompile(`browse (http://\S+/)`)
 		for sc.Scan() {
-			seen.WriteString(sc.Text() + "\n")
-			if m := regexp.MustCompile(`browse (http://\S+/)`).FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
+			seen.add(sc.Text())
+			if m := browse.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default: // told once; never block the reader
+				}
 			}
 		}
 		close(found)
@@ -59,12 +64,29 @@ func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, strin
 		if !ok {
 			t.Fatalf("serve exited before it was ready:\n%s", seen.String())
 		}
-		go func() { _, _ = io.Copy(io.Discard, stdout) }()
-		return cmd, url, &seen
+		return cmd, url, seen
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve not ready after 60 s")
 	}
 	return nil, "", nil
+}
+
+// serverLog is what a server printed so far; safe to read while the server prints.
+type serverLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *serverLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(line + "\n")
+}
+
+func (l *serverLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestBinaryServesStopsOnSignalAndKeepsData(t *testing.T) {
