@@ -7,12 +7,12 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +30,7 @@ func buildBinary(t *testing.T) string {
 
 // startBinary starts `shoal serve` and waits for the line that says where to browse. The
 // returned log keeps every line the server prints, before and after that one.
-func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string, *serverLog) {
+func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string, *lockedBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = dir
@@ -43,13 +43,13 @@ func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	seen := &serverLog{}
+	seen := &lockedBuffer{}
 	found := make(chan string, 1)
 	go func() { // the only reader of stdout, to its end
 		sc := bufio.NewScanner(stdout)
 		browse := regexp.MustCompile(`browse (http://\S+/)`)
 		for sc.Scan() {
-			seen.add(sc.Text())
+			fmt.Fprintln(seen, sc.Text())
 			if m := browse.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m[1]:
@@ -69,24 +69,6 @@ func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, strin
 		t.Fatal("serve not ready after 60 s")
 	}
 	return nil, "", nil
-}
-
-// serverLog is what a server printed so far; safe to read while the server prints.
-type serverLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *serverLog) add(line string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(line + "\n")
-}
-
-func (l *serverLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestBinaryServesStopsOnSignalAndKeepsData(t *testing.T) {
