@@ -75,7 +75,8 @@ func (c *readCache[T]) get(ctx context.Context, key string, read func(context.Co
 	if err != nil {
 		return nil, err
 	}
-	return found(v.(*T))
+	// Every caller sharing the read gets its own copy: the document read may be the cached one.
+	return found(c.clone(v.(*T)))
 }
 
 func isNotFound(err error) bool { return err != nil && errors.Is(err, ErrNotFound) }
@@ -97,10 +98,16 @@ func (c *readCache[T]) peek(key string) (*T, bool) {
 	if !ok || !c.now().Before(e.expires) {
 		return nil, false
 	}
-	if e.doc == nil {
-		return nil, true
+	return c.clone(e.doc), true
+}
+
+// clone copies doc, so that its caller may change it without touching the cached one; nil
+// (absent) stays nil.
+func (c *readCache[T]) clone(doc *T) *T {
+	if doc == nil {
+		return nil
 	}
-	return c.copy(e.doc), true
+	return c.copy(doc)
 }
 
 func (c *readCache[T]) putLocked(key string, doc *T) {

@@ -219,20 +219,13 @@ func (s *UserStore) AuthenticateCached(ctx context.Context, username, password s
 // does nothing and cached is false; the caller goes on to AuthenticateCached, under whatever
 // limit it puts on database work.
 func (s *UserStore) AuthenticateIfCached(ctx context.Context, username, password string) (u *User, cached bool, err error) {
-	u, err = s.authenticate(ctx, username, password, func(_ context.Context, name string) (*User, error) {
-		u, ok := s.cache.peek(name)
-		if !ok || u == nil || u.PasswordHash == "" { // a legacy plaintext is replaced on its first match: a write
-			return nil, errNotCached
-		}
-		return u, nil
-	})
-	if errors.Is(err, errNotCached) {
+	u, ok := s.cache.peek(username)
+	if !ok || u.PasswordHash == "" { // a legacy plaintext is replaced on its first match: a write
 		return nil, false, nil
 	}
+	u, err = s.authenticate(ctx, username, password, func(context.Context, string) (*User, error) { return u, nil })
 	return u, true, err
 }
-
-var errNotCached = errors.New("user not cached")
 
 // getCached is Get through the user cache.
 func (s *UserStore) getCached(ctx context.Context, username string) (*User, error) {
