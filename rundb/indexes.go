@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -100,12 +101,23 @@ type IndexReport struct {
 // skipped and listed in the report rather than failing start-up.
 func (d *DB) EnsureIndexes(ctx context.Context) (IndexReport, error) {
 	var rep IndexReport
+	present := map[string][]string{} // collection -> its indexes, listed once, on FerretDB
 	for _, ix := range indexes {
 		label := ix.coll + "." + ix.name
 		if d.ferret && !ix.unique {
 			// Unique indexes stay: they enforce a rule, not a speed-up.
-			if err := dropIndexIfPresent(ctx, d.db.Collection(ix.coll), ix.name); err != nil {
-				return rep, fmt.Errorf("drop index %s: %w", label, err)
+			have, listed := present[ix.coll]
+			if !listed {
+				var err error
+				if have, err = d.existingIndexes(ctx, ix.coll); err != nil {
+					return rep, err
+				}
+				present[ix.coll] = have
+			}
+			if slices.Contains(have, ix.name) {
+				if err := d.db.Collection(ix.coll).Indexes().DropOne(ctx, ix.name); err != nil {
+					return rep, fmt.Errorf("drop index %s: %w", label, err)
+				}
 			}
 			rep.NotOnEmbedded = append(rep.NotOnEmbedded, label)
 			continue
@@ -133,7 +145,12 @@ func (d *DB) EnsureIndexes(ctx context.Context) (IndexReport, error) {
 	}
 	if d.embedded != nil {
 		// Every collection exists from the start, so that each gets its _id lookup index.
+		created := map[string]bool{}
 		for _, ix := range indexes {
+			if created[ix.coll] {
+				continue
+			}
+			created[ix.coll] = true
 			err := d.db.CreateCollection(ctx, ix.coll)
 			var se mongo.ServerError
 			if err != nil && !(errors.As(err, &se) && se.HasErrorCode(codeNamespaceExists)) {
@@ -162,22 +179,14 @@ func createIndex(ctx context.Context, coll *mongo.Collection, ix index, withFilt
 	return err
 }
 
-// dropIndexIfPresent drops the named index if the collection has it.
-func dropIndexIfPresent(ctx context.Context, coll *mongo.Collection, name string) error {
-	specs, err := coll.Indexes().ListSpecifications(ctx)
+// existingIndexes is IndexNames, with none for a collection that does not exist yet.
+func (d *DB) existingIndexes(ctx context.Context, coll string) ([]string, error) {
+	names, err := d.IndexNames(ctx, coll)
 	var se mongo.ServerError
 	if errors.As(err, &se) && se.HasErrorCode(codeNamespaceNotFound) {
-		return nil // no collection yet, so no index
+		return nil, nil
 	}
-	if err != nil {
-		return err
-	}
-	for _, s := range specs {
-		if s.Name == name {
-			return coll.Indexes().DropOne(ctx, name)
-		}
-	}
-	return nil
+	return names, err
 }
 
 // serverCode returns the error code a server reply carried, or 0.
