@@ -37,27 +37,15 @@ func (s *RunStore) EachFinished(ctx context.Context, since time.Time, fn func(*R
 		filter = append(filter, bson.E{Key: "last_updated", Value: bson.D{{Key: "$gte", Value: since.UTC()}}})
 	}
 	opts := options.Find().SetSort(bson.D{{Key: "last_updated", Value: -1}}).SetProjection(statsProjection)
-	cur, err := s.coll.Find(ctx, filter, opts.SetHint("finished_runs"))
-	if err != nil {
-		cur, err = s.coll.Find(ctx, filter, opts.SetHint(nil))
-		if err != nil {
-			return fmt.Errorf("list finished runs since %s: %w", since.UTC().Format(time.RFC3339), mapError(err))
-		}
-	}
-	defer cur.Close(ctx)
-	for cur.Next(ctx) {
-		r, err := s.decode(cur.Current)
-		if err != nil {
-			return fmt.Errorf("decode finished run: %w", err)
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	if err := cur.Err(); err != nil {
+	var fnErr error
+	err := s.eachWithHint(ctx, filter, opts, "finished_runs", func(r *Run) error {
+		fnErr = fn(r)
+		return fnErr
+	})
+	if err != nil && fnErr == nil {
 		return fmt.Errorf("list finished runs since %s: %w", since.UTC().Format(time.RFC3339), mapError(err))
 	}
-	return nil
+	return err
 }
 
 // TestsRepos returns every user's default tests repository ("" for none), by username: the

@@ -449,21 +449,33 @@ func (s *RunStore) Unfinished(ctx context.Context) ([]*Run, error) {
 // server rejects it (the index may be missing, or the server may not support hints), as fishtest
 // does.
 func (s *RunStore) findWithHint(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder, hint string) ([]*Run, error) {
+	var out []*Run
+	err := s.eachWithHint(ctx, filter, opts, hint, func(r *Run) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// eachWithHint is findWithHint calling fn with each run as it is decoded, stopping at fn's
+// first error, so that a long scan does not hold every run in memory.
+func (s *RunStore) eachWithHint(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder, hint string, fn func(*Run) error) error {
 	cur, err := s.coll.Find(ctx, filter, opts.SetHint(hint))
 	if err != nil {
 		cur, err = s.coll.Find(ctx, filter, opts.SetHint(nil))
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	defer cur.Close(ctx)
-	var out []*Run
 	for cur.Next(ctx) {
 		r, err := s.decode(cur.Current)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, r)
+		if err := fn(r); err != nil {
+			return err
+		}
 	}
-	return out, cur.Err()
+	return cur.Err()
 }
