@@ -409,14 +409,7 @@ func (c *RunCache) copyRun(ctx context.Context, id ObjectID, listing bool) (*Run
 	var err error
 	encode := func(r *Run) {
 		if listing {
-			short := *r
-			short.Tasks, short.BadTasks = nil, nil
-			if r.Args.SPSA != nil {
-				spsa := *r.Args.SPSA
-				spsa.ParamHistory = nil
-				short.Args.SPSA = &spsa
-			}
-			r = &short
+			r = r.Listed()
 		}
 		doc, err = c.store.encode(r)
 	}

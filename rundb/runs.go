@@ -62,6 +62,19 @@ type Run struct {
 	Extra Extra `bson:",inline" json:"-"`
 }
 
+// Listed is a shallow copy of r as run listings show it: without its tasks, bad tasks and
+// SPSA history (listingProjection's fields). r itself is left as it is.
+func (r *Run) Listed() *Run {
+	short := *r
+	short.Tasks, short.BadTasks = nil, nil
+	if r.Args.SPSA != nil {
+		spsa := *r.Args.SPSA
+		spsa.ParamHistory = nil
+		short.Args.SPSA = &spsa
+	}
+	return &short
+}
+
 // Results are game counts: a run's totals or one task's cumulative report. Pentanomial counts
 // game pairs by pair score (0, 1/2, 1, 3/2, 2 points); very old runs have none.
 type Results struct {

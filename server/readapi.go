@@ -162,14 +162,7 @@ const (
 // runJSON gives a run in fishtest's API shape: _id, start_time and last_updated as strings and,
 // per view, the heavy parts left out or emptied.
 func runJSON(r *rundb.Run, view runView) (map[string]any, error) {
-	cp := *r
-	cp.Tasks, cp.BadTasks = nil, nil
-	if cp.Args.SPSA != nil {
-		spsa := *cp.Args.SPSA
-		spsa.ParamHistory = nil
-		cp.Args.SPSA = &spsa
-	}
-	m, err := toMap(&cp)
+	m, err := toMap(r.Listed())
 	if err != nil {
 		return nil, fmt.Errorf("encode run %s: %w", r.ID, err)
 	}
