@@ -125,24 +125,21 @@ func shareOf(r *rundb.Run, logger *slog.Logger) *runShare {
 	return sh
 }
 
-// gamesPerHour is how many games an active task's worker plays an hour, fishtest's estimate.
-func gamesPerHour(r *rundb.Run, t rundb.Task) float64 {
-	gameTime, err := stats.EstimateGameDuration(r.Args.TC)
-	if err != nil || gameTime <= 0 {
-		return 0
-	}
-	return t.WorkerInfo.NPS / referenceNPS * (3600 / gameTime) * float64(t.WorkerInfo.Concurrency/max(r.Args.Threads, 1))
+// gamesPer is how many games a task's worker plays in period seconds, fishtest's estimate, at
+// gameTime seconds a game of the run's time control and threads threads a game.
+func gamesPer(period, gameTime float64, threads int, wi rundb.WorkerInfo) float64 {
+	return wi.NPS / referenceNPS * (period / gameTime) * float64(wi.Concurrency/max(threads, 1))
 }
 
-// add counts sh into totals, for the users in known only; a new total starts from create(name).
-func add(totals map[string]*rundb.UserStats, sh *runShare, known map[string]string, create func(string) *rundb.UserStats) {
+// add counts sh into totals, for the users in known only; a new total starts at zero.
+func add(totals map[string]*rundb.UserStats, sh *runShare, known map[string]string) {
 	get := func(name string) *rundb.UserStats {
 		if _, ok := known[name]; !ok {
 			return nil
 		}
 		st := totals[name]
 		if st == nil {
-			st = create(name)
+			st = &rundb.UserStats{Username: name}
 			totals[name] = st
 		}
 		return st
@@ -243,10 +240,16 @@ func (c *contributors) update(ctx context.Context) error {
 				return
 			}
 			sh = shareOf(r, s.logger)
+			gameTime, err := stats.EstimateGameDuration(r.Args.TC)
 			for _, t := range r.Tasks {
-				if t.Active {
-					rates[t.WorkerInfo.Username] += gamesPerHour(r, t)
+				if !t.Active {
+					continue
 				}
+				rate := 0.0
+				if err == nil && gameTime > 0 {
+					rate = gamesPer(3600, gameTime, r.Args.Threads, t.WorkerInfo)
+				}
+				rates[t.WorkerInfo.Username] += rate
 			}
 		})
 		if errors.Is(err, rundb.ErrNotFound) {
@@ -309,10 +312,9 @@ func (c *contributors) update(ctx context.Context) error {
 		next.GamesPerHour = 0
 		totals[st.Username] = next
 	}
-	newStats := func(name string) *rundb.UserStats { return &rundb.UserStats{Username: name} }
 	slices.SortFunc(fresh, byID)
 	for _, sh := range fresh {
-		add(totals, sh, known, newStats)
+		add(totals, sh, known)
 	}
 
 	// The month: recomputed.
@@ -325,7 +327,7 @@ func (c *contributors) update(ctx context.Context) error {
 	}
 	slices.SortFunc(shares, byID)
 	for _, sh := range shares {
-		add(monthly, sh, known, newStats)
+		add(monthly, sh, known)
 	}
 
 	for _, m := range []map[string]*rundb.UserStats{totals, monthly} {

@@ -233,7 +233,7 @@ func (s *Scheduler) UpdateNPS(ctx context.Context) {
 				}
 				nps += float64(t.WorkerInfo.Concurrency) * t.WorkerInfo.NPS
 				if t.WorkerInfo.NPS != 0 && err == nil && gameTime > 0 {
-					gpm += t.WorkerInfo.NPS / referenceNPS * (60 / gameTime) * float64(t.WorkerInfo.Concurrency/max(r.Args.Threads, 1))
+					gpm += gamesPer(60, gameTime, r.Args.Threads, t.WorkerInfo)
 				}
 			}
 			if math.IsInf(nps, 0) || math.IsInf(gpm, 0) {

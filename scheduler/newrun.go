@@ -612,7 +612,6 @@ func newRunMessage(r *rundb.Run) string {
 	return b.String()
 }
 
-// hashOption is the Hash value of an option string, "0" without one.
 // HashMiB is the Hash option of an options string in MiB, 0 when there is none (as the
 // new-run message reads it).
 func HashMiB(options string) int {
@@ -620,6 +619,7 @@ func HashMiB(options string) int {
 	return n
 }
 
+// hashOption is the Hash value of an option string, "0" without one.
 func hashOption(options string) string {
 	m := hashOptionPattern.FindStringSubmatch(options)
 	if m == nil {
