@@ -40,7 +40,7 @@ func benchRuns(b *testing.B, s *Scheduler, n int) []rundb.ObjectID {
 // BenchmarkRequestTaskCriticalSection is the scheduling section of request_task, what runs
 // under the lock: choosing among the active runs and creating the task.
 func BenchmarkRequestTaskCriticalSection(b *testing.B) {
-	for _, n := range []int{10, 100} {
+	for _, n := range []int{10, 100, 500} {
 		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
 			s, _ := newTestScheduler(b)
 			benchRuns(b, s, n)
