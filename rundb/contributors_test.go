@@ -11,8 +11,6 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // statsRun returns a small run with one task by worker.
@@ -84,12 +82,7 @@ func TestCreditedRunsKeepFishtestsDeltasShape(t *testing.T) {
 		t.Fatalf("a new database: %v, %v; want none", got, err)
 	}
 	// A document as fishtest's script writes it: run IDs as keys, null values.
-	client, err := mongo.Connect(options.Client().ApplyURI(rundbtest.URI(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(ctx)
-	deltas := client.Database(db.Name()).Collection("deltas")
+	deltas := rundbtest.Collection(t, db, "deltas")
 	ids := []rundb.ObjectID{rundb.NewObjectID(), rundb.NewObjectID(), rundb.NewObjectID(), rundb.NewObjectID()}
 	if _, err := deltas.InsertOne(ctx, bson.D{{Key: ids[0].Hex(), Value: nil}}); err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ func TestQueriesWorkWithoutIndexes(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
 	for _, coll := range []string{"runs", "actions"} {
-		if err := rawCollection(t, db, coll).Indexes().DropAll(ctx); err != nil {
+		if err := rundbtest.Collection(t, db, coll).Indexes().DropAll(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,18 +17,6 @@ import (
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
-// rawCollection opens a driver handle on a test database, to write and read documents as
-// fishtest would, behind rundb's back.
-func rawCollection(t *testing.T, db *rundb.DB, coll string) *mongo.Collection {
-	t.Helper()
-	client, err := mongo.Connect(options.Client().ApplyURI(rundbtest.URI(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	return client.Database(db.Name()).Collection(coll)
-}
-
 // at returns a UTC time with millisecond precision, what BSON datetimes keep.
 func at(s string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -111,7 +99,7 @@ func TestRunRoundTripKeepsFishtestShape(t *testing.T) {
 	}
 
 	// What fishtest reads: the stored document, field by field.
-	raw, err := rawCollection(t, db, "runs").FindOne(ctx, bson.M{"_id": bson.ObjectID(want.ID)}).Raw()
+	raw, err := rundbtest.Collection(t, db, "runs").FindOne(ctx, bson.M{"_id": bson.ObjectID(want.ID)}).Raw()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +135,7 @@ func TestRunRoundTripKeepsFishtestShape(t *testing.T) {
 func TestRunReplaceKeepsUnknownFields(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	coll := rawCollection(t, db, "runs")
+	coll := rundbtest.Collection(t, db, "runs")
 	id := bson.NewObjectID()
 	doc := bson.D{
 		{Key: "_id", Value: id}, {Key: "version", Value: int32(24)},
@@ -276,7 +264,7 @@ func TestEnsureIndexesTwice(t *testing.T) {
 	}
 	if ferret {
 		// A database an older Shoal indexed loses the indexes that only cost writes.
-		runs := rawCollection(t, db, "runs")
+		runs := rundbtest.Collection(t, db, "runs")
 		if _, err := runs.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "args.username", Value: 1}, {Key: "last_updated", Value: 1}},
 			Options: options.Index().SetName("user_runs")}); err != nil {
 			t.Fatal(err)
@@ -290,7 +278,7 @@ func TestEnsureIndexesTwice(t *testing.T) {
 	if _, err := db.Workers.Get(ctx, "w"); !errors.Is(err, rundb.ErrNotFound) {
 		t.Fatalf("Get of a missing worker: %v", err)
 	}
-	coll := rawCollection(t, db, "workers")
+	coll := rundbtest.Collection(t, db, "workers")
 	if _, err := coll.InsertOne(ctx, bson.M{"worker_name": "w"}); err != nil {
 		t.Fatal(err)
 	}

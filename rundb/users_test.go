@@ -33,7 +33,7 @@ func TestCreateUser(t *testing.T) {
 	if !u.IsApprover() || u.EffectiveMachineLimit() != 16 {
 		t.Errorf("approver=%v machine limit=%d, want true and 16", u.IsApprover(), u.EffectiveMachineLimit())
 	}
-	raw, err := rawCollection(t, db, "users").FindOne(ctx, bson.M{"username": "alice"}).Raw()
+	raw, err := rundbtest.Collection(t, db, "users").FindOne(ctx, bson.M{"username": "alice"}).Raw()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestPasswordChangeTakesEffectAtOnce(t *testing.T) {
 func TestLegacyPlaintextPasswordIsMigrated(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	users := rawCollection(t, db, "users")
+	users := rundbtest.Collection(t, db, "users")
 	_, err := users.InsertOne(ctx, bson.D{
 		{Key: "username", Value: "veteran"}, {Key: "password", Value: "hunter2"},
 		{Key: "registration_time", Value: bson.NewDateTimeFromTime(at("2015-01-01T00:00:00Z"))},
@@ -266,7 +266,7 @@ func TestLegacyPlaintextPasswordIsMigrated(t *testing.T) {
 func TestLegacyMigrationDoesNotUndoAPasswordChange(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	_, err := rawCollection(t, db, "users").InsertOne(ctx, bson.D{
+	_, err := rundbtest.Collection(t, db, "users").InsertOne(ctx, bson.D{
 		{Key: "username", Value: "veteran"}, {Key: "password", Value: "hunter2"},
 		{Key: "pending", Value: false}, {Key: "blocked", Value: false}, {Key: "groups", Value: bson.A{}},
 	})

@@ -12,8 +12,6 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // fishtest's estimate_game_duration: (base + 68 × increment) × 2 players × 0.92 of the clock.
@@ -288,12 +286,8 @@ func TestContributorStatistics(t *testing.T) {
 	})
 
 	t.Run("a rebuild without deltas keeps granted hours", func(t *testing.T) {
-		client, err := mongo.Connect(options.Client().ApplyURI(rundbtest.URI(t)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer client.Disconnect(ctx)
-		if err := client.Database(db.Name()).Collection("deltas").Drop(ctx); err != nil {
+		deltas := rundbtest.Collection(t, db, "deltas")
+		if err := deltas.Drop(ctx); err != nil {
 			t.Fatal(err)
 		}
 		clk.advance(15 * time.Minute)
@@ -302,7 +296,7 @@ func TestContributorStatistics(t *testing.T) {
 		}
 		checkContributors(t, "user_cache", contributorDocs(t, db.UserCache), wantTotal)
 		checkContributors(t, "top_month", contributorDocs(t, db.MonthlyContributors()), wantMonth)
-		n, err := client.Database(db.Name()).Collection("deltas").CountDocuments(ctx, bson.D{})
+		n, err := deltas.CountDocuments(ctx, bson.D{})
 		if err != nil || n == 0 {
 			t.Errorf("the rebuild recorded no credited runs (%d documents, %v)", n, err)
 		}

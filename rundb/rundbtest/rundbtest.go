@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // server is the database server the test binary shares; set up by Main.
@@ -118,4 +121,16 @@ func quietLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Collection is a driver handle on one of the test database's collections, to write and read
+// documents as fishtest would, behind rundb's back. It is disconnected when the test ends.
+func Collection(t testing.TB, db *rundb.DB, name string) *mongo.Collection {
+	t.Helper()
+	client, err := mongo.Connect(options.Client().ApplyURI(URI(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client.Database(db.Name()).Collection(name)
 }
