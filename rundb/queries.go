@@ -53,40 +53,16 @@ func (s *RunStore) Finished(ctx context.Context, f FinishedFilter, page, pageSiz
 	if page < 1 || pageSize < 1 {
 		return nil, fmt.Errorf("list finished runs: page %d of size %d: both must be at least 1", page, pageSize)
 	}
-	filter := bson.D{{Key: "finished", Value: true}, {Key: "deleted", Value: false}}
-	hint := "finished_runs"
+	search := RunSearch{SuccessOnly: f.SuccessOnly, YellowOnly: f.YellowOnly, LTCOnly: f.LTCOnly, Since: f.Since}
 	if f.Username != "" {
-		filter = append(filter, bson.E{Key: "args.username", Value: f.Username})
-	}
-	if f.LTCOnly {
-		filter = append(filter, bson.E{Key: "tc_base", Value: bson.D{{Key: "$gte", Value: LTCMinTCBase}}})
-	}
-	if f.SuccessOnly {
-		filter = append(filter, bson.E{Key: "is_green", Value: true})
-	}
-	if f.YellowOnly {
-		filter = append(filter, bson.E{Key: "is_yellow", Value: true})
-	}
-	if f.Since != nil {
-		filter = append(filter, bson.E{Key: "last_updated", Value: bson.D{{Key: "$gte", Value: f.Since.UTC()}}})
-	}
-	// fishtest's order of preference.
-	switch {
-	case f.Username != "":
-		hint = "finished_user_runs"
-	case f.SuccessOnly:
-		hint = "finished_green_runs"
-	case f.YellowOnly:
-		hint = "finished_yellow_runs"
-	case f.LTCOnly:
-		hint = "finished_ltc_runs"
+		search.Usernames = []string{f.Username}
 	}
 	opts := options.Find().
 		SetSort(bson.D{{Key: "last_updated", Value: -1}}). // the indexes' order: no in-memory sort
 		SetProjection(listingProjection).
 		SetSkip(int64(page-1) * int64(pageSize)).
 		SetLimit(int64(pageSize))
-	runs, err := s.findWithHint(ctx, filter, opts, hint)
+	runs, err := s.findWithHint(ctx, search.filter(), opts, search.hint())
 	if err != nil {
 		return nil, fmt.Errorf("list finished runs: %w", err)
 	}

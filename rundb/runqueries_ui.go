@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -22,9 +23,10 @@ type RunSearch struct {
 	Usernames []string
 	// Text keeps the runs whose info contains it, ignoring case.
 	Text        string
-	SuccessOnly bool // green runs
-	YellowOnly  bool // yellow runs
-	LTCOnly     bool // tc_base >= LTCMinTCBase
+	SuccessOnly bool       // green runs
+	YellowOnly  bool       // yellow runs
+	LTCOnly     bool       // tc_base >= LTCMinTCBase
+	Since       *time.Time // last updated at or after this instant
 }
 
 // matchesNothing reports whether the search cannot match any run.
@@ -52,10 +54,13 @@ func (f RunSearch) filter() bson.D {
 	if f.YellowOnly {
 		filter = append(filter, bson.E{Key: "is_yellow", Value: true})
 	}
+	if f.Since != nil {
+		filter = append(filter, bson.E{Key: "last_updated", Value: bson.D{{Key: "$gte", Value: f.Since.UTC()}}})
+	}
 	return filter
 }
 
-// hint is the index fishtest would pick for the search.
+// hint is the index fishtest would pick for the search, in its order of preference.
 func (f RunSearch) hint() string {
 	switch {
 	case len(f.Usernames) == 1:
