@@ -54,10 +54,13 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	now := s.now()
 	ev := &events{}
 	for _, id := range ids {
-		// active are the run's active tasks and their workers, for the worker map once the run
-		// is unlocked.
-		var active []taskRef
-		var workersOf []rundb.WorkerInfo
+		// active are the run's active tasks and their workers' short names, for the worker map
+		// once the run is unlocked.
+		type activeTask struct {
+			ref    taskRef
+			worker string
+		}
+		var active []activeTask
 		err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
 			changed := false
 			fix := func(what string, ok bool) {
@@ -76,8 +79,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 					cores += t.WorkerInfo.Concurrency
 					workers++
 					committed += t.NumGames
-					active = append(active, taskRef{id, i})
-					workersOf = append(workersOf, t.WorkerInfo)
+					active = append(active, activeTask{taskRef{id, i}, t.WorkerInfo.ShortName()})
 				} else {
 					committed += played(t.Stats)
 				}
@@ -92,8 +94,8 @@ func (s *Scheduler) Load(ctx context.Context) error {
 			r.IsGreen, r.IsYellow = green, yellow
 			s.mu.Lock()
 			s.unfinished[id] = true
-			for _, ref := range active {
-				s.connections[r.Tasks[ref.task].WorkerInfo.RemoteAddr]++
+			for _, a := range active {
+				s.connections[r.Tasks[a.ref.task].WorkerInfo.RemoteAddr]++
 			}
 			s.mu.Unlock()
 			if !undecided(r) {
@@ -110,8 +112,8 @@ func (s *Scheduler) Load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for i, ref := range active {
-			s.insertInWtt(ctx, workersOf[i].ShortName(), ref, now, ev)
+		for _, a := range active {
+			s.insertInWtt(ctx, a.worker, a.ref, now, ev)
 		}
 	}
 	s.writeActions(ctx, ev.actions)
