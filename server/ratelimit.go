@@ -295,13 +295,20 @@ func (l *accountLimiters) reserveLogin(ctx context.Context, ip, username string)
 // limits returns s's login and signup limiters.
 func (s *Server) limits() *accountLimiters { return s.limiters }
 
-// clientKey is the address a client's attempts count against: its IP address, or for IPv6 the
-// /64 network, as one host or site usually has all of one.
-func clientKey(c *gin.Context) string {
-	ip := c.ClientIP()
+// clientKey is the address a client's attempts count against: clientKeyOf its IP address.
+func clientKey(c *gin.Context) string { return clientKeyOf(c.ClientIP()) }
+
+// clientKeyOf is the address a client at ip is counted under, by the login limits and the live
+// streams alike: an IPv4 address (also one mapped into IPv6), or the /64 network of an IPv6
+// one, as one host or site usually has all of one. A string that is no address is its own key.
+func clientKeyOf(ip string) string {
 	a, err := netip.ParseAddr(ip)
-	if err != nil || !a.Is6() || a.Is4In6() {
+	if err != nil {
 		return ip
+	}
+	a = a.Unmap()
+	if !a.Is6() {
+		return a.String()
 	}
 	p, err := a.WithZone("").Prefix(ipv6LimitPrefixBits)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -80,26 +79,10 @@ func newLiveLimits() *liveLimits {
 		perIP: map[string]int{}}
 }
 
-// liveClientKey is the address a client's streams are counted under: an IPv4 address, or
-// the /64 of an IPv6 one (one host commonly holds a whole /64).
-func liveClientKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap()
-	if a.Is6() {
-		if p, err := a.Prefix(64); err == nil {
-			return p.String()
-		}
-	}
-	return a.String()
-}
-
 // acquire takes a slot for a stream from ip; ok is false when there is none. release, to be
 // called once when the stream ends, gives the slot back.
 func (l *liveLimits) acquire(ip string) (release func(), ok bool) {
-	key := liveClientKey(ip)
+	key := clientKeyOf(ip)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.total >= l.maxStreams || l.perIP[key] >= l.maxPerIP {

@@ -158,7 +158,7 @@ func TestUILiveLimitsClientKey(t *testing.T) {
 		{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"},
 		{"10.1.2.3", "::ffff:10.1.2.3"},
 	} {
-		if ka, kb := liveClientKey(tc.a), liveClientKey(tc.b); ka != kb {
+		if ka, kb := clientKeyOf(tc.a), clientKeyOf(tc.b); ka != kb {
 			t.Errorf("%s and %s count apart (%s, %s)", tc.a, tc.b, ka, kb)
 		}
 	}
@@ -166,7 +166,7 @@ func TestUILiveLimitsClientKey(t *testing.T) {
 		{"2001:db8:1:2::1", "2001:db8:1:3::1"},
 		{"10.1.2.3", "10.1.2.4"},
 	} {
-		if liveClientKey(tc.a) == liveClientKey(tc.b) {
+		if clientKeyOf(tc.a) == clientKeyOf(tc.b) {
 			t.Errorf("%s and %s count as one", tc.a, tc.b)
 		}
 	}
