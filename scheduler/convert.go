@@ -8,10 +8,13 @@ import (
 // The stored run and the statistics have twin types, so that stats stays free of storage
 // concerns; these functions carry values across.
 
-func toStatsResults(r rundb.Results) stats.Results {
+// ToStatsResults gives the statistics a run's (or task's) stored results: the game counts and
+// the pentanomial, which it shares with r.
+func ToStatsResults(r rundb.Results) stats.Results {
 	return stats.Results{Wins: r.Wins, Losses: r.Losses, Draws: r.Draws, Pentanomial: r.Pentanomial}
 }
 
+// toStatsSPRT copies a stored SPRT into the statistics' type, overshoot data included.
 func toStatsSPRT(s *rundb.SPRT) *stats.SPRT {
 	out := &stats.SPRT{
 		Alpha: s.Alpha, Beta: s.Beta, Elo0: s.Elo0, Elo1: s.Elo1, EloModel: s.EloModel, State: s.State,
@@ -43,13 +46,14 @@ func updateSPRT(r *rundb.Run) error {
 		return nil
 	}
 	s := toStatsSPRT(r.Args.SPRT)
-	if err := s.Update(toStatsResults(r.Results)); err != nil {
+	if err := s.Update(ToStatsResults(r.Results)); err != nil {
 		return err
 	}
 	applySPRT(r.Args.SPRT, s)
 	return nil
 }
 
+// toStatsSPSA copies a stored SPSA into the statistics' state: its parameters and history.
 func toStatsSPSA(s *rundb.SPSA) *stats.SPSAState {
 	out := &stats.SPSAState{A: s.A, Alpha: s.Alpha, Gamma: s.Gamma, RawParams: s.RawParams,
 		Iter: s.Iter, NumIter: s.NumIter, Params: make([]stats.SPSAParam, len(s.Params))}

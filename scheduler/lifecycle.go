@@ -181,7 +181,7 @@ func (s *Scheduler) purgeRun(r *rundb.Run, p, res float64, iters int, now time.T
 			s.setBadTask(r, i, stats.CrashOrTimeResidual, stats.ResidualRed, now)
 		}
 	}
-	tasks := taskResults(r)
+	tasks := TaskResults(r)
 	chi2 := stats.GetChi2(tasks, nil)
 	rounds := iters
 	if msg == "" {
@@ -227,8 +227,9 @@ func badWorkers(tasks []stats.TaskResult, chi2 stats.Chi2, p, res float64, round
 	return stats.GetBadWorkers(tasks, p, res, rounds)
 }
 
-// taskResults gives the chi-square test the tasks of r.
-func taskResults(r *rundb.Run) []stats.TaskResult {
+// TaskResults gives the chi-square test (stats.GetChi2) the tasks of r, one for each, in
+// order: each with its worker's unique key, whether it is bad, and its game counts.
+func TaskResults(r *rundb.Run) []stats.TaskResult {
 	out := make([]stats.TaskResult, len(r.Tasks))
 	for i, t := range r.Tasks {
 		out[i] = stats.TaskResult{UniqueKey: t.WorkerInfo.UniqueKey, Bad: t.Bad, Wins: t.Stats.Wins,
@@ -275,7 +276,7 @@ func finishedRunMessage(r *rundb.Run) string {
 	}
 	var msg string
 	if sp := r.Args.SPRT; sp != nil {
-		e, err := stats.EstimateSPRTElo(toStatsResults(r.Results), sp.Alpha, sp.Beta, 0.05, sp.Elo0, sp.Elo1, sp.EloModel)
+		e, err := stats.EstimateSPRTElo(ToStatsResults(r.Results), sp.Alpha, sp.Beta, 0.05, sp.Elo0, sp.Elo1, sp.EloModel)
 		if err != nil {
 			msg = fmt.Sprintf("Result:%s", sp.State)
 		} else {

@@ -82,6 +82,12 @@ func chartSPRTModel(sp *rundb.SPRT) string {
 	return sp.EloModel
 }
 
+// sprtEloOf is the SPRT Elo estimate of res for a run testing sp, in its model, with the 95 %
+// interval: what the run's pages and charts show.
+func sprtEloOf(sp *rundb.SPRT, res stats.Results) (stats.SPRTElo, error) {
+	return stats.EstimateSPRTElo(res, sp.Alpha, sp.Beta, 0.05, sp.Elo0, sp.Elo1, chartSPRTModel(sp))
+}
+
 // llrTrajectory returns the LLR of an SPRT run after each sampled task, against the games played
 // so far. Each LLR is computed as the scheduler computes the run's (stats.SPRT.Update on the
 // cumulative results, in the run's model), so the last one is the run's current LLR. Points
@@ -140,7 +146,7 @@ func eloTrajectory(r *rundb.Run) (games, elo, lo, hi []float64) {
 	for _, s := range chartCumulative(r) {
 		var e, l, h float64
 		if sp != nil {
-			est, err := stats.EstimateSPRTElo(s.results, sp.Alpha, sp.Beta, 0.05, sp.Elo0, sp.Elo1, chartSPRTModel(sp))
+			est, err := sprtEloOf(sp, s.results)
 			if err != nil {
 				continue
 			}

@@ -128,18 +128,13 @@ func viewTaskInfo(w rundb.WorkerInfo) string {
 
 // viewChi2Of runs the chi-square test of the run's workers.
 func viewChi2Of(r *rundb.Run) stats.Chi2 {
-	tasks := make([]stats.TaskResult, len(r.Tasks))
-	for i, t := range r.Tasks {
-		tasks[i] = stats.TaskResult{UniqueKey: t.WorkerInfo.UniqueKey, Bad: t.Bad, Wins: t.Stats.Wins,
-			Losses: t.Stats.Losses, Draws: t.Stats.Draws, Pentanomial: t.Stats.Pentanomial}
-	}
-	return stats.GetChi2(tasks, nil)
+	return stats.GetChi2(scheduler.TaskResults(r), nil)
 }
 
 // viewTaskRows lists every task of the run, the purged ones from bad_tasks (where their games
 // and residual were kept), with the residual of each worker in the chi-square test: a purged
 // task keeps the residual and colour it was purged with, a task with too many crashes or time
-// losses counts as 10 (red).
+// losses counts as stats.CrashOrTimeResidual (red).
 func viewTaskRows(r *rundb.Run, chi2 stats.Chi2, showTask int, user *rundb.User) []viewTaskRow {
 	showResidual := r.Args.SPSA == nil
 	approver := user != nil && user.IsApprover()
@@ -168,7 +163,7 @@ func viewTaskRows(r *rundb.Run, chi2 stats.Chi2, showTask int, user *rundb.User)
 		case t.Bad && t.Residual != nil:
 			res, color = *t.Residual, t.ResidualColor
 		case stats.CrashOrTime(st.Crashes, st.TimeLosses, st.Games()):
-			res, color = 10, stats.ResidualRed
+			res, color = stats.CrashOrTimeResidual, stats.ResidualRed
 		default:
 			v, ok := chi2.Residual[w.UniqueKey]
 			if !ok {
@@ -348,16 +343,12 @@ func viewArgs(r *rundb.Run) []viewArg {
 	add("resolved_base", a.ResolvedBase, "")
 	add("base_nets", strings.Join(a.BaseNets, ", "), "")
 	if sp := a.SPRT; sp != nil {
-		model := sp.EloModel
-		if model == "" {
-			model = stats.ModelBayesElo
-		}
 		state := sp.State
 		if state == "" {
 			state = "-"
 		}
 		add("sprt", fmt.Sprintf("elo0: %.2f alpha: %.2f elo1: %.2f beta: %.2f state: %s (%s)",
-			sp.Elo0, sp.Alpha, sp.Elo1, sp.Beta, state, model), "")
+			sp.Elo0, sp.Alpha, sp.Elo1, sp.Beta, state, chartSPRTModel(sp)), "")
 	}
 	add("num_games", strconv.Itoa(a.NumGames), "")
 	if sp := a.SPSA; sp != nil {
@@ -463,16 +454,11 @@ type viewPerms struct {
 	Reschedule                                 bool
 	RunID                                      string
 	CSRF                                       string
-	Finished, Approved, AutoPurge              bool
-	NumGames                                   int
-	Priority, Throughput                       float64
 }
 
 // viewPermsFor works out the viewer's actions. Only the primary takes actions.
 func viewPermsFor(r *rundb.Run, user *rundb.User, primary bool, csrf string) viewPerms {
-	p := viewPerms{RunID: r.ID.Hex(), CSRF: csrf, Finished: r.Finished, Approved: r.Approved,
-		AutoPurge: r.Args.AutoPurge, NumGames: r.Args.NumGames, Priority: r.Args.Priority,
-		Throughput: r.Args.Throughput}
+	p := viewPerms{RunID: r.ID.Hex(), CSRF: csrf}
 	if user == nil {
 		return p
 	}
@@ -545,12 +531,7 @@ func viewSPRTElo(r *rundb.Run) string {
 	if sp == nil || r.Results.Games() == 0 {
 		return "" // before any game the estimate is 0 with an interval of ±1000: noise
 	}
-	model := sp.EloModel
-	if model == "" {
-		model = stats.ModelBayesElo
-	}
-	res := stats.Results{Wins: r.Results.Wins, Losses: r.Results.Losses, Draws: r.Results.Draws, Pentanomial: r.Results.Pentanomial}
-	e, err := stats.EstimateSPRTElo(res, sp.Alpha, sp.Beta, 0.05, sp.Elo0, sp.Elo1, model)
+	e, err := sprtEloOf(sp, scheduler.ToStatsResults(r.Results))
 	if err != nil {
 		return ""
 	}
@@ -710,16 +691,12 @@ func viewLiveElo(r *rundb.Run) liveEloData {
 	res := r.Results
 	d := liveEloData{Run: r, ID: r.ID.Hex(), RunTitle: runTitle(r), Status: runStatus(r),
 		Games: res.Games(), W: res.Wins, L: res.Losses, D: res.Draws, Ptnml: res.Pentanomial,
-		State: sp.State, Model: sp.EloModel, LLR: sp.LLR}
-	if d.Model == "" {
-		d.Model = stats.ModelBayesElo
-	}
+		State: sp.State, Model: chartSPRTModel(sp), LLR: sp.LLR}
 	if d.Games > 0 {
 		n := float64(d.Games)
 		d.WPct, d.LPct, d.DPct = 100*float64(d.W)/n, 100*float64(d.L)/n, 100*float64(d.D)/n
 	}
-	e, err := stats.EstimateSPRTElo(stats.Results{Wins: res.Wins, Losses: res.Losses, Draws: res.Draws, Pentanomial: res.Pentanomial},
-		sp.Alpha, sp.Beta, 0.05, sp.Elo0, sp.Elo1, d.Model)
+	e, err := sprtEloOf(sp, scheduler.ToStatsResults(res))
 	if err != nil {
 		d.Err = "The Elo estimate cannot be computed for these results: " + err.Error()
 		d.Lower, d.Upper = sp.LowerBound, sp.UpperBound
@@ -868,12 +845,9 @@ func viewSPRTStatsOf(r *rundb.Run) *viewSPRTStats {
 	if sp == nil {
 		return nil
 	}
-	out := &viewSPRTStats{Model: sp.EloModel, Alpha: sp.Alpha, Beta: sp.Beta, Elo0: sp.Elo0, Elo1: sp.Elo1,
+	out := &viewSPRTStats{Model: chartSPRTModel(sp), Alpha: sp.Alpha, Beta: sp.Beta, Elo0: sp.Elo0, Elo1: sp.Elo1,
 		State: sp.State, LLR: sp.LLR, Lower: sp.LowerBound, Upper: sp.UpperBound, BatchSize: sp.BatchSize,
 		A: math.Log(sp.Beta / (1 - sp.Alpha)), B: math.Log((1 - sp.Beta) / sp.Alpha)}
-	if out.Model == "" {
-		out.Model = stats.ModelBayesElo
-	}
 	if o := sp.Overshoot; o != nil {
 		st := stats.SPRT{Overshoot: &stats.Overshoot{M0: o.M0, Sq0: o.Sq0, M1: o.M1, Sq1: o.Sq1}}
 		out.O0, out.O1 = st.OvershootCorrections()
@@ -911,8 +885,7 @@ func viewSPRTStatsOf(r *rundb.Run) *viewSPRTStats {
 		v, err := stats.LLRLogistic(sp.Elo0, sp.Elo1, tri)
 		add("logistic, trinomial", v, err)
 	}
-	e, err := stats.EstimateSPRTElo(stats.Results{Wins: res.Wins, Losses: res.Losses, Draws: res.Draws, Pentanomial: res.Pentanomial},
-		sp.Alpha, sp.Beta, 0.05, sp.Elo0, sp.Elo1, out.Model)
+	e, err := sprtEloOf(sp, scheduler.ToStatsResults(res))
 	if err != nil {
 		out.EloErr = err.Error()
 	} else {
