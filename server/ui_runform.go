@@ -691,21 +691,8 @@ func (s *Server) newRunSubmit(c *gin.Context) {
 		return
 	}
 	f := readRunForm(c)
-	var rerun *rundb.Run
 	refuse := func(errs formErrors) {
-		s.render(c, http.StatusBadRequest, "run_form", s.runFormPage(c, f, errs, rerun, ""))
-	}
-	if f.RescheduledFrom != "" {
-		// Only to show the page as a reschedule again; a run gone since is no reason to refuse.
-		if id, err := rundb.ParseObjectID(f.RescheduledFrom); err == nil {
-			_ = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-				r, err := s.deps.Runs.Snapshot(ctx, id)
-				if err == nil {
-					rerun = r
-				}
-				return nil
-			})
-		}
+		s.render(c, http.StatusBadRequest, "run_form", s.runFormPage(c, f, errs, s.rescheduledRun(c, f.RescheduledFrom), ""))
 	}
 	req, errs := f.request()
 	req.RescheduledFrom = f.RescheduledFrom
@@ -733,6 +720,28 @@ func (s *Server) newRunSubmit(c *gin.Context) {
 	}
 	s.flash(c, "success", "Test submitted; an approver must approve it.")
 	s.redirect(c, "/tests/view/"+run.ID.Hex()+"?follow=1")
+}
+
+// rescheduledRun reads the run a refused form was rescheduled from (its id in from), only to
+// show the page as a reschedule again: nil when the form names none, or one that cannot be read
+// (a run gone since is no reason to refuse).
+func (s *Server) rescheduledRun(c *gin.Context, from string) *rundb.Run {
+	if from == "" {
+		return nil
+	}
+	id, err := rundb.ParseObjectID(from)
+	if err != nil {
+		return nil
+	}
+	var rerun *rundb.Run
+	_ = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		r, err := s.deps.Runs.Snapshot(ctx, id)
+		if err == nil {
+			rerun = r
+		}
+		return nil
+	})
+	return rerun
 }
 
 // --- Actions on a run ---

@@ -108,12 +108,8 @@ func runResults(r *rundb.Run) runsResult {
 	state := ""
 	if sp := r.Args.SPRT; sp != nil {
 		state = sp.State
-		model := sp.EloModel
-		if model == "" {
-			model = stats.ModelBayesElo
-		}
 		out.LLR = fmt.Sprintf("LLR: %.2f (%.2f,%.2f) %s", sp.LLR, sp.LowerBound, sp.UpperBound,
-			stats.FormatBounds(model, sp.Elo0, sp.Elo1))
+			stats.FormatBounds(chartSPRTModel(sp), sp.Elo0, sp.Elo1))
 	} else if e, err := runsFixedElo(res); err == nil {
 		out.Elo = fmt.Sprintf("Elo: %.2f ± %.1f (95%%) LOS: %.1f%%", e.Elo, e.Elo95, 100*e.LOS)
 		switch {
@@ -401,8 +397,8 @@ func runsClip(s string, n int) string {
 }
 
 // runsMachinesOf lists the active tasks of the unfinished runs as machines: from the
-// scheduler on the primary (reading each run in place), else by reading each run that may have
-// workers from the database (active runs are few).
+// scheduler on the primary (reading each run in place; unfinished is not used there), else by
+// reading each run that may have workers from the database (active runs are few).
 func (s *Server) runsMachinesOf(ctx context.Context, unfinished []*rundb.Run) ([]runsMachine, error) {
 	if s.deps.Scheduler != nil {
 		tasks, err := s.deps.Scheduler.ActiveTasks(ctx)
@@ -853,9 +849,12 @@ func (s *Server) machinesPage(c *gin.Context) {
 	}
 	var machines []runsMachine
 	ok := s.uiDo(c, func(ctx context.Context) error {
-		unfinished, err := s.unfinishedRuns(ctx, db)
-		if err != nil {
-			return err
+		var unfinished []*rundb.Run
+		var err error
+		if s.deps.Scheduler == nil { // the primary's scheduler lists the tasks without them
+			if unfinished, err = s.unfinishedRuns(ctx, db); err != nil {
+				return err
+			}
 		}
 		machines, err = s.runsMachinesOf(ctx, unfinished)
 		return err
