@@ -290,9 +290,8 @@ func (s *Server) uploadSubmit(c *gin.Context) {
 // nnUploadPart is the network part of an upload form.
 type nnUploadPart struct {
 	name string
-	file io.ReadCloser
-	size int64 // -1 if not known before reading
-	cc0  bool  // the licence box was ticked
+	file io.ReadCloser // the file, a stream; storeNetwork enforces the size limit
+	cc0  bool          // the licence box was ticked
 }
 
 // openUpload finds the network in the request, read as a stream bounded by the size limit (the
@@ -300,7 +299,7 @@ type nnUploadPart struct {
 // and the licence box must come before the file, as the form places them, and the token is
 // checked before a byte of the file is read.
 func (s *Server) openUpload(c *gin.Context) (nnUploadPart, error) {
-	up := nnUploadPart{size: -1}
+	var up nnUploadPart
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxNetworkSize+1<<20)
 	token := c.GetHeader("X-CSRF-Token")
 	mr, err := c.Request.MultipartReader()
@@ -371,9 +370,6 @@ func (s *Server) storeNetwork(c *gin.Context, u *rundb.User, up nnUploadPart) er
 	m := nnNameRE.FindStringSubmatch(up.name)
 	if m == nil {
 		return nnRefuse("network", "The file name must be nn-<the first 12 hex digits of its SHA-256>.nnue, not %q.", up.name)
-	}
-	if up.size >= maxNetworkSize {
-		return nnRefuse("network", "The network must be smaller than %s.", nnSize(maxNetworkSize))
 	}
 	if err := s.checkNewNetwork(c, up.name); err != nil {
 		return err
