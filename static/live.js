@@ -40,15 +40,6 @@
     window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : "") + window.location.hash);
   }
 
-  // Buttons that ask before sending (shoal.js binds those present at load; these came later).
-  function bindConfirms(root) {
-    root.querySelectorAll("[data-confirm]").forEach((el) => {
-      el.addEventListener("click", (ev) => {
-        if (!window.confirm(el.dataset.confirm)) ev.preventDefault();
-      });
-    });
-  }
-
   function listen(src, form) {
     const status = document.querySelector(".live-status");
     const dot = document.getElementById("live-dot");
@@ -74,8 +65,7 @@
         const html = el.outerHTML;
         if ((last.has(el.id) ? last.get(el.id) : old.outerHTML) === html) continue;
         last.set(el.id, html);
-        old.replaceWith(el);
-        bindConfirms(el);
+        old.replaceWith(el); // its data-confirm buttons ask through shoal.js's document listener
         el.classList.add("updated");
         el.addEventListener("animationend", () => el.classList.remove("updated"), { once: true });
       }
