@@ -12,16 +12,6 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 )
 
-// sessionCookieOf returns the session cookie a reply set, or nil.
-func sessionCookieOf(w *httptest.ResponseRecorder) *http.Cookie {
-	for _, c := range w.Result().Cookies() {
-		if c.Name == sessionCookie {
-			return c
-		}
-	}
-	return nil
-}
-
 // loggedInAs returns the username the browser's session shows in the page header, or "".
 func (b *browser) loggedInAs() string {
 	b.env.t.Helper()
@@ -81,7 +71,7 @@ func TestUIAccountsLogin(t *testing.T) {
 		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/tests" {
 			t.Fatalf("status %d to %q, want 303 to /tests", w.Code, w.Header().Get("Location"))
 		}
-		if c := sessionCookieOf(w); c == nil || c.MaxAge != 0 || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
+		if c := sessionSetCookie(w); c == nil || c.MaxAge != 0 || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
 			t.Errorf("session cookie %+v: want a browser-session, HttpOnly, SameSite=Lax cookie", c)
 		}
 		if got := b.loggedInAs(); got != "alice" {
@@ -91,7 +81,7 @@ func TestUIAccountsLogin(t *testing.T) {
 
 	t.Run("remember me keeps the session 400 days", func(t *testing.T) {
 		w := env.anon().post("/login", url.Values{"username": {"alice"}, "password": {uiPassword}, "remember": {"1"}})
-		c := sessionCookieOf(w)
+		c := sessionSetCookie(w)
 		if c == nil || c.MaxAge != 400*24*3600 {
 			t.Fatalf("session cookie %+v: want Max-Age %d", c, 400*24*3600)
 		}
@@ -621,7 +611,7 @@ func TestUIAccountsPasswordChangeEndsOtherSessions(t *testing.T) {
 	if w.Code != http.StatusSeeOther {
 		t.Fatalf("password change: %d\n%s", w.Code, body(w))
 	}
-	if c := sessionCookieOf(w); c == nil || c.MaxAge != 400*24*3600 {
+	if c := sessionSetCookie(w); c == nil || c.MaxAge != 400*24*3600 {
 		t.Errorf("the reopened session lost its remember-me lifetime: %+v", c)
 	}
 	if got := here.loggedInAs(); got != "alice" {
