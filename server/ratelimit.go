@@ -373,6 +373,7 @@ func newKnownGood(ttl time.Duration, max int) *knownGood {
 	return &knownGood{key: []byte(newToken()), ttl: ttl, max: max, seen: make(map[[32]byte]time.Time)}
 }
 
+// sum identifies a username and password: computed once per call, for has and settle.
 func (k *knownGood) sum(username, password string) [32]byte {
 	h := hmac.New(sha256.New, k.key)
 	h.Write([]byte(username))
@@ -383,18 +384,17 @@ func (k *knownGood) sum(username, password string) [32]byte {
 	return out
 }
 
-// has reports whether these credentials succeeded within the ttl.
-func (k *knownGood) has(username, password string, now time.Time) bool {
-	s := k.sum(username, password)
+// has reports whether the credentials of sum s succeeded within the ttl.
+func (k *knownGood) has(s [32]byte, now time.Time) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t, ok := k.seen[s]
 	return ok && now.Sub(t) < k.ttl
 }
 
-// settle records an outcome: a success is remembered, anything else forgotten.
-func (k *knownGood) settle(username, password string, ok bool, now time.Time) {
-	s := k.sum(username, password)
+// settle records the outcome for the credentials of sum s: a success is remembered, anything
+// else forgotten.
+func (k *knownGood) settle(s [32]byte, ok bool, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if !ok {

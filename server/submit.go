@@ -67,19 +67,17 @@ func (s *Server) createRun(c *gin.Context) {
 	}
 	defer res.release() // if the password was not checked, or on a panic
 	var id rundb.ObjectID
-	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		u, err := s.deps.DB.Users.AuthenticateCached(ctx, body.Username, body.Password)
-		res.settle(err)
-		if err != nil {
+	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
+	res.settle(err)
+	if err == nil {
+		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+			r, err := s.deps.Scheduler.CreateRun(ctx, *body.Run, u.Username)
+			if err == nil {
+				id = r.ID
+			}
 			return err
-		}
-		r, err := s.deps.Scheduler.CreateRun(ctx, *body.Run, u.Username)
-		if err != nil {
-			return err
-		}
-		id = r.ID
-		return nil
-	})
+		})
+	}
 	var fe *scheduler.FieldError
 	switch {
 	case isAuthError(err):
@@ -116,24 +114,22 @@ func (s *Server) approveRun(c *gin.Context) {
 		return
 	}
 	defer res.release() // if the password was not checked, or on a panic
-	var username string
-	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		u, err := s.deps.DB.Users.AuthenticateCached(ctx, body.Username, body.Password)
-		res.settle(err)
-		if err != nil {
-			return err
-		}
-		username = u.Username
-		if !u.IsApprover() {
-			return errNotApprover
-		}
-		return s.deps.Scheduler.ApproveRun(ctx, id, u.Username)
-	})
+	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
+	res.settle(err)
+	switch {
+	case err != nil:
+	case !u.IsApprover():
+		err = errNotApprover
+	default:
+		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+			return s.deps.Scheduler.ApproveRun(ctx, id, u.Username)
+		})
+	}
 	switch {
 	case isAuthError(err):
 		apiError(c, http.StatusUnauthorized, err.Error())
 	case errors.Is(err, errNotApprover):
-		apiError(c, http.StatusForbidden, fmt.Sprintf("user %s is not an approver", username))
+		apiError(c, http.StatusForbidden, fmt.Sprintf("user %s is not an approver", u.Username))
 	case errors.Is(err, scheduler.ErrSelfApproval):
 		apiError(c, http.StatusForbidden, fmt.Sprintf("run %s: self approval is disabled", id))
 	case errors.Is(err, scheduler.ErrRunNotFound):

@@ -111,30 +111,21 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 		apiError(c, http.StatusBadRequest, err.Error())
 		return nil, false
 	}
-	good := s.apiGood.has(username, password, time.Now())
+	creds := s.apiGood.sum(username, password)
 	var res *reservation
-	if !good {
+	if !s.apiGood.has(creds, time.Now()) {
 		var ok bool
 		if res, ok = s.reserveAPILogin(c); !ok {
 			return nil, false
 		}
 		defer res.release() // a panic must not keep the token held
 	}
-	// A cached user costs no database work, so no token: a flood of calls waiting for the
-	// database must not hold up the ones that need none.
-	u, cached, err := s.deps.DB.Users.AuthenticateIfCached(c.Request.Context(), username, password)
-	if !cached {
-		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-			var err error
-			u, err = s.deps.DB.Users.AuthenticateCached(ctx, username, password)
-			return err
-		})
-	}
+	u, err := s.apiLogin(c.Request.Context(), username, password)
 	if res != nil {
 		res.settle(err)
 	}
 	if err == nil || errors.Is(err, rundb.ErrBadCredentials) {
-		s.apiGood.settle(username, password, err == nil, time.Now())
+		s.apiGood.settle(creds, err == nil, time.Now())
 	}
 	switch {
 	case isAuthError(err):
@@ -145,6 +136,22 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 		return nil, false
 	}
 	return u, true
+}
+
+// apiLogin checks API credentials through the user cache. A cached user costs no database work
+// and so takes no token: a flood of calls waiting for the database must not hold up the ones
+// that need none. Otherwise the user is read under a token.
+func (s *Server) apiLogin(ctx context.Context, username, password string) (*rundb.User, error) {
+	u, cached, err := s.deps.DB.Users.AuthenticateIfCached(ctx, username, password)
+	if cached {
+		return u, err
+	}
+	err = s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
+		var err error
+		u, err = s.deps.DB.Users.AuthenticateCached(ctx, username, password)
+		return err
+	})
+	return u, err
 }
 
 // requestVersion answers the protocol version to any authenticated caller, however old its
@@ -231,7 +238,7 @@ func (s *Server) workerCall(limit int64, handle func(*gin.Context, *workerReques
 func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
 	var owner rundb.WorkerInfo
 	var tasks int
-	err := s.memoryOrDB(ctx, id, func(ctx context.Context) error {
+	err := s.memoryOrDB(id)(ctx, func(ctx context.Context) error {
 		if sched := s.deps.Scheduler; sched != nil {
 			t := -1
 			if taskID != nil {
@@ -354,28 +361,27 @@ func replyJSON(c *gin.Context, r scheduler.Reply) {
 	c.JSON(http.StatusOK, out)
 }
 
-// memoryOrDB runs fn, which reads or changes run id and nothing else in the database, at once
-// when the primary's run cache holds the run (no database work, so no token: a flood of calls
-// waiting for the database must not hold up these), and under a token otherwise.
-func (s *Server) memoryOrDB(ctx context.Context, id rundb.ObjectID, fn func(context.Context) error) error {
-	if sched := s.deps.Scheduler; sched != nil && sched.Cached(id) {
-		return fn(ctx)
+// gate runs fn with what it needs before it may touch the database: a token of the pool
+// (tokenpool.Pool.Do), or nothing.
+type gate func(ctx context.Context, fn func(context.Context) error) error
+
+// memoryOrDB is the gate of work that reads or changes run id and nothing else in the
+// database: none when the primary's run cache holds the run (no database work, so no token: a
+// flood of calls waiting for the database must not hold up these), a token otherwise.
+func (s *Server) memoryOrDB(id rundb.ObjectID) gate {
+	return func(ctx context.Context, fn func(context.Context) error) error {
+		if sched := s.deps.Scheduler; sched != nil && sched.Cached(id) {
+			return fn(ctx)
+		}
+		return s.deps.Tokens.Do(ctx, fn)
 	}
-	return s.deps.Tokens.Do(ctx, fn)
 }
 
-// schedulerCall runs a scheduler operation under a token and answers its reply; a task that
-// vanished between validation and the call is a 400 like an invalid task_id. An operation of
-// cachedOnly run id (beat, request_spsa) goes through memoryOrDB instead.
-func (s *Server) schedulerCall(c *gin.Context, cachedOnly rundb.ObjectID, op func(ctx context.Context) (scheduler.Reply, error)) {
+// schedulerCall runs a scheduler operation through its gate and answers its reply; a task that
+// vanished between validation and the call is a 400 like an invalid task_id.
+func (s *Server) schedulerCall(c *gin.Context, through gate, op func(ctx context.Context) (scheduler.Reply, error)) {
 	var reply scheduler.Reply
-	run := s.deps.Tokens.Do
-	if !cachedOnly.IsZero() {
-		run = func(ctx context.Context, fn func(context.Context) error) error {
-			return s.memoryOrDB(ctx, cachedOnly, fn)
-		}
-	}
-	err := run(c.Request.Context(), func(ctx context.Context) error {
+	err := through(c.Request.Context(), func(ctx context.Context) error {
 		var err error
 		reply, err = op(ctx)
 		return err
@@ -404,7 +410,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 			spsa.Sig = 0 // never a CRC32: the update is refused by the signature check
 		}
 	}
-	s.schedulerCall(c, rundb.ObjectID{}, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.deps.Tokens.Do, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
 	})
 }
@@ -413,7 +419,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, w.run, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.memoryOrDB(w.run), func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.Beat(ctx, w.run, w.taskID())
 	})
 }
@@ -422,7 +428,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, w.run, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.memoryOrDB(w.run), func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.RequestSPSA(ctx, w.run, w.taskID())
 	})
 }
@@ -431,7 +437,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, rundb.ObjectID{}, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.deps.Tokens.Do, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }
