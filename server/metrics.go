@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -11,15 +10,10 @@ import (
 // instrument counts and times each request by route template (c.FullPath(): "/tests/view/:id",
 // not the run's id, so the label stays bounded), method and status code. It sits outside the
 // recovery and the shutdown guard, so panics (500) and refusals (503) are counted too.
-// Streams (live pages) count once, when they end.
+// Streams (live pages) count once, when they end. The time runs from stamp's arrival time.
 func (s *Server) instrument(c *gin.Context) {
-	if s.deps.Metrics == nil {
-		c.Next()
-		return
-	}
-	start := time.Now()
 	c.Next()
-	s.deps.Metrics.ObserveHTTPRequest(c.FullPath(), c.Request.Method, c.Writer.Status(), time.Since(start))
+	s.deps.Metrics.ObserveHTTPRequest(c.FullPath(), c.Request.Method, c.Writer.Status(), sinceStart(c))
 }
 
 // metricsHandler serves Deps.Gatherer in Prometheus's text format. A scrape is counted like any

@@ -178,9 +178,12 @@ func (s *Server) renderBlock(c *gin.Context, status int, name, block string, dat
 const startedKey = "shoal.started"
 
 // duration returns the seconds spent on the request so far, the worker protocol's duration.
-func duration(c *gin.Context) float64 {
+func duration(c *gin.Context) float64 { return sinceStart(c).Seconds() }
+
+// sinceStart is the time since stamp saw the request arrive, 0 for a request it did not see.
+func sinceStart(c *gin.Context) time.Duration {
 	if t, ok := c.Get(startedKey); ok {
-		return time.Since(t.(time.Time)).Seconds()
+		return time.Since(t.(time.Time))
 	}
 	return 0
 }
