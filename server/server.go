@@ -87,7 +87,7 @@ type Server struct {
 	limiters     *accountLimiters // login and signup rate limits
 	apiGood      *knownGood       // API credentials that just succeeded skip the login limiter
 	live         *liveLimits      // bounds on open live-update streams
-	uploads      chan struct{}    // a slot per PGN upload being read, decoded and stored
+	uploads      *tokenpool.Pool  // a slot per PGN upload being read, decoded and stored
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 }
@@ -111,7 +111,7 @@ func New(deps Deps) (*Server, error) {
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
 		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now), apiGood: newKnownGood(10*time.Minute, 200_000),
-		live: newLiveLimits(), uploads: make(chan struct{}, maxConcurrentUploads)}
+		live: newLiveLimits(), uploads: tokenpool.New(maxConcurrentUploads)}
 	s.engine = s.routes()
 	return s, nil
 }

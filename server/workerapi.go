@@ -45,13 +45,11 @@ const maxConcurrentUploads = 32
 // uploadSlot holds an upload until a slot is free, before its body is read: one waiting holds
 // only its connection. A caller that gives up while waiting gets nothing (it is gone).
 func (s *Server) uploadSlot(c *gin.Context) {
-	select {
-	case s.uploads <- struct{}{}:
-	case <-c.Request.Context().Done():
+	if s.uploads.Acquire(c.Request.Context()) != nil {
 		c.Abort()
 		return
 	}
-	defer func() { <-s.uploads }()
+	defer s.uploads.Release()
 	c.Next()
 }
 

@@ -700,7 +700,9 @@ func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
 	body["pgn"] = pgnUpload(t, "[Event \"x\"]\n1. e4 e5 *\n")
 	raw, _ := json.Marshal(body)
 	for range maxConcurrentUploads {
-		f.srv.uploads <- struct{}{}
+		if err := f.srv.uploads.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -712,7 +714,7 @@ func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
 	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); !errors.Is(err, rundb.ErrNotFound) {
 		t.Fatalf("an upload that never got a slot stored something: %v", err)
 	}
-	<-f.srv.uploads
+	f.srv.uploads.Release()
 	if code, out := f.post("/api/upload_pgn", raw); code != http.StatusOK {
 		t.Fatalf("upload_pgn with a slot free: %d %v", code, out)
 	}
