@@ -362,6 +362,10 @@ type page struct {
 	PendingUsers int
 }
 
+// layoutTokenWait bounds how long a page waits for a token for the layout's pending sign-ups
+// badge.
+const layoutTokenWait = 250 * time.Millisecond
+
 // page builds the common part of a page for this request. Outside the UI's routes (an
 // unknown path's 404) there is no session, and so no user, token or flashes.
 func (s *Server) page(c *gin.Context, title string) page {
@@ -371,8 +375,12 @@ func (s *Server) page(c *gin.Context, title string) page {
 		p.User, p.CSRF, p.Flashes = currentUser(c), s.csrfToken(c), s.takeFlashes(c)
 	}
 	if p.User != nil && p.User.IsApprover() {
-		// The navigation's "Users (N)"; a failure only leaves the badge out.
-		_ = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+		// The navigation's "Users (N)"; a failure only leaves the badge out, and so does a
+		// pool too busy to give a token soon: the badge must not hold up the page (the tuning
+		// page is looked at precisely when the pool is saturated).
+		ctx, cancel := context.WithTimeout(c.Request.Context(), layoutTokenWait)
+		defer cancel()
+		_ = s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
 			n, err := s.deps.DB.Users.CountPending(ctx)
 			p.PendingUsers = n
 			return err

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"time"
@@ -27,15 +26,11 @@ type tuningData struct {
 	PID int
 }
 
-// layoutTokenWait bounds how long the tuning page waits for a token for the layout's
-// pending sign-ups badge.
-const layoutTokenWait = 250 * time.Millisecond
-
 // tuningPage shows approvers the live sizes and how to change them: edit the config and send
 // SIGHUP. Its own data are in-memory gauges, read before the layout's database work so that
 // the page does not count itself. Like every page it waits in line for one token to read the
-// logged-in user; when the pool is saturated, which is when this page is most wanted, it does
-// not wait a second time for the layout's pending sign-ups badge, which it leaves out instead.
+// logged-in user; when the pool is saturated, which is when this page is most wanted, the
+// layout leaves out its pending sign-ups badge rather than wait a second time (see page).
 func (s *Server) tuningPage(c *gin.Context) {
 	if _, ok := s.requireApprover(c); !ok {
 		return
@@ -50,12 +45,7 @@ func (s *Server) tuningPage(c *gin.Context) {
 	if s.deps.Scheduler != nil {
 		d.TaskSemaphoreSize = s.deps.Scheduler.TaskSemaphoreSize()
 	}
-	req := c.Request
-	ctx, cancel := context.WithTimeout(req.Context(), layoutTokenWait)
-	c.Request = req.WithContext(ctx)
 	d.page = s.page(c, "Tuning")
-	cancel()
-	c.Request = req
 	s.render(c, http.StatusOK, "admin", d)
 }
 
