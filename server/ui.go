@@ -64,13 +64,18 @@ func newSessionStore(secret []byte) cookie.Store {
 // when the browser came over TLS, and a remembered login's lifetime. (The store's defaults
 // would otherwise drop both on any save after the login's.)
 func cookieOptions(c *gin.Context) {
-	sess := sessions.Default(c)
+	applyCookieOptions(c, sessions.Default(c))
+	c.Next()
+}
+
+// applyCookieOptions sets the session cookie's flags from what the session holds now: Secure
+// over TLS, and rememberAge for a remembered login.
+func applyCookieOptions(c *gin.Context, sess sessions.Session) {
 	var age time.Duration
 	if remember, _ := sess.Get(sessionRemember).(bool); remember {
 		age = rememberAge
 	}
 	sess.Options(sessionOptions(c, age))
-	c.Next()
 }
 
 // uiHeaders sets the headers every page carries: no caching of personal pages, and a content
@@ -158,12 +163,10 @@ func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) {
 	sess.Set(sessionUser, u.Username)
 	sess.Set(sessionStamp, u.SessionStamp())
 	sess.Set(sessionCSRF, newToken())
-	var age time.Duration
 	if remember {
 		sess.Set(sessionRemember, true)
-		age = rememberAge
 	}
-	sess.Options(sessionOptions(c, age))
+	applyCookieOptions(c, sess)
 }
 
 // endSession logs out: the session keeps nothing but a fresh CSRF token.
@@ -171,7 +174,7 @@ func (s *Server) endSession(c *gin.Context) {
 	sess := sessions.Default(c)
 	sess.Clear()
 	sess.Set(sessionCSRF, newToken())
-	sess.Options(sessionOptions(c, 0))
+	applyCookieOptions(c, sess)
 	c.Set(userKey, (*rundb.User)(nil))
 }
 
@@ -195,8 +198,9 @@ func (s *Server) csrfToken(c *gin.Context) string {
 	tok, _ := sess.Get(sessionCSRF).(string)
 	if tok == "" {
 		tok = newToken()
+		// The cookie keeps the options cookieOptions gave it: a session without a token is
+		// no remembered login.
 		sess.Set(sessionCSRF, tok)
-		sess.Options(sessionOptions(c, 0))
 		s.saveSession(c)
 	}
 	return tok
