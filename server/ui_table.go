@@ -45,7 +45,7 @@ func newPager(c *gin.Context, total, size int) pager {
 		} else {
 			q.Set("page", strconv.Itoa(n))
 		}
-		u := url.URL{Path: c.Request.URL.Path, RawQuery: q.Encode()}
+		u := url.URL{Path: c.Request.URL.Path, RawQuery: q.Encode(), Fragment: c.Request.URL.Fragment}
 		return u.String()
 	}
 	if p > 1 {
@@ -115,7 +115,7 @@ func (s sorting) URL(key string) string {
 	}
 	q.Set("order", order)
 	q.Del("page")
-	u := url.URL{Path: s.req.Path, RawQuery: q.Encode()}
+	u := url.URL{Path: s.req.Path, RawQuery: q.Encode(), Fragment: s.req.Fragment}
 	return u.String()
 }
 

@@ -54,21 +54,12 @@ func (s *Server) viewLoad(c *gin.Context) (*rundb.Run, bool) {
 
 // viewContextAt returns a bare request context for the links of a table (pager, sort
 // headers) as if the request had been for path with query q: live fragments are rendered by
-// the event stream's request but link to the page.
-func viewContextAt(path string, q url.Values) *gin.Context {
-	u := url.URL{Path: path, RawQuery: q.Encode()}
+// the event stream's request but link to the page. The links end with anchor ("#tasks"), so
+// that a page reloaded for a new order or page opens at the table.
+func viewContextAt(path, anchor string, q url.Values) *gin.Context {
+	u := url.URL{Path: path, RawQuery: q.Encode(), Fragment: strings.TrimPrefix(anchor, "#")}
 	return &gin.Context{Request: &http.Request{Method: http.MethodGet, URL: &u}}
 }
-
-// viewSort is a table's sorting whose header links end with an anchor, so that a page
-// reloaded for a new order opens at the table.
-type viewSort struct {
-	sorting
-	Anchor string
-}
-
-// URL is the header link of column key.
-func (v viewSort) URL(key string) string { return v.sorting.URL(key) + v.Anchor }
 
 // viewTaskRow is one row of a task table.
 type viewTaskRow struct {
@@ -98,7 +89,7 @@ type viewTaskRow struct {
 type viewTasks struct {
 	RunID        string
 	Rows         []viewTaskRow
-	Sort         viewSort
+	Sort         sorting
 	Pager        pager
 	Q            string
 	Action       string // where the search form goes
@@ -258,10 +249,9 @@ func viewTasksOf(r *rundb.Run, chi2 stats.Chi2, q url.Values, path, anchor strin
 			tb.Cores += t.WorkerInfo.Concurrency
 		}
 	}
-	lc := viewContextAt(path, q)
-	srt := sortParam(lc, tasksSortKeys, "idx", true)
-	tb.Sort = viewSort{sorting: srt, Anchor: anchor}
-	sortTaskRows(rows, srt.Key, srt.Desc)
+	lc := viewContextAt(path, anchor, q)
+	tb.Sort = sortParam(lc, tasksSortKeys, "idx", true)
+	sortTaskRows(rows, tb.Sort.Key, tb.Sort.Desc)
 	if tb.Q != "" {
 		needle := strings.ToLower(tb.Q)
 		kept := rows[:0]
@@ -280,27 +270,13 @@ func viewTasksOf(r *rundb.Run, chi2 stats.Chi2, q url.Values, path, anchor strin
 				q2[k] = v
 			}
 			q2.Set("page", strconv.Itoa(i/tasksPageSize+1))
-			lc = viewContextAt(path, q2)
+			lc = viewContextAt(path, anchor, q2)
 		}
 	}
 	tb.Pager = newPager(lc, len(rows), tasksPageSize)
-	if anchor != "" {
-		tb.Pager.Prev = viewAnchor(tb.Pager.Prev, anchor)
-		tb.Pager.Next = viewAnchor(tb.Pager.Next, anchor)
-		for i := range tb.Pager.Links {
-			tb.Pager.Links[i].URL = viewAnchor(tb.Pager.Links[i].URL, anchor)
-		}
-	}
 	start := tb.Pager.Skip()
 	tb.Rows = rows[min(start, len(rows)):min(len(rows), start+tasksPageSize)]
 	return tb
-}
-
-func viewAnchor(link, anchor string) string {
-	if link == "" {
-		return ""
-	}
-	return link + anchor
 }
 
 // viewArg is one line of a run's arguments.
