@@ -267,7 +267,7 @@ func (c *Config) applyFile(opts []option, path string) error {
 		if !ok {
 			return fmt.Errorf("config file %s: unknown key %q", path, key)
 		}
-		raw, err := tomlText(opt, values[key])
+		raw, err := tomlValueText(values[key], opt.numeric, opt.boolean)
 		if err != nil {
 			return invalid(opt, raw, source, err)
 		}
@@ -299,15 +299,10 @@ func tomlFile(path string) ([]string, map[string]any, error) {
 	return keys, values, nil
 }
 
-// tomlText turns a decoded TOML value into the text the option's setter
+// tomlValueText turns a decoded TOML value into the text an option's setter
 // parses, so that the file goes through the same parsing as env and flags.
-// Numbers are only accepted by numeric options: a number for addr or
-// database is more likely a mistake than an intent.
-func tomlText(opt option, v any) (string, error) {
-	return tomlValueText(v, opt.numeric, opt.boolean)
-}
-
-// tomlValueText is tomlText for a key that takes numbers (numeric) or true/false (boolean).
+// Numbers are only accepted by a numeric key and true/false by a boolean one:
+// a number for addr or database is more likely a mistake than an intent.
 func tomlValueText(v any, numeric, boolean bool) (string, error) {
 	switch v := v.(type) {
 	case string:
@@ -587,9 +582,6 @@ func checkAddr(s string) error {
 	return err
 }
 
-// checkLoopbackAddr is checkAddr restricted to loopback hosts: the embedded
-// database has no authentication, so it must never listen on a public
-// interface.
 // optional accepts the empty string and checks any other value with check.
 func optional(check func(string) error) func(string) error {
 	return func(s string) error {
@@ -600,6 +592,9 @@ func optional(check func(string) error) func(string) error {
 	}
 }
 
+// checkLoopbackAddr is checkAddr restricted to loopback hosts: the embedded
+// database has no authentication, so it must never listen on a public
+// interface.
 func checkLoopbackAddr(s string) error {
 	host, err := splitAddr(s)
 	if err != nil {

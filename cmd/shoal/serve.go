@@ -114,7 +114,8 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 	}
 }
 
-// instance is a running server and everything it owns.
+// instance is a running server and everything it owns. Only a primary has runs, sched and
+// jobs: a secondary's are nil.
 type instance struct {
 	logger  *slog.Logger
 	addr    string
@@ -128,8 +129,6 @@ type instance struct {
 	tokens  *tokenpool.Pool
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
-	// primary is the role: only a primary has runs, sched and jobs.
-	primary bool
 }
 
 // startPrimary sets up what only the primary has: the first admin, the run cache, the
@@ -188,24 +187,42 @@ func (d dbRuns) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, er
 // if needed, loads the run cache and starts the periodic jobs. It returns once requests are
 // being answered and prints where to browse. On error everything started so far is closed.
 func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv func(string) string, stdout io.Writer) (_ *instance, err error) {
-	// Listen first: a taken port should fail before the database starts.
+	// Listen first, the profiles' address too: a taken port should fail before the database
+	// starts.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	reg := newMetricsRegistry()
-	m := metrics.New(reg)
-	db, err := openDB(ctx, cfg, logger, m)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
+	var (
+		pprofLn net.Listener
+		db      *rundb.DB
+		inst    *instance
+	)
 	defer func() {
-		if err != nil {
-			ln.Close()
+		if err == nil {
+			return
+		}
+		if inst != nil {
+			inst.stopJobs()
+		}
+		ln.Close()
+		if pprofLn != nil {
+			pprofLn.Close()
+		}
+		if db != nil {
 			_ = db.Close(context.Background())
 		}
 	}()
+	if cfg.PprofAddr != "" {
+		if pprofLn, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
+			return nil, fmt.Errorf("pprof: listen on %s: %w", cfg.PprofAddr, err)
+		}
+	}
+	reg := newMetricsRegistry()
+	m := metrics.New(reg)
+	if db, err = openDB(ctx, cfg, logger, m); err != nil {
+		return nil, err
+	}
 	logger.Info("database ready", "database", db.Describe())
 	if db.Embedded() {
 		logger.Info("other instances on this machine can share the embedded database", "mongo_uri", db.URI())
@@ -228,8 +245,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		SessionSecret: secret, DataDir: cfg.DataDir,
 		Instance: role + "@" + ln.Addr().String(),
 	}
-	inst := &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1),
-		primary: primary, tokens: tokens}
+	inst = &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1), tokens: tokens}
 	if primary {
 		if err := inst.startPrimary(ctx, cfg, getenv, stdout, &deps, m); err != nil {
 			return nil, err
@@ -242,19 +258,14 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	}
 	srv, err := server.New(deps)
 	if err != nil {
-		inst.stopJobs()
 		return nil, err
 	}
 	inst.srv = srv
 	inst.httpSrv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { inst.served <- inst.httpSrv.Serve(ln) }()
-	if cfg.PprofAddr != "" {
-		if inst.pprofSrv, err = servePprof(cfg.PprofAddr, logger); err != nil {
-			_ = inst.httpSrv.Close()
-			inst.stopJobs()
-			return nil, err
-		}
+	if pprofLn != nil {
+		inst.pprofSrv = servePprof(pprofLn, logger)
 	}
 
 	writeSystemEvent(ctx, db, "start shoal@"+inst.addr, logger)
@@ -287,7 +298,7 @@ func (inst *instance) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	var errs []error
-	if inst.primary {
+	if inst.sched != nil {
 		errs = append(errs, inst.saveRuns(ctx)...)
 	}
 	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
@@ -465,14 +476,10 @@ func sessionSecret(cfg Config, primary bool, logger *slog.Logger) ([]byte, error
 	return secret, nil
 }
 
-// servePprof serves Go's profiles (net/http/pprof) on addr, a loopback address of their own:
+// servePprof serves Go's profiles (net/http/pprof) on ln, a loopback listener of their own:
 // they reveal the program's internals and a CPU profile costs a core while it runs, so they
 // are never on the public listener.
-func servePprof(addr string, logger *slog.Logger) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("pprof: listen on %s: %w", addr, err)
-	}
+func servePprof(ln net.Listener, logger *slog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -482,5 +489,5 @@ func servePprof(addr string, logger *slog.Logger) (*http.Server, error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	logger.Info("serving Go profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
-	return srv, nil
+	return srv
 }
