@@ -141,7 +141,6 @@ func (s *scenarioReport) target(name string, v *float64, unit, target string, ok
 
 func below(limit float64) func(float64) bool   { return func(v float64) bool { return v < limit } }
 func atLeast(limit float64) func(float64) bool { return func(v float64) bool { return v >= limit } }
-func ptr(v float64) *float64                   { return &v }
 
 // benchCmd is `shoal bench`.
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -240,7 +239,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		case "ceiling":
 			err = benchCeiling(ctx, set, sc, stderr)
 		case "critical-section":
-			err = benchCriticalSection(ctx, sc, stderr)
+			err = benchCriticalSection(ctx, sc)
 		}
 		if err != nil {
 			sc.Error = err.Error()
@@ -273,21 +272,23 @@ type benchServer struct {
 	users   demoUsers
 	dir     string
 	log     *os.File
-	pprof   string // base URL of the server's profiles
-	keep    bool   // leave dir in place
+	pprof   string    // base URL of the server's profiles
+	keep    bool      // leave dir in place
+	stderr  io.Writer // where stop says it kept dir
 	done    chan struct{}
 	waitErr error
 }
 
 // startBenchServer starts `shoal serve` as a child process on a fresh database, its time knobs
 // compressed by set.TimeScale as the demo's are, with the demo's users (machine limit
-// machineLimit) added with `shoal user add` before it starts.
-func startBenchServer(ctx context.Context, set benchSettings, machineLimit int) (*benchServer, error) {
+// machineLimit) added with `shoal user add` before it starts. With --keep, stop tells stderr
+// where the server's directory is.
+func startBenchServer(ctx context.Context, set benchSettings, machineLimit int, stderr io.Writer) (*benchServer, error) {
 	dir, err := os.MkdirTemp("", "shoal-bench-")
 	if err != nil {
 		return nil, err
 	}
-	s := &benchServer{dir: dir, keep: set.keep, done: make(chan struct{})}
+	s := &benchServer{dir: dir, keep: set.keep, stderr: stderr, done: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -380,7 +381,7 @@ func (s *benchServer) stop() {
 		s.log.Close()
 	}
 	if s.keep {
-		fmt.Fprintf(os.Stderr, "bench: kept the server's directory %s\n", s.dir)
+		fmt.Fprintf(s.stderr, "bench: kept the server's directory %s\n", s.dir)
 		return
 	}
 	os.RemoveAll(s.dir)
@@ -473,11 +474,12 @@ func readProc(pid int) (procUsage, error) {
 	return u, nil
 }
 
-// procWindow is what watchProc saw of a process over a window: its CPU seconds, the window's
-// length, and its peak resident memory over samples taken every half second.
+// procWindow is what watchProc saw of a process over a window: the cores it used (CPU seconds
+// per wall second) and its peak resident memory over samples taken every half second, if any
+// sample was taken.
 type procWindow struct {
-	cpu, seconds, peakRSS float64
-	samples               int
+	cores, peakRSS float64
+	sampled        bool
 	// metrics are the server's /metrics at both ends (nil if a scrape failed).
 	metricsFrom, metricsUntil map[string]float64
 }
@@ -509,7 +511,7 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 			if u, err := readProc(pid); err == nil {
 				last = u
 				w.peakRSS = max(w.peakRSS, u.RSSMiB)
-				w.samples++
+				w.sampled = true
 			}
 			select {
 			case <-ctx.Done():
@@ -517,7 +519,7 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 			case <-tick.C:
 			}
 		}
-		w.cpu, w.seconds = last.CPUSeconds-first.CPUSeconds, max(time.Since(start)-from, time.Millisecond).Seconds()
+		w.cores = (last.CPUSeconds - first.CPUSeconds) / max(time.Since(start)-from, time.Millisecond).Seconds()
 		w.metricsUntil, _ = scrapeMetrics(ctx, s.base)
 	}()
 	return out
@@ -525,20 +527,17 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 
 // scrapeMetrics reads the server's /metrics into series ("name{labels}") and values.
 func scrapeMetrics(ctx context.Context, base string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	data, err := httpGet(ctx, base+"/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("scrape /metrics: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape /metrics: %s", resp.Status)
-	}
+	return parseMetrics(bytes.NewReader(data))
+}
+
+// parseMetrics reads Prometheus text into series ("name{labels}") and values.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
 	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -556,25 +555,56 @@ func scrapeMetrics(ctx context.Context, base string) (map[string]float64, error)
 	return m, sc.Err()
 }
 
+// httpGet returns the body of url's 200 reply; any other reply is an error.
+func httpGet(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", resp.Status, snippet(data))
+	}
+	return data, nil
+}
+
+// seriesMatches says whether series ("name{labels}") is one of name's whose labels contain
+// every one of labels.
+func seriesMatches(series, name string, labels []string) bool {
+	n, rest, _ := strings.Cut(series, "{")
+	if n != name {
+		return false
+	}
+	for _, l := range labels {
+		if !strings.Contains(rest, l) {
+			return false
+		}
+	}
+	return true
+}
+
 // histQuantile is the q-quantile of a Prometheus histogram over the requests between two
 // scrapes, as the upper bound of the bucket that holds it, summed over the series whose labels
 // contain every one of labels.
 func histQuantile(from, until map[string]float64, name string, q float64, labels ...string) (float64, bool) {
 	counts := map[float64]float64{}
 	for series, v := range until {
-		n, rest, _ := strings.Cut(series, "{")
-		if n != name+"_bucket" {
+		if !seriesMatches(series, name+"_bucket", labels) {
 			continue
 		}
-		all := true
-		for _, l := range labels {
-			all = all && strings.Contains(rest, l)
-		}
-		i := strings.Index(rest, `le="`)
-		if !all || i < 0 {
+		i := strings.Index(series, `le="`)
+		if i < 0 {
 			continue
 		}
-		le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(rest[i+4:], "}"), `"`), 64)
+		le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(series[i+4:], "}"), `"`), 64)
 		if err != nil {
 			continue
 		}
@@ -601,15 +631,7 @@ func histQuantile(from, until map[string]float64, name string, q float64, labels
 func metricSum(m map[string]float64, name string, labels ...string) float64 {
 	var sum float64
 	for series, v := range m {
-		n, rest, _ := strings.Cut(series, "{")
-		if n != name {
-			continue
-		}
-		all := true
-		for _, l := range labels {
-			all = all && strings.Contains(rest, l)
-		}
-		if all {
+		if seriesMatches(series, name, labels) {
 			sum += v
 		}
 	}
@@ -621,15 +643,8 @@ func metricSum(m map[string]float64, name string, labels ...string) float64 {
 func fleetFigures(sc *scenarioReport, rep *fleet.Report) (fiveXX float64) {
 	sc.Endpoints = rep.Endpoints
 	secs := max(rep.ElapsedSeconds, 1e-9)
-	names := slices.Sorted(maps.Keys(rep.Endpoints))
 	sc.figure("requests per second", float64(rep.Requests)/secs, "req/s")
-	for _, name := range names {
-		e := rep.Endpoints[name]
-		sc.figure(name+" rate", float64(e.Requests)/secs, "req/s")
-		sc.figure(name+" p50", e.P50MS, "ms")
-		sc.figure(name+" p99", e.P99MS, "ms")
-		sc.figure(name+" max", e.MaxMS, "ms")
-	}
+	endpointFigures(sc, "", rep.Endpoints, secs)
 	for code, n := range rep.HTTPErrors {
 		if strings.HasPrefix(code, "5") {
 			fiveXX += float64(n)
@@ -666,15 +681,20 @@ func windowFigures(sc *scenarioReport, rep *fleet.Report, label string) {
 	sc.figure(label+" window start (after the first arrival)", st.FromSeconds, "s")
 	sc.figure(label+" window end (the fleet starts to stop)", st.UntilSeconds, "s")
 	sc.figure(label+": requests per second", float64(st.Requests)/secs, "req/s")
-	names := slices.Sorted(maps.Keys(st.Endpoints))
-	for _, name := range names {
-		e := st.Endpoints[name]
-		sc.figure(label+": "+name+" rate", float64(e.Requests)/secs, "req/s")
-		sc.figure(label+": "+name+" p50", e.P50MS, "ms")
-		sc.figure(label+": "+name+" p99", e.P99MS, "ms")
-		sc.figure(label+": "+name+" max", e.MaxMS, "ms")
-	}
+	endpointFigures(sc, label+": ", st.Endpoints, secs)
 	sc.figure(label+": too-busy replies", float64(st.TooBusy), "replies")
+}
+
+// endpointFigures records each endpoint's rate over secs seconds and its latencies, endpoints
+// in name order, each figure's name starting with prefix.
+func endpointFigures(sc *scenarioReport, prefix string, endpoints map[string]fleet.EndpointReport, secs float64) {
+	for _, name := range slices.Sorted(maps.Keys(endpoints)) {
+		e := endpoints[name]
+		sc.figure(prefix+name+" rate", float64(e.Requests)/secs, "req/s")
+		sc.figure(prefix+name+" p50", e.P50MS, "ms")
+		sc.figure(prefix+name+" p99", e.P99MS, "ms")
+		sc.figure(prefix+name+" max", e.MaxMS, "ms")
+	}
 }
 
 // windowEndpoint is an endpoint's figures in the fleet's window, if it was called there.
@@ -704,12 +724,8 @@ func (s *scenarioReport) explainUnmet(set benchSettings) {
 		if t.Met || t.Figure == nil {
 			continue
 		}
-		if t.Name != "beat p99 (steady window)" {
-			s.Limits = append(s.Limits, fmt.Sprintf("%s: see the CPU profiles below.", t.Name))
-			continue
-		}
 		server, ok := s.value("steady: server-side beat p99 (bucket upper bound)")
-		if !ok {
+		if t.Name != "beat p99 (steady window)" || !ok {
 			s.Limits = append(s.Limits, fmt.Sprintf("%s: see the CPU profiles below.", t.Name))
 			continue
 		}
@@ -757,7 +773,7 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 		sc.explainUnmet(set)
 	}()
 	sc.figure("equivalent workers (workers x time scale)", float64(set.Workers)*set.TimeScale, "workers")
-	s, err := startBenchServer(ctx, set, set.Workers)
+	s, err := startBenchServer(ctx, set, set.Workers, stderr)
 	if err != nil {
 		return err
 	}
@@ -777,8 +793,9 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	// tasks' start, and the burst of final reports when the fleet stops.
 	opts.Window, opts.WindowFrom = true, min(opts.Ramp+20*time.Second, set.duration/3)
 	// The profile covers the working fleet: from the start of the window for up to a minute.
-	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, min(time.Minute, set.duration-opts.WindowFrom-2*time.Second))
-	fleetProfiled := profileFleet(ctx, set, "steady", opts.WindowFrom, min(time.Minute, set.duration-opts.WindowFrom-2*time.Second))
+	profiledFor := min(time.Minute, set.duration-opts.WindowFrom-2*time.Second)
+	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, profiledFor)
+	fleetProfiled := profileFleet(ctx, set, "steady", opts.WindowFrom, profiledFor)
 	watched := watchProc(ctx, s, opts.WindowFrom, set.duration)
 	rep, err := fleet.Run(ctx, opts)
 	sc.Profile = <-profiled
@@ -807,10 +824,10 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	sc.figure("server CPU per wall second", cpu/max(rep.ElapsedSeconds, 1e-9), "cores")
 	sc.figure("server resident memory (end)", after.RSSMiB, "MiB")
 	sc.figure("server resident memory (peak over the whole run, VmHWM)", after.HWMMiB, "MiB")
-	if win.samples > 0 {
-		sc.figure("steady: server CPU per wall second", win.cpu/win.seconds, "cores")
+	if win.sampled {
+		sc.figure("steady: server CPU per wall second", win.cores, "cores")
 		sc.figure("steady: server resident memory (peak, sampled every 0.5 s)", win.peakRSS, "MiB")
-		rss = ptr(win.peakRSS)
+		rss = ref(win.peakRSS)
 	}
 	if win.metricsFrom != nil && win.metricsUntil != nil {
 		// The server's own view, without the loopback and the fleet's scheduling: the upper
@@ -828,9 +845,9 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 		}
 	}
 	if e, ok := windowEndpoint(rep, "beat"); ok {
-		beatP99 = ptr(e.P99MS)
+		beatP99 = ref(e.P99MS)
 	}
-	fiveXX, falseDead = ptr(fx), ptr(fd)
+	fiveXX, falseDead = ref(fx), ref(fd)
 	return nil
 }
 
@@ -845,7 +862,7 @@ func benchStorm(ctx context.Context, set benchSettings, sc *scenarioReport, stde
 		sc.explainUnmet(set)
 	}()
 	w := set.StormWorkers
-	s, err := startBenchServer(ctx, set, w)
+	s, err := startBenchServer(ctx, set, w, stderr)
 	if err != nil {
 		return err
 	}
@@ -899,12 +916,12 @@ poll:
 	sc.figure("too-busy replies per worker", float64(rep.TooBusy)/float64(w), "replies")
 	if held > 0 {
 		sc.figure("time until every worker holds a task", held.Seconds(), "s")
-		allHold = ptr(held.Seconds())
+		allHold = ref(held.Seconds())
 	} else {
 		sc.figure("workers never all held a task within", limit.Seconds(), "s")
 	}
 	if e, ok := windowEndpoint(rep, "beat"); ok {
-		beatP99 = ptr(e.P99MS)
+		beatP99 = ref(e.P99MS)
 	} else {
 		fmt.Fprintln(stderr, "bench: storm: no beat during the burst (heartbeat period longer than the burst)")
 	}
@@ -920,6 +937,24 @@ func benchCeiling(ctx context.Context, set benchSettings, sc *scenarioReport, st
 		sc.explainUnmet(set)
 	}()
 	clients := set.CeilingClients
+	s, err := startBenchServer(ctx, set, clients, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+
+	// One task per client, for valid beats.
+	ids, err := s.submitRuns(ctx, 1)
+	if err != nil {
+		return err
+	}
+	bodies := make([][]byte, clients)
+	for i := range clients {
+		bodies[i], err = beatBody(ctx, s, i)
+		if err != nil {
+			return fmt.Errorf("get a task for beat (run %s): %w", ids[0], err)
+		}
+	}
 
 	// The ceiling: decode a JSON object, answer one, as a worker API handler does at least.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -937,30 +972,6 @@ func benchCeiling(ctx context.Context, set benchSettings, sc *scenarioReport, st
 	}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() { _ = bare.Serve(l); close(served) }() // joined below
-	s, err := startBenchServer(ctx, set, clients)
-	if err != nil {
-		bare.Close()
-		<-served
-		return err
-	}
-	defer s.stop()
-
-	// One task per client, for valid beats.
-	ids, err := s.submitRuns(ctx, 1)
-	if err != nil {
-		bare.Close()
-		<-served
-		return err
-	}
-	bodies := make([][]byte, clients)
-	for i := range clients {
-		bodies[i], err = beatBody(ctx, s, i)
-		if err != nil {
-			bare.Close()
-			<-served
-			return fmt.Errorf("get a task for beat (run %s): %w", ids[0], err)
-		}
-	}
 	bareRate, bareErrs := loadGenerate(ctx, "http://"+l.Addr().String()+"/api/beat", bodies, set.ceilingDuration)
 	bare.Close()
 	<-served
@@ -988,26 +999,12 @@ func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
 		return nil, err
 	}
 	info := w.Info()
-	call := func(path string, body any, out any) error {
-		data, _ := json.Marshal(body)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, bytes.NewReader(data))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		reply, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s: %s", path, resp.Status, snippet(reply))
-		}
-		return json.Unmarshal(reply, out)
-	}
+	c := &apiClient{server: s.base, username: s.users.workers.name, password: s.users.workers.password, http: http.DefaultClient}
 	for attempt := 0; ; attempt++ {
 		var task protocol.TaskReply
-		err := call("/api/request_task", protocol.Request{Password: s.users.workers.password, WorkerInfo: info}, &task)
+		err := c.post(ctx, "/api/request_task", protocol.Request{Password: c.password, WorkerInfo: info}, &task)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("request_task: %w", err)
 		}
 		if task.Run != nil && task.TaskID != nil {
 			return json.Marshal(protocol.Request{Password: s.users.workers.password, WorkerInfo: info,
@@ -1068,7 +1065,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([0-9.]+) 
 
 // benchCriticalSection runs the scheduler's Go benchmarks when the go tool and the module's
 // source are at hand.
-func benchCriticalSection(ctx context.Context, sc *scenarioReport, stderr io.Writer) error {
+func benchCriticalSection(ctx context.Context, sc *scenarioReport) error {
 	at100 := (*float64)(nil)
 	defer func() {
 		sc.target("request_task critical section at 100 runs (mean ns/op)", at100, "µs", "< 100", below(100))
@@ -1084,7 +1081,7 @@ func benchCriticalSection(ctx context.Context, sc *scenarioReport, stderr io.Wri
 		return nil
 	}
 	cmd := exec.CommandContext(ctx, goTool, "test", "-run", "^$", "-count", "1",
-		"-bench", "^(BenchmarkRequestTaskCriticalSection|BenchmarkRequestTaskCriticalSectionSizes|BenchmarkRequestTask|BenchmarkUpdateTask)$",
+		"-bench", "^(BenchmarkRequestTaskCriticalSection|BenchmarkRequestTask|BenchmarkUpdateTask)$",
 		"./scheduler/")
 	cmd.Dir = root
 	var out bytes.Buffer
@@ -1107,7 +1104,7 @@ func benchCriticalSection(ctx context.Context, sc *scenarioReport, stderr io.Wri
 		sc.figure(m[1], us, "µs/op")
 		found = true
 		if m[1] == "BenchmarkRequestTaskCriticalSection/runs=100" {
-			at100 = ptr(us)
+			at100 = ref(us)
 		}
 	}
 	if !found {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -39,27 +37,20 @@ type profileLine struct {
 // profileTop is how many functions a summary lists.
 const profileTop = 25
 
-// captureProfiles records a CPU profile of the server for d (from its pprof listener) and then
-// its allocation profile, into dir as <name>-cpu.pprof and <name>-allocs.pprof, and summarises
-// the CPU profile. It blocks for d. Failures are recorded in the summary, not returned: a
-// missing profile costs the report a section, not the scenario.
+// captureProfiles records a CPU profile of the server for d (at least a second; from its pprof
+// listener) and then its allocation profile, into dir as <name>-cpu.pprof and
+// <name>-allocs.pprof, and summarises the CPU profile. It blocks for d. Failures are recorded
+// in the summary, not returned: a missing profile costs the report a section, not the scenario.
 func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d time.Duration) *profileSummary {
+	d = max(d, time.Second)
 	sum := &profileSummary{Seconds: d.Seconds()}
-	if s.pprof == "" || dir == "" {
-		return nil
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		sum.Error = err.Error()
 		return sum
 	}
-	secs := max(1, int(d.Round(time.Second)/time.Second))
+	secs := int(d.Round(time.Second) / time.Second)
 	cpu, err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.pprof, secs), d+30*time.Second)
 	if err != nil {
-		sum.Error = err.Error()
-		return sum
-	}
-	sum.CPUFile = filepath.Join(dir, name+"-cpu.pprof")
-	if err := os.WriteFile(sum.CPUFile, cpu, 0o644); err != nil {
 		sum.Error = err.Error()
 		return sum
 	}
@@ -69,96 +60,85 @@ func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d ti
 			sum.Error = err.Error()
 		}
 	}
-	p, err := profile.Parse(bytes.NewReader(cpu))
-	if err != nil {
-		sum.Error = fmt.Sprintf("parse CPU profile: %v", err)
-		return sum
-	}
-	sum.CPUSamples, sum.Top = topFunctions(p, profileTop)
+	summariseCPU(sum, filepath.Join(dir, name+"-cpu.pprof"), cpu)
 	return sum
 }
 
-// profileDuring starts captureProfiles after a delay, in the background; the channel delivers
-// its summary (nil when profiles are off or the delay was cut short).
+// captureFleet records a CPU profile of this process (the fleet and the load generator) for d,
+// into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the latencies the
+// fleet measures. Like captureProfiles it records failures in the summary.
+func captureFleet(ctx context.Context, dir, name string, d time.Duration) *profileSummary {
+	sum := &profileSummary{Seconds: d.Seconds()}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		sum.Error = err.Error()
+		return sum
+	}
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		sum.Error = err.Error()
+		return sum
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	pprof.StopCPUProfile()
+	summariseCPU(sum, filepath.Join(dir, name+"-fleet-cpu.pprof"), buf.Bytes())
+	return sum
+}
+
+// summariseCPU writes the CPU profile cpu to file and lists its top functions in sum.
+func summariseCPU(sum *profileSummary, file string, cpu []byte) {
+	sum.CPUFile = file
+	if err := os.WriteFile(file, cpu, 0o644); err != nil {
+		sum.Error = err.Error()
+		return
+	}
+	p, err := profile.Parse(bytes.NewReader(cpu))
+	if err != nil {
+		sum.Error = fmt.Sprintf("parse CPU profile: %v", err)
+		return
+	}
+	sum.CPUSamples, sum.Top = topFunctions(p, profileTop)
+}
+
+// profileDuring runs captureProfiles for d after a delay, in the background (profileLater).
 func profileDuring(ctx context.Context, s *benchServer, set benchSettings, name string, after, d time.Duration) <-chan *profileSummary {
-	out := make(chan *profileSummary, 1)
-	go func() {
-		select {
-		case <-ctx.Done():
-			out <- nil
-			return
-		case <-time.After(after):
-		}
-		out <- captureProfiles(ctx, s, set.profiles, name, max(d, time.Second))
-	}()
-	return out
+	return profileLater(ctx, set, after, func() *profileSummary { return captureProfiles(ctx, s, set.profiles, name, d) })
 }
 
-// profileFleet records a CPU profile of this process (the fleet and the load generator) for d
-// after a delay, into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the
-// latencies the fleet measures.
+// profileFleet runs captureFleet for d after a delay, in the background (profileLater).
 func profileFleet(ctx context.Context, set benchSettings, name string, after, d time.Duration) <-chan *profileSummary {
+	return profileLater(ctx, set, after, func() *profileSummary { return captureFleet(ctx, set.profiles, name, d) })
+}
+
+// profileLater runs capture after a delay, in the background; the channel delivers its
+// summary, or nil when profiles are off or the delay was cut short.
+func profileLater(ctx context.Context, set benchSettings, after time.Duration, capture func() *profileSummary) <-chan *profileSummary {
 	out := make(chan *profileSummary, 1)
+	if set.profiles == "" {
+		out <- nil
+		return out
+	}
 	go func() {
-		if set.profiles == "" {
-			out <- nil
-			return
-		}
 		select {
 		case <-ctx.Done():
 			out <- nil
 			return
 		case <-time.After(after):
 		}
-		sum := &profileSummary{Seconds: d.Seconds()}
-		defer func() { out <- sum }()
-		if err := os.MkdirAll(set.profiles, 0o755); err != nil {
-			sum.Error = err.Error()
-			return
-		}
-		var buf bytes.Buffer
-		if err := pprof.StartCPUProfile(&buf); err != nil {
-			sum.Error = err.Error()
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(d):
-		}
-		pprof.StopCPUProfile()
-		sum.CPUFile = filepath.Join(set.profiles, name+"-fleet-cpu.pprof")
-		if err := os.WriteFile(sum.CPUFile, buf.Bytes(), 0o644); err != nil {
-			sum.Error = err.Error()
-			return
-		}
-		p, err := profile.Parse(bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			sum.Error = fmt.Sprintf("parse CPU profile: %v", err)
-			return
-		}
-		sum.CPUSamples, sum.Top = topFunctions(p, profileTop)
+		out <- capture()
 	}()
 	return out
 }
 
+// fetchProfile GETs a profile from the server's pprof listener, giving up after timeout.
 func fetchProfile(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	data, err := httpGet(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("profile: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("profile: %s: %s", resp.Status, snippet(data))
 	}
 	return data, nil
 }

@@ -141,11 +141,16 @@ func (rep *Report) fillWindow(rec *recorder, from, until time.Duration) {
 			continue
 		}
 		st.Requests += n
-		st.Endpoints[name] = EndpointReport{Requests: n,
-			MeanMS: ms(e.win.mean()), P50MS: ms(e.win.quantile(0.50)), P95MS: ms(e.win.quantile(0.95)),
-			P99MS: ms(e.win.quantile(0.99)), MaxMS: ms(time.Duration(e.win.max.Load()))}
+		st.Endpoints[name] = latencyReport(n, &e.win)
 	}
 	rep.Window = st
+}
+
+// latencyReport is an EndpointReport of n requests with the latencies of h, errors left out.
+func latencyReport(n int64, h *histogram) EndpointReport {
+	return EndpointReport{Requests: n,
+		MeanMS: ms(h.mean()), P50MS: ms(h.quantile(0.50)), P95MS: ms(h.quantile(0.95)),
+		P99MS: ms(h.quantile(0.99)), MaxMS: ms(time.Duration(h.max.Load()))}
 }
 
 // ms is d in milliseconds, rounded to microseconds.
@@ -189,12 +194,9 @@ func (rep *Report) fill(rec *recorder, elapsed time.Duration) {
 	for name, e := range endpoints {
 		n := e.requests.Load()
 		rep.Requests += n
-		rep.Endpoints[name] = EndpointReport{
-			Requests: n, HTTPErrors: e.httpErrs.Load(), TransportErrors: e.transport.Load(),
-			AppErrors: e.appErrs.Load(),
-			MeanMS:    ms(e.lat.mean()), P50MS: ms(e.lat.quantile(0.50)), P95MS: ms(e.lat.quantile(0.95)),
-			P99MS: ms(e.lat.quantile(0.99)), MaxMS: ms(time.Duration(e.lat.max.Load())),
-		}
+		er := latencyReport(n, &e.lat)
+		er.HTTPErrors, er.TransportErrors, er.AppErrors = e.httpErrs.Load(), e.transport.Load(), e.appErrs.Load()
+		rep.Endpoints[name] = er
 	}
 	rep.TooBusy = rec.tooBusy.Load()
 	rep.BadReplies = rec.badReplies.Load()
