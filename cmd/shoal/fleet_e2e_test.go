@@ -12,13 +12,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,26 +42,15 @@ func startE2E(t *testing.T, machineLimit int) *e2eServer {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
-	cfg := demoConfig(t.TempDir(), e2eScale)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	log := &lockedBuffer{}
-	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx := context.Background()
-	inst, err := startInstance(ctx, cfg, logger, envOf(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Registered first, so it runs after the instance's shutdown.
 	t.Cleanup(func() {
-		if err := inst.shutdown(); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
 		if t.Failed() {
 			t.Logf("server log:\n%s", log)
 		}
 	})
-	users, err := createDemoUsers(ctx, inst.db, machineLimit)
+	inst := startTestInstance(t, demoConfig(t.TempDir(), e2eScale), log)
+	users, err := createDemoUsers(context.Background(), inst.db, machineLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,13 +271,16 @@ func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics = %d", code)
 	}
+	series, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
 	metric := func(line string) float64 {
-		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(line) + ` (\S+)$`).FindStringSubmatch(text)
-		if m == nil {
+		v, ok := series[line]
+		if !ok {
 			t.Errorf("/metrics has no %s", line)
 			return -1
 		}
-		v, _ := strconv.ParseFloat(m[1], 64)
 		return v
 	}
 	if got := metric("shoal_scheduler_tasks_assigned_total"); got != float64(len(tasks)) {

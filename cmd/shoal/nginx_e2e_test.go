@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -281,25 +280,6 @@ func (n *runningNginx) readAccessLog(t *testing.T) []nginxLogLine {
 	return lines
 }
 
-// startRoleLogged starts an instance that logs warnings to log, stopped when the test ends.
-func startRoleLogged(t *testing.T, cfg Config, log *lockedBuffer) *instance {
-	t.Helper()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	inst, err := startInstance(context.Background(), cfg, logger, envOf(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := inst.shutdown(); err != nil {
-			t.Errorf("shutdown %s: %v", inst.addr, err)
-		}
-	})
-	return inst
-}
-
 // workerPaths are the worker API calls only the primary answers.
 var workerPaths = []string{"/api/request_version", "/api/request_task", "/api/update_task", "/api/beat",
 	"/api/request_spsa", "/api/failed_task", "/api/stop_run", "/api/worker_log"}
@@ -325,10 +305,10 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 		}
 	})
 	pcfg := demoConfig(dir, e2eScale)
-	primary := startRoleLogged(t, pcfg, log)
+	primary := startTestInstance(t, pcfg, log)
 	scfg := pcfg
 	scfg.Role, scfg.MongoURI = "secondary", primary.db.URI()
-	secondary1, secondary2 := startRoleLogged(t, scfg, log), startRoleLogged(t, scfg, log)
+	secondary1, secondary2 := startTestInstance(t, scfg, log), startTestInstance(t, scfg, log)
 	names := map[string]string{primary.addr: "primary", secondary1.addr: "secondary 8001",
 		secondary2.addr: "secondary 8002", "-": "nginx itself"}
 	instanceOf := func(hdr string) string {

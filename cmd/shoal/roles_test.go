@@ -11,20 +11,22 @@ import (
 	"time"
 )
 
-// startRole starts an instance with cfg changed by change, stopped when the test ends.
-func startRole(t *testing.T, cfg Config) *instance {
+// startTestInstance starts an instance on cfg that logs its warnings to log, shut down when
+// the test ends. The end-to-end tests use it too: this file is built with and without the race
+// detector.
+func startTestInstance(t *testing.T, cfg Config, log io.Writer) *instance {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	inst, err := startInstance(context.Background(), cfg, logger, envOf(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := inst.shutdown(); err != nil {
-			t.Errorf("shutdown: %v", err)
+			t.Errorf("shutdown %s: %v", inst.addr, err)
 		}
 	})
 	return inst
@@ -36,10 +38,10 @@ func startRole(t *testing.T, cfg Config) *instance {
 func TestPrimaryAndSecondary(t *testing.T) {
 	dir := t.TempDir()
 	pcfg := demoConfig(dir, 1)
-	primary := startRole(t, pcfg)
+	primary := startTestInstance(t, pcfg, io.Discard)
 	scfg := pcfg
 	scfg.Role, scfg.MongoURI = "secondary", primary.db.URI()
-	secondary := startRole(t, scfg)
+	secondary := startTestInstance(t, scfg, io.Discard)
 	if secondary.sched != nil || secondary.runs != nil || secondary.jobs != nil {
 		t.Fatal("the secondary runs a scheduler, a run cache or jobs")
 	}
