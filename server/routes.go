@@ -19,6 +19,10 @@ func getAndHead(r gin.IRoutes, path string, h gin.HandlerFunc) {
 func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// No route parses a multipart form (checkCSRF refuses one outside the upload, which
+	// streams its body), so Gin's in-memory allowance for one stays small: a parse that some
+	// future handler starts must not hold tens of megabytes.
+	r.MaxMultipartMemory = 64 << 10
 	// Only a proxy on this machine (nginx) may say who the client is: a worker must not pick
 	// its own address and so escape the per-IP machine limit.
 	if err := r.SetTrustedProxies([]string{"127.0.0.1", "::1"}); err != nil {

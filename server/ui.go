@@ -207,7 +207,10 @@ func (s *Server) csrfToken(c *gin.Context) string {
 }
 
 // checkCSRF refuses a state-changing request whose csrf_token field (or X-CSRF-Token header)
-// does not match the session's token. It runs on every UI POST.
+// does not match the session's token. It runs on every UI POST, before any handler, and bounds
+// the body first, whatever carries the token: only the upload takes a multipart body (its
+// handler streams it), every other form is read through a maxFormBody cap. A body is never
+// parsed into memory or spooled to disk before these rules apply.
 func (s *Server) checkCSRF(c *gin.Context) {
 	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
 		c.Next()
@@ -215,30 +218,29 @@ func (s *Server) checkCSRF(c *gin.Context) {
 	}
 	want, _ := sessions.Default(c).Get(sessionCSRF).(string)
 	got := c.GetHeader("X-CSRF-Token")
-	switch {
-	case got != "":
-	case strings.HasPrefix(c.ContentType(), "multipart/"):
+	if strings.HasPrefix(strings.ToLower(c.ContentType()), "multipart/") {
 		// A file upload is streamed by its handler, never parsed here (parsing would spool it
-		// to disk before anyone is known). The handler reads the token from the form's first
-		// field with csrfTokenMatches before it reads the file. No other form sends files, so
-		// no other route takes a multipart body.
+		// to disk before anyone is known). The handler checks the token (header, or the
+		// form's first field) with csrfTokenMatches before it reads the file. No other form
+		// sends files, so no other route takes a multipart body.
 		if c.FullPath() != uploadPath {
 			s.pageError(c, http.StatusUnsupportedMediaType, "This form does not take files.")
 			return
 		}
 		c.Next()
 		return
-	default:
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBody)
-		if err := c.Request.ParseForm(); err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				s.pageError(c, http.StatusRequestEntityTooLarge, "This form is too large.")
-				return
-			}
-			s.pageError(c, http.StatusBadRequest, "This form could not be read.")
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBody)
+	if err := c.Request.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.pageError(c, http.StatusRequestEntityTooLarge, "This form is too large.")
 			return
 		}
+		s.pageError(c, http.StatusBadRequest, "This form could not be read.")
+		return
+	}
+	if got == "" {
 		got = c.Request.PostForm.Get(csrfField)
 	}
 	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
