@@ -97,6 +97,9 @@ type Metrics struct {
 
 	dbDuration *prometheus.HistogramVec
 	dbErrors   *prometheus.CounterVec
+
+	connsOpen    prometheus.Gauge
+	connsRefused *prometheus.CounterVec
 }
 
 type runCacheFuncs struct{ dirty, cached func() int }
@@ -202,8 +205,20 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Database commands that failed (network errors, timeouts, server errors; not a missing document), by command name.",
 	}, []string{"command"})
 
+	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shoal_http_connections_open",
+		Help: "Client connections open now on the main listener.",
+	})
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_http_connections_refused_total",
+		Help: "Client connections closed as soon as accepted, by the limit they met: per_address or total.",
+	}, []string{"limit"})
+	for _, l := range []string{"per_address", "total"} {
+		m.connsRefused.WithLabelValues(l)
+	}
+
 	reg.MustRegister(
-		m.httpRequests, m.httpDuration,
+		m.httpRequests, m.httpDuration, m.connsOpen, m.connsRefused,
 		poolGauge("shoal_tokenpool_size", "Tokens in the token pool that bounds blocking database work.",
 			func(s PoolStats) float64 { return float64(s.Size) }),
 		poolGauge("shoal_tokenpool_in_use", "Tokens held now.",
@@ -249,6 +264,31 @@ func (m *Metrics) ObserveHTTPRequest(route, method string, code int, d time.Dura
 	c := strconv.Itoa(code)
 	m.httpRequests.WithLabelValues(route, method, c).Inc()
 	m.httpDuration.WithLabelValues(route, method, c).Observe(d.Seconds())
+}
+
+// ConnectionOpened counts a client connection in.
+func (m *Metrics) ConnectionOpened() {
+	if m == nil {
+		return
+	}
+	m.connsOpen.Inc()
+}
+
+// ConnectionClosed counts a client connection out.
+func (m *Metrics) ConnectionClosed() {
+	if m == nil {
+		return
+	}
+	m.connsOpen.Dec()
+}
+
+// ConnectionRefused counts a connection closed at once because it met limit ("per_address" or
+// "total").
+func (m *Metrics) ConnectionRefused(limit string) {
+	if m == nil {
+		return
+	}
+	m.connsRefused.WithLabelValues(limit).Inc()
 }
 
 // WatchPool makes the token-pool metrics read stats at each scrape; stats must be cheap and

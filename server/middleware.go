@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"time"
 
@@ -58,4 +59,80 @@ func (s *Server) shutdownGuard(c *gin.Context) {
 		return
 	}
 	c.Next()
+}
+
+// DefaultTransferTimeout is how long an upload or download of a PGN or a network may take when
+// Deps.TransferTimeout is zero: longer than the server's read and write timeouts, which bound
+// every other request.
+const DefaultTransferTimeout = 10 * time.Minute
+
+// transferTimeout is how long a large upload or download may take.
+func (s *Server) transferTimeout() time.Duration {
+	if s.deps.TransferTimeout > 0 {
+		return s.deps.TransferTimeout
+	}
+	return DefaultTransferTimeout
+}
+
+// minBodyRate is the slowest a large upload may arrive, on average, once its first
+// read-timeout's grace has passed: a slow home uplink sends 64 KiB/s and more, a client that
+// trickles a byte a second is holding a connection, not uploading.
+const minBodyRate = 16 << 10 // bytes per second
+
+// readTimeout is the HTTP server's read timeout, the grace a paced body starts with.
+func (s *Server) readTimeout() time.Duration {
+	if s.deps.ReadTimeout > 0 {
+		return s.deps.ReadTimeout
+	}
+	return 30 * time.Second
+}
+
+// allowSlowBody lets this request's body arrive for as long as it keeps up minBodyRate after a
+// read-timeout's grace, up to the transfer timeout, past the server's read timeout; the reply
+// may leave until the transfer timeout. Only routes that take large bodies use it.
+func (s *Server) allowSlowBody(c *gin.Context) {
+	rc := http.NewResponseController(c.Writer)
+	start := time.Now()
+	last := start.Add(s.transferTimeout())
+	p := &pacedBody{ReadCloser: c.Request.Body, rc: rc, start: start, grace: s.readTimeout(), last: last}
+	p.extend()
+	_ = rc.SetWriteDeadline(last)
+	c.Request.Body = p
+}
+
+// pacedBody moves its connection's read deadline on as bytes arrive: grace from the start, plus
+// the time the bytes so far earn at minBodyRate, never past last.
+type pacedBody struct {
+	io.ReadCloser
+	rc          *http.ResponseController
+	start, last time.Time
+	grace       time.Duration
+	read        int64
+}
+
+func (p *pacedBody) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	if n > 0 {
+		p.read += int64(n)
+		p.extend()
+	}
+	return n, err
+}
+
+func (p *pacedBody) extend() {
+	earned := time.Duration(float64(p.read) / minBodyRate * float64(time.Second))
+	deadline := p.start.Add(p.grace + earned)
+	if deadline.After(p.last) {
+		deadline = p.last
+	}
+	_ = p.rc.SetReadDeadline(deadline)
+}
+
+// slowReply wraps a download: its reply may take the transfer timeout from now to leave, past
+// the server's write timeout.
+func (s *Server) slowReply(h gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Now().Add(s.transferTimeout()))
+		h(c)
+	}
 }

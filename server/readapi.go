@@ -32,9 +32,9 @@ func (s *Server) readRoutes(r gin.IRoutes) {
 	getAndHead(r, "/api/get_task/:id/:task_id", s.getTask)
 	getAndHead(r, "/api/get_elo/:id", s.getElo)
 	getAndHead(r, "/api/rate_limit", s.rateLimit)
-	getAndHead(r, "/api/nn/:name", s.downloadNN)
-	getAndHead(r, "/api/pgn/:name", s.downloadPGN)
-	getAndHead(r, "/api/run_pgns/:name", s.downloadRunPGNs)
+	getAndHead(r, "/api/nn/:name", s.slowReply(s.downloadNN))
+	getAndHead(r, "/api/pgn/:name", s.slowReply(s.downloadPGN))
+	getAndHead(r, "/api/run_pgns/:name", s.slowReply(s.downloadRunPGNs))
 }
 
 // finishedRunsPageSize is the page size of /api/finished_runs, as in fishtest.

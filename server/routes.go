@@ -25,7 +25,11 @@ func (s *Server) routes() *gin.Engine {
 	r.MaxMultipartMemory = 64 << 10
 	// Only a proxy on this machine (nginx) may say who the client is: a worker must not pick
 	// its own address and so escape the per-IP machine limit.
-	if err := r.SetTrustedProxies([]string{"127.0.0.1", "::1"}); err != nil {
+	trusted := make([]string, len(TrustedProxies))
+	for i, a := range TrustedProxies {
+		trusted[i] = a.String()
+	}
+	if err := r.SetTrustedProxies(trusted); err != nil {
 		panic(err) // constant input
 	}
 	r.Use(s.stamp, s.instrument, s.accessLog, gin.CustomRecovery(s.recovery), s.shutdownGuard)

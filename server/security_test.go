@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
 )
@@ -132,5 +134,60 @@ func assertNoSpooledFiles(t *testing.T, dir string) {
 			info, _ := e.Info()
 			t.Errorf("a multipart body was spooled to %s (%s)", e.Name(), fmt.Sprint(info.Size()))
 		}
+	}
+}
+
+// Finding 2, the upload slots: clients that open upload_pgn calls and send no body (or no
+// credentials) hold no upload slot, so a real worker's upload still goes through; a call with a
+// wrong password is refused at once even with every slot busy.
+func TestSecurityIdleUploadsHoldNoSlot(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	f.post("/api/request_task", call(1, nil))
+	addr := strings.TrimPrefix(f.url, "http://")
+	for range maxConcurrentUploads + 8 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		// Headers promising a body that never comes.
+		fmt.Fprintf(conn, "POST /api/upload_pgn HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", addr)
+	}
+	time.Sleep(100 * time.Millisecond) // let the server take them in
+	body := call(1, map[string]any{"run_id": id, "task_id": 0})
+	body["pgn"] = pgnUpload(t, "[Event \"x\"]\n1. e4 e5 *\n")
+	done := make(chan int, 1)
+	go func() {
+		code, _ := f.post("/api/upload_pgn", body)
+		done <- code
+	}()
+	select {
+	case code := <-done:
+		if code != http.StatusOK {
+			t.Fatalf("a worker's upload beside idle ones = %d, want 200", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a worker's upload waited behind connections that sent nothing")
+	}
+	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); err != nil {
+		t.Errorf("the upload was not stored: %v", err)
+	}
+
+	// Every slot busy: a wrong password is still answered at once, and stores nothing.
+	for range maxConcurrentUploads {
+		if err := f.srv.uploads.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for range maxConcurrentUploads {
+			f.srv.uploads.Release()
+		}
+	}()
+	bad := call(1, map[string]any{"run_id": id, "task_id": 0, "password": "guess"})
+	bad["pgn"] = pgnUpload(t, "[Event \"y\"]\n1. d4 d5 *\n")
+	if code, out := f.post("/api/upload_pgn", bad); code != http.StatusUnauthorized {
+		t.Errorf("a wrong password with every slot busy = %d %v, want 401", code, out)
 	}
 }

@@ -67,6 +67,13 @@ type Deps struct {
 	// live pages; nil (a secondary) makes them poll.
 	Changed func() <-chan struct{}
 
+	// ReadTimeout is the HTTP server's read timeout: the grace a large upload gets before it
+	// must keep up a minimum rate; zero means 30 s.
+	ReadTimeout time.Duration
+	// TransferTimeout is how long an upload or download of a PGN or a network may take, past the
+	// HTTP server's read and write timeouts; zero means DefaultTransferTimeout.
+	TransferTimeout time.Duration
+
 	// Metrics counts and times every request; nil records nothing.
 	Metrics *metrics.Metrics
 	// Gatherer is what /metrics serves (the registry Metrics was registered on); nil makes

@@ -42,6 +42,9 @@ const (
 	livePoll      = 5 * time.Second
 	// liveTick is how often a waiting stream looks at the clock and at shutdown.
 	liveTick = time.Second
+	// liveWriteWait is how long one write to a stream may take: a browser that reads nothing
+	// for that long has gone, and its connection is closed.
+	liveWriteWait = 30 * time.Second
 	// liveChartsGap is the least time between two renderings of a run's charts in one
 	// stream: they cost the most to draw and change little from one second to the next.
 	liveChartsGap = 15 * time.Second
@@ -206,8 +209,11 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()
-	// A server-wide write timeout would cut the stream; lift it for this response.
-	_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Time{})
+	// The server-wide write timeout would cut the stream; each write gets liveWriteWait of its
+	// own instead, so a browser that stops reading is let go.
+	rc := http.NewResponseController(c.Writer)
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(liveWriteWait)) }
+	extend()
 
 	// How long the browser waits before it reconnects, after the stream's lifetime or a
 	// dropped connection.
@@ -217,6 +223,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 	sent := map[string]string{}
 	lastWrite, lastRender := time.Now(), time.Now()
 	write := func(event, data string) bool {
+		extend()
 		if err := liveWriteEvent(c.Writer, event, data); err != nil {
 			return false
 		}
@@ -262,6 +269,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 					break wait
 				}
 				if now.Sub(lastWrite) >= liveHeartbeat {
+					extend()
 					if _, err := io.WriteString(c.Writer, ": still here\n\n"); err != nil {
 						return
 					}

@@ -33,24 +33,33 @@ func (s *Server) workerRoutes(r gin.IRoutes) {
 	r.POST("/api/request_spsa", s.primaryOnly, s.workerCall(maxWorkerBody, s.requestSPSA))
 	r.POST("/api/failed_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.failedTask))
 	r.POST("/api/stop_run", s.primaryOnly, s.workerCall(maxWorkerBody, s.stopRun))
-	r.POST("/api/upload_pgn", s.uploadSlot, s.workerCall(maxUploadBody, s.uploadPGN))
+	r.POST("/api/upload_pgn", s.allowSlowBody, s.workerCall(maxUploadBody, s.uploadPGN))
 	r.POST("/api/worker_log", s.primaryOnly, s.workerCall(maxWorkerBody, s.workerLog))
 }
 
-// maxConcurrentUploads bounds the PGN uploads read, decoded and stored at once: a fleet that
-// stops all at once uploads ten thousand PGNs in the same second, and each holds its body,
-// the decoded gzip and its check in memory until it is stored.
-const maxConcurrentUploads = 32
+// maxConcurrentUploads bounds the PGN uploads decoded and stored at once: a fleet that stops all
+// at once uploads ten thousand PGNs in the same second, and each holds its decoded gzip and its
+// check in memory until it is stored. uploadSlotWait bounds the wait for one: a worker gives up
+// on a call after 30 s.
+const (
+	maxConcurrentUploads = 32
+	uploadSlotWait       = 20 * time.Second
+)
 
-// uploadSlot holds an upload until a slot is free, before its body is read: one waiting holds
-// only its connection. A caller that gives up while waiting gets nothing (it is gone).
-func (s *Server) uploadSlot(c *gin.Context) {
-	if s.uploads.Acquire(c.Request.Context()) != nil {
-		c.Abort()
-		return
+// uploadSlot waits for an upload slot, once the call is authenticated and its body read: a
+// client that sends nothing, or no credentials, never holds one. It reports whether it got one
+// (then the caller must release it); if not, the reply is written.
+func (s *Server) uploadSlot(c *gin.Context) bool {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), uploadSlotWait)
+	defer cancel()
+	if err := s.uploads.Acquire(ctx); err != nil {
+		if c.Request.Context().Err() == nil { // the caller is still there: tell it to come back
+			c.Header("Retry-After", "15")
+			apiError(c, http.StatusServiceUnavailable, "too many PGN uploads at once, try again later")
+		}
+		return false
 	}
-	defer s.uploads.Release()
-	c.Next()
+	return true
 }
 
 // primaryOnly answers 503 {"error": "<path>: primary instance required"} on a secondary.
@@ -480,6 +489,10 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) || !need(c, w.body.PGN != nil, "pgn content") {
 		return
 	}
+	if !s.uploadSlot(c) {
+		return
+	}
+	defer s.uploads.Release()
 	gz, err := decodePGNUpload(*w.body.PGN, DefaultMaxPGNBytes)
 	if err != nil {
 		apiError(c, http.StatusBadRequest, err.Error())

@@ -139,7 +139,11 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 	}
 	client := cfg.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: defaultHTTPTimeout}
+		// Idle connections close before the server's idle timeout (90 s by default) would close
+		// them under a request.
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.IdleConnTimeout = 60 * time.Second
+		client = &http.Client{Timeout: defaultHTTPTimeout, Transport: transport}
 	}
 	logger := cfg.Logger
 	if logger == nil {

@@ -83,6 +83,22 @@ type Config struct {
 	// InsecureDev allows development shortcuts that must never reach production: today, the
 	// fixed session secret when none is configured.
 	InsecureDev bool
+	// ReadTimeout bounds the time to read a whole request, headers and body; uploads of PGNs and
+	// networks get TransferTimeout instead.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the time from the end of a request's headers to the end of its reply;
+	// live streams and downloads extend their own.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a kept-alive connection may wait for its next request.
+	IdleTimeout time.Duration
+	// TransferTimeout is how long a PGN or network upload, or a download, may take.
+	TransferTimeout time.Duration
+	// MaxConnsPerAddress is how many connections one client address (an IPv6 /64) may hold
+	// open; the local proxy's address is exempt, as it carries every client.
+	MaxConnsPerAddress int
+	// MaxConns is how many client connections may be open at once; 0 means the process's
+	// open-file limit less a reserve for the database and files.
+	MaxConns int
 	// PprofAddr is a loopback HOST:PORT serving Go's profiles (/debug/pprof/) on a listener of
 	// its own, apart from the public one; empty: no profiles are served.
 	PprofAddr string
@@ -113,6 +129,12 @@ func DefaultConfig() Config {
 		FlushPeriod:           1 * time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          60 * time.Second,
+		IdleTimeout:           90 * time.Second,
+		TransferTimeout:       10 * time.Minute,
+		MaxConnsPerAddress:    128,
+		MaxConns:              0,
 	}
 }
 
@@ -418,6 +440,18 @@ func options() []option {
 			func(c *Config) *string { return &c.SessionSecret }, checkSessionSecret).withRedact(func(string) string { return "(redacted)" }),
 		boolOption("insecure_dev", "development mode: a fixed, public session secret when none is set; never in production",
 			func(c *Config) *bool { return &c.InsecureDev }),
+		durationOption("read_timeout", "time to read a whole request, headers and body (uploads get transfer_timeout)",
+			func(c *Config) *time.Duration { return &c.ReadTimeout }),
+		durationOption("write_timeout", "time from a request's headers to the end of its reply (live streams and downloads extend theirs)",
+			func(c *Config) *time.Duration { return &c.WriteTimeout }),
+		durationOption("idle_timeout", "how long a kept-alive connection may wait for its next request",
+			func(c *Config) *time.Duration { return &c.IdleTimeout }),
+		durationOption("transfer_timeout", "time a PGN or network upload, or a download, may take",
+			func(c *Config) *time.Duration { return &c.TransferTimeout }),
+		intOption("max_connections_per_address", "connections one client address (an IPv6 /64) may hold open; the local proxy is exempt",
+			func(c *Config) *int { return &c.MaxConnsPerAddress }),
+		countOption("max_connections", "client connections open at once; 0: the open-file limit less a reserve of 1000",
+			func(c *Config) *int { return &c.MaxConns }),
 		stringOption("pprof_addr", "loopback HOST:PORT serving Go's pprof profiles at /debug/pprof/; empty: off",
 			func(c *Config) *string { return &c.PprofAddr }, optional(checkLoopbackAddr)),
 	}
@@ -476,9 +510,20 @@ func stringOption(key, usage string, field func(*Config) *string, check func(str
 // intOption describes a count that must be at least one; a zero-sized pool
 // or semaphore would deadlock the server rather than fail loudly.
 func intOption(key, usage string, field func(*Config) *int) option {
+	return boundedIntOption(key, usage, 1, positiveIntReason, field)
+}
+
+// countOption describes a count where zero has a meaning of its own (say "derived").
+func countOption(key, usage string, field func(*Config) *int) option {
+	return boundedIntOption(key, usage, 0, "must be zero or a positive integer", field)
+}
+
+// boundedIntOption describes an integer of at least least; reason is the message for any
+// other value, whether it is no integer or too small, since both have the same fix.
+func boundedIntOption(key, usage string, least int, reason string, field func(*Config) *int) option {
 	check := func(n int) error {
-		if n < 1 {
-			return errors.New(positiveIntReason)
+		if n < least {
+			return errors.New(reason)
 		}
 		return nil
 	}
@@ -489,7 +534,7 @@ func intOption(key, usage string, field func(*Config) *int) option {
 		set: func(c *Config, raw string) error {
 			n, err := strconv.Atoi(raw)
 			if err != nil {
-				return errors.New(positiveIntReason)
+				return errors.New(reason)
 			}
 			if err := check(n); err != nil {
 				return err

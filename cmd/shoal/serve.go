@@ -242,8 +242,9 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		Metrics: m, Gatherer: reg,
 		Logger: logger, Tokens: tokens, Users: db.Users,
 		Version: version, Database: db.Describe(), DB: db,
-		SessionSecret: secret, DataDir: cfg.DataDir,
-		Instance: role + "@" + ln.Addr().String(),
+		SessionSecret: secret, DataDir: cfg.DataDir, TransferTimeout: cfg.TransferTimeout,
+		ReadTimeout: cfg.ReadTimeout,
+		Instance:    role + "@" + ln.Addr().String(),
 	}
 	inst = &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1), tokens: tokens}
 	if primary {
@@ -261,9 +262,16 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		return nil, err
 	}
 	inst.srv = srv
-	inst.httpSrv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
+	inst.httpSrv = &http.Server{Handler: srv.Handler(),
+		ReadHeaderTimeout: min(headerTimeout, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	go func() { inst.served <- inst.httpSrv.Serve(ln) }()
+	limits := server.ConnLimits{PerAddress: cfg.MaxConnsPerAddress, Total: maxConns(cfg.MaxConns, logger),
+		Exempt: server.TrustedProxies, Metrics: m}
+	logger.Info("connection limits", "per_address", limits.PerAddress, "total", limits.Total,
+		"read_timeout", cfg.ReadTimeout, "write_timeout", cfg.WriteTimeout, "idle_timeout", cfg.IdleTimeout)
+	limited := server.LimitListener(ln, limits)
+	go func() { inst.served <- inst.httpSrv.Serve(limited) }()
 	if pprofLn != nil {
 		inst.pprofSrv = servePprof(pprofLn, logger)
 	}
@@ -490,4 +498,27 @@ func servePprof(ln net.Listener, logger *slog.Logger) *http.Server {
 	go func() { _ = srv.Serve(ln) }()
 	logger.Info("serving Go profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return srv
+}
+
+// headerTimeout bounds the time to read a request's headers: a client slower than that is
+// holding a connection, not sending a request.
+const headerTimeout = 10 * time.Second
+
+// fileReserve is how many of the process's file descriptors the connection limit leaves for the
+// database, the log and uploaded files.
+const fileReserve = 1000
+
+// maxConns is the total connection limit: configured, or the open-file limit less fileReserve
+// (Go raises the soft limit to the hard one at start), so that a flood of connections meets the
+// limit before the process runs out of descriptors.
+func maxConns(configured int, logger *slog.Logger) int {
+	if configured > 0 {
+		return configured
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		logger.Warn("open-file limit unknown: no total connection limit", "err", err)
+		return 0
+	}
+	return max(64, int(min(rl.Cur, 1<<30))-fileReserve)
 }

@@ -103,6 +103,11 @@ type Options struct {
 	StopGrace time.Duration
 	// HTTPTimeout bounds each request (default 30 s, as fishtest's worker).
 	HTTPTimeout time.Duration
+	// IdleConnTimeout is how long a kept-alive connection waits for reuse before the fleet
+	// closes it (default 60 s). It must be shorter than the server's idle timeout, so that the
+	// fleet, not the server, closes an idle connection: a request sent on a connection the
+	// server is closing at that moment fails.
+	IdleConnTimeout time.Duration
 	// Window asks for the report's Window section: the requests that start WindowFrom or later
 	// after the first arrival and end before the fleet begins to stop. It can leave out the
 	// arrival burst (WindowFrom past the ramp), and always leaves out the burst of final
@@ -143,7 +148,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid bad-data fraction %v: want 0 to 1", o.BadData)
 	case o.Vanish+o.BadData > 1:
 		return fmt.Errorf("vanish (%v) and bad-data (%v) fractions add up to more than 1", o.Vanish, o.BadData)
-	case o.Duration < 0 || o.Ramp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.WindowFrom < 0:
+	case o.Duration < 0 || o.Ramp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.IdleConnTimeout < 0 || o.WindowFrom < 0:
 		return errors.New("durations must not be negative")
 	}
 	for _, id := range o.UntilFinished {
@@ -172,6 +177,9 @@ func (o *Options) validate() error {
 	}
 	if o.StopGrace == 0 {
 		o.StopGrace = 30 * time.Second
+	}
+	if o.IdleConnTimeout == 0 {
+		o.IdleConnTimeout = 60 * time.Second
 	}
 	if o.HTTPTimeout == 0 {
 		o.HTTPTimeout = 30 * time.Second
@@ -210,6 +218,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns = opts.Workers + 16
 	transport.MaxIdleConnsPerHost = opts.Workers + 16
+	transport.IdleConnTimeout = opts.IdleConnTimeout
 	f := &fleet{
 		opts:   opts,
 		rec:    newRecorder(),
