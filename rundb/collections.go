@@ -2,6 +2,7 @@ package rundb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -169,7 +170,8 @@ type PGNStore struct {
 	coll *mongo.Collection
 }
 
-// Insert stores one task's PGN.
+// Insert stores one task's PGN as a new document, beside any the task already has. Workers'
+// uploads go through Put instead.
 func (s *PGNStore) Insert(ctx context.Context, p *PGN) error {
 	if _, err := s.coll.InsertOne(ctx, p); err != nil {
 		return fmt.Errorf("insert pgn %s: %w", p.RunID, mapError(err))
@@ -177,10 +179,34 @@ func (s *PGNStore) Insert(ctx context.Context, p *PGN) error {
 	return nil
 }
 
-// Get returns one task's PGN by "<run id>-<task id>".
+// pgnDoc is how Put stores a PGN: keyed by its "<run id>-<task id>" in _id as well as run_id, so
+// that a task holds one PGN, found and replaced through the _id index that every database
+// (the embedded one included) uses.
+type pgnDoc struct {
+	ID  string `bson:"_id"`
+	PGN `bson:",inline"`
+}
+
+// Put stores one task's PGN, replacing the one Put stored for that task before: a worker that
+// uploads again does not add a copy.
+func (s *PGNStore) Put(ctx context.Context, p *PGN) error {
+	_, err := s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: p.RunID}}, pgnDoc{ID: p.RunID, PGN: *p},
+		options.Replace().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("put pgn %s: %w", p.RunID, mapError(err))
+	}
+	return nil
+}
+
+// Get returns one task's PGN by "<run id>-<task id>": the one Put stored, or else (a database
+// written by another server, which keys PGNs by run_id only) the first with that run_id.
 func (s *PGNStore) Get(ctx context.Context, runTask string) (*PGN, error) {
 	var p PGN
-	if err := s.coll.FindOne(ctx, bson.D{{Key: "run_id", Value: runTask}}).Decode(&p); err != nil {
+	err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: runTask}}).Decode(&p)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		err = s.coll.FindOne(ctx, bson.D{{Key: "run_id", Value: runTask}}).Decode(&p)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("get pgn %s: %w", runTask, mapError(err))
 	}
 	return &p, nil

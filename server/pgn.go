@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -21,6 +24,14 @@ import (
 // biggest tasks produce (a few thousand games at roughly 1-2 KB each once compressed), so an
 // upload this limit refuses would have failed at the insert anyway, with a less clear error.
 const DefaultMaxPGNBytes = 15 << 20
+
+// DefaultMaxPGNText is the most PGN text one task's upload may inflate to: far more than the
+// biggest tasks' games (a few KB each), far less than what a gzip bomb of DefaultMaxPGNBytes
+// would make (about a thousand times its size).
+const DefaultMaxPGNText = 256 << 20
+
+// maxPGNText is the limit in force (a variable for tests).
+var maxPGNText int64 = DefaultMaxPGNText
 
 // gzipMagic starts every gzip stream (RFC 1952).
 var gzipMagic = []byte{0x1f, 0x8b}
@@ -50,7 +61,28 @@ func decodePGNUpload(b64 string, maxBytes int) ([]byte, error) {
 	if len(data) < len(gzipMagic) || data[0] != gzipMagic[0] || data[1] != gzipMagic[1] {
 		return nil, errors.New("pgn is not gzip data (it does not start with the bytes 1f 8b)")
 	}
+	if err := checkPGNText(data, maxPGNText); err != nil {
+		return nil, err
+	}
 	return data, nil
+}
+
+// checkPGNText inflates gzip data as a stream, into nothing, and refuses it if it is not whole,
+// valid gzip or if it inflates to more than maxText bytes: nothing is stored that would
+// overwhelm whoever downloads and unpacks it.
+func checkPGNText(data []byte, maxText int64) error {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("pgn is not valid gzip data: %v", err)
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, maxText+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("pgn is not valid gzip data: %v", err)
+	case n > maxText:
+		return fmt.Errorf("pgn inflates to more than the limit of %d bytes", maxText)
+	}
+	return nil
 }
 
 // attachment is a Content-Disposition header offering the reply as a file named name, quoted
@@ -63,8 +95,9 @@ func attachment(name string) string {
 var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // downloadPGN is GET /api/pgn/{run id}-{task id}.pgn: one task's games, stored gzipped and
-// served as is with Content-Encoding: gzip, so that browsers and curl --compressed show the
-// text. The name is cut at its first '.', as in fishtest.
+// sent as is, as a gzip file to save. Not with Content-Encoding: gzip, which makes browsers and
+// HTTP clients inflate whatever was stored, a gzip bomb uploaded before uploads were checked
+// included. The name is cut at its first '.', as in fishtest.
 func (s *Server) downloadPGN(c *gin.Context) {
 	name := c.Param("name")
 	runTask, _, _ := strings.Cut(name, ".")
@@ -84,9 +117,8 @@ func (s *Server) downloadPGN(c *gin.Context) {
 	}
 	h := c.Writer.Header()
 	h.Set("Content-Type", "application/gzip")
-	h.Set("Content-Encoding", "gzip")
 	h.Set("Content-Length", strconv.Itoa(len(p.PGNZip)))
-	h.Set("Content-Disposition", attachment(name))
+	h.Set("Content-Disposition", attachment(strings.TrimSuffix(name, ".gz")+".gz"))
 	c.Status(http.StatusOK)
 	if c.Request.Method == http.MethodHead {
 		return

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
 // The tests named TestSecurity... perform one finding of the security audit each (docs/SECURITY.md)
@@ -190,4 +196,103 @@ func TestSecurityIdleUploadsHoldNoSlot(t *testing.T) {
 	if code, out := f.post("/api/upload_pgn", bad); code != http.StatusUnauthorized {
 		t.Errorf("a wrong password with every slot busy = %d %v, want 401", code, out)
 	}
+}
+
+// gzipBomb is gzip data that inflates to n zero bytes: one member of 1 MiB of zeros, repeated
+// (a sequence of gzip members is one gzip stream).
+func gzipBomb(t *testing.T, n int) []byte {
+	t.Helper()
+	member := gzipped(t, string(make([]byte, 1<<20)))
+	return bytes.Repeat(member, n>>20)
+}
+
+// Finding 10: a task holds one PGN however often its worker uploads, a gzip bomb is refused
+// while it is inflated (nothing stored), another worker cannot upload for the task, and a PGN
+// stored before the checks is sent as a file, never with Content-Encoding, so that no client
+// inflates it on its own.
+func TestSecurityPGNUploadsOnePerTaskNoBombs(t *testing.T) {
+	f := newFleet(t)
+	ctx := context.Background()
+	id := f.newRun(map[string]any{"num_games": 10000})
+	if code, out := f.post("/api/request_task", call(1, nil)); code != http.StatusOK || out["task_id"] == nil {
+		t.Fatalf("request_task: %d %v", code, out)
+	}
+	pgns := rundbtest.Collection(t, f.db, "pgns")
+	stored := func() int64 {
+		n, err := pgns.CountDocuments(ctx, bson.D{{Key: "run_id", Value: id + "-0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 5 {
+		body := call(1, map[string]any{"run_id": id, "task_id": 0})
+		body["pgn"] = pgnUpload(t, fmt.Sprintf("[Event \"upload %d\"]\n1. e4 e5 *\n", i))
+		if code, out := f.post("/api/upload_pgn", body); code != http.StatusOK {
+			t.Fatalf("upload %d: %d %v", i, code, out)
+		}
+	}
+	if n := stored(); n != 1 {
+		t.Errorf("five uploads for one task stored %d PGNs, want 1", n)
+	}
+	p, err := f.db.PGNs.Get(ctx, id+"-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := gunzip(t, p.PGNZip); !strings.Contains(text, "upload 4") {
+		t.Errorf("the stored PGN is not the last upload: %q", text)
+	}
+
+	old := maxPGNText
+	maxPGNText = 4 << 20
+	defer func() { maxPGNText = old }()
+	bomb := call(1, map[string]any{"run_id": id, "task_id": 0})
+	bomb["pgn"] = base64.StdEncoding.EncodeToString(gzipBomb(t, 8<<20))
+	if code, out := f.post("/api/upload_pgn", bomb); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "inflates to more than") {
+		t.Errorf("a gzip bomb = %d %v, want 400 naming the limit", code, out)
+	}
+	broken := call(1, map[string]any{"run_id": id, "task_id": 0})
+	broken["pgn"] = base64.StdEncoding.EncodeToString(gzipped(t, "1. e4 e5 *")[:12])
+	if code, out := f.post("/api/upload_pgn", broken); code != http.StatusBadRequest {
+		t.Errorf("truncated gzip = %d %v, want 400", code, out)
+	}
+	other := call(2, map[string]any{"run_id": id, "task_id": 0})
+	other["pgn"] = pgnUpload(t, "[Event \"not mine\"]\n1. d4 *\n")
+	if code, out := f.post("/api/upload_pgn", other); code != http.StatusBadRequest {
+		t.Errorf("another worker's upload for the task = %d %v, want 400", code, out)
+	}
+	if p, err := f.db.PGNs.Get(ctx, id+"-0"); err != nil || !strings.Contains(gunzip(t, p.PGNZip), "upload 4") || stored() != 1 {
+		t.Errorf("refused uploads changed the stored PGN (err %v)", err)
+	}
+
+	// A bomb stored before the checks (or by another server) goes out as a file to save.
+	legacy := gzipBomb(t, 8<<20)
+	if err := f.db.PGNs.Insert(ctx, &rundb.PGN{RunID: id + "-7", PGNZip: legacy, Size: len(legacy)}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(f.url + "/api/pgn/" + id + "-7.pgn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" ||
+		resp.Header.Get("Content-Type") != "application/gzip" || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") ||
+		!bytes.Equal(got, legacy) {
+		t.Errorf("stored PGN served as %d %v with %d bytes, want the gzip file as an attachment, as stored",
+			resp.StatusCode, resp.Header, len(got))
+	}
+}
+
+func gunzip(t *testing.T, data []byte) string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

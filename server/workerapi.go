@@ -499,7 +499,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 		return
 	}
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		return s.deps.DB.PGNs.Insert(ctx, &rundb.PGN{RunID: fmt.Sprintf("%s-%d", w.run.Hex(), w.taskID()), PGNZip: gz, Size: len(gz)})
+		return s.deps.DB.PGNs.Put(ctx, &rundb.PGN{RunID: fmt.Sprintf("%s-%d", w.run.Hex(), w.taskID()), PGNZip: gz, Size: len(gz)})
 	})
 	if err != nil {
 		s.internalError(c, err)
