@@ -118,8 +118,19 @@ type Worker struct {
 	Blocked     bool      `bson:"blocked" json:"blocked"`
 	Message     string    `bson:"message" json:"message"`
 	LastUpdated time.Time `bson:"last_updated" json:"last_updated"`
+	// BlockedBy is who blocked the worker, and BlockedByApprover whether they were an approver
+	// then: only an approver may lift an approver's block. Both are empty while it is not
+	// blocked, and on a block written before they were recorded.
+	BlockedBy         string `bson:"blocked_by,omitempty" json:"blocked_by,omitempty"`
+	BlockedByApprover bool   `bson:"blocked_by_approver,omitempty" json:"blocked_by_approver,omitempty"`
 
 	Extra Extra `bson:",inline" json:"-"`
+}
+
+// ApproverBlock reports whether the worker is blocked by an approver, or by someone unknown (a
+// block recorded before Shoal noted who): only an approver may lift or change such a block.
+func (w *Worker) ApproverBlock() bool {
+	return w.Blocked && (w.BlockedByApprover || w.BlockedBy == "")
 }
 
 // WorkerStore reads and writes the workers collection. Safe for concurrent use.

@@ -296,3 +296,48 @@ func gunzip(t *testing.T, data []byte) string {
 	}
 	return string(b)
 }
+
+// Finding 13: a worker's owner cannot lift, or reword, a block that an approver set (nor one
+// recorded before Shoal noted who blocked), and nothing changes when they try.
+func TestSecurityOwnerCannotLiftAnApproversBlock(t *testing.T) {
+	env := newUIEnv(t)
+	ctx := context.Background()
+	const worker = "alice-4cores-abcd1234"
+	if w := env.as("bob").post("/workers/"+worker, url.Values{"blocked": {"1"}, "message": {"Time losses."}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("approver's block: %d", w.Code)
+	}
+	const legacy = "alice-8cores-0000ffff"
+	if err := env.db.Workers.Put(ctx, &rundb.Worker{WorkerName: legacy, Blocked: true, Message: "old block"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := env.db.Actions.Find(ctx, rundb.ActionFilter{Action: "block_worker"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := env.as("alice")
+	for _, attempt := range []struct {
+		worker string
+		form   url.Values
+	}{
+		{worker, url.Values{"message": {"all fixed"}}},
+		{worker, url.Values{"blocked": {"1"}, "message": {"nothing wrong here"}}},
+		{legacy, url.Values{"message": {"all fixed"}}},
+	} {
+		if w := alice.post("/workers/"+attempt.worker, attempt.form); w.Code != http.StatusForbidden {
+			t.Errorf("owner's change %v of %s = %d, want 403", attempt.form, attempt.worker, w.Code)
+		}
+	}
+	if page := body(alice.get("/workers/" + worker)); strings.Contains(page, `<form method="post" action="/workers/`) ||
+		!strings.Contains(page, "only an approver may") {
+		t.Errorf("the owner's page offers a form for an approver's block")
+	}
+	if got, err := env.db.Workers.Get(ctx, worker); err != nil || !got.Blocked || got.Message != "Time losses." || got.BlockedBy != "bob" {
+		t.Errorf("the approver's block changed: %+v %v", got, err)
+	}
+	if got, err := env.db.Workers.Get(ctx, legacy); err != nil || !got.Blocked || got.Message != "old block" {
+		t.Errorf("the recorded block changed: %+v %v", got, err)
+	}
+	if after, _ := env.db.Actions.Find(ctx, rundb.ActionFilter{Action: "block_worker"}, 0); len(after) != len(before) {
+		t.Errorf("refused changes logged %d block_worker actions", len(after)-len(before))
+	}
+}

@@ -120,18 +120,22 @@ type blockedWorkerRow struct {
 type workersData struct {
 	page
 	// Worker is the worker the form is about; "" on the list alone.
-	Worker   string
-	Blocked  bool
-	Message  string
-	Changed  time.Time
-	Errors   map[string]string
-	Approver bool
-	Filter   string
-	Filters  []userTab
-	Search   string
-	Rows     []blockedWorkerRow
-	Sort     sorting
-	Pager    pager
+	Worker  string
+	Blocked bool
+	Message string
+	Changed time.Time
+	// BlockedBy is who blocked it, if known; Locked says the viewer may not change the block
+	// (an approver's, and the viewer is its owner).
+	BlockedBy string
+	Locked    bool
+	Errors    map[string]string
+	Approver  bool
+	Filter    string
+	Filters   []userTab
+	Search    string
+	Rows      []blockedWorkerRow
+	Sort      sorting
+	Pager     pager
 }
 
 // workerPage shows the blocked workers (/workers/show) or, for one worker, the form its owner
@@ -152,7 +156,8 @@ func (s *Server) workerPage(c *gin.Context) {
 			case err != nil:
 				return err
 			}
-			d.Blocked, d.Message, d.Changed = w.Blocked, w.Message, w.LastUpdated
+			d.Blocked, d.Message, d.Changed, d.BlockedBy = w.Blocked, w.Message, w.LastUpdated, w.BlockedBy
+			d.Locked = w.ApproverBlock() && !currentUser(c).IsApprover()
 			return nil
 		}) {
 			return
@@ -347,16 +352,28 @@ func (s *Server) workerSubmit(c *gin.Context) {
 		return
 	}
 	changed := false
+	var approverBlock *rundb.Worker // set when only an approver may change the block
 	if !s.uiDo(c, func(ctx context.Context) error {
 		was := false
+		next := &rundb.Worker{WorkerName: name, Blocked: blocked, Message: message}
 		w, err := s.deps.DB.Workers.Get(ctx, name)
 		switch {
 		case err == nil:
 			was = w.Blocked
+			if w.ApproverBlock() && !u.IsApprover() {
+				approverBlock = w
+				return nil
+			}
+			if blocked && was { // a new message: the block stays whose it was
+				next.BlockedBy, next.BlockedByApprover = w.BlockedBy, w.BlockedByApprover
+			}
 		case !errors.Is(err, rundb.ErrNotFound):
 			return err
 		}
-		if err := s.deps.DB.Workers.Put(ctx, &rundb.Worker{WorkerName: name, Blocked: blocked, Message: message}); err != nil {
+		if blocked && !was {
+			next.BlockedBy, next.BlockedByApprover = u.Username, u.IsApprover()
+		}
+		if err := s.deps.DB.Workers.Put(ctx, next); err != nil {
 			return err
 		}
 		if changed = blocked != was; !changed {
@@ -365,6 +382,14 @@ func (s *Server) workerSubmit(c *gin.Context) {
 		return s.deps.DB.Actions.Insert(ctx, &rundb.Action{Action: "block_worker", Username: u.Username,
 			Worker: name, Message: map[bool]string{true: "blocked", false: "unblocked"}[blocked]})
 	}) {
+		return
+	}
+	if approverBlock != nil {
+		by := "An approver"
+		if approverBlock.BlockedBy != "" {
+			by = "An approver (" + approverBlock.BlockedBy + ")"
+		}
+		s.pageError(c, http.StatusForbidden, by+" blocked this worker: only an approver may change or lift the block. Nothing was changed.")
 		return
 	}
 	switch {

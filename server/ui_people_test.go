@@ -168,7 +168,7 @@ func TestUIPeopleWorkers(t *testing.T) {
 		}
 	})
 
-	t.Run("an approver blocks, the owner unblocks", func(t *testing.T) {
+	t.Run("an approver blocks, only an approver unblocks", func(t *testing.T) {
 		w := env.as("bob").post("/workers/"+worker, url.Values{"blocked": {"1"}, "message": {"Too many time losses.\r\nCheck the clock."}})
 		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/workers/show" {
 			t.Fatalf("block: %d to %q", w.Code, w.Header().Get("Location"))
@@ -189,16 +189,35 @@ func TestUIPeopleWorkers(t *testing.T) {
 			t.Errorf("an anonymous blocked list: the worker missing or the email shown")
 		}
 
-		if w := env.as("alice").post("/workers/"+worker, url.Values{"message": {"fixed"}}); w.Code != http.StatusSeeOther {
-			t.Fatalf("unblock by the owner: %d", w.Code)
+		// The owner may not lift an approver's block (security finding 13)...
+		if w := env.as("alice").post("/workers/"+worker, url.Values{"message": {"fixed"}}); w.Code != http.StatusForbidden {
+			t.Fatalf("unblock by the owner: %d, want 403", w.Code)
 		}
-		if got, _ := env.db.Workers.Get(ctx, worker); got.Blocked {
-			t.Errorf("still blocked")
+		if got, _ := env.db.Workers.Get(ctx, worker); !got.Blocked || got.BlockedBy != "bob" {
+			t.Errorf("after the owner's attempt: %+v, want still blocked by bob", got)
+		}
+		// ...another approver may.
+		if w := env.as("carol").post("/workers/"+worker, url.Values{"message": {"fixed"}}); w.Code != http.StatusSeeOther {
+			t.Fatalf("unblock by an approver: %d", w.Code)
+		}
+		if got, _ := env.db.Workers.Get(ctx, worker); got.Blocked || got.BlockedBy != "" {
+			t.Errorf("after the approver's unblock: %+v", got)
 		}
 		acts, err := env.db.Actions.Find(ctx, rundb.ActionFilter{Action: "block_worker"}, 0)
-		if err != nil || len(acts) != 2 || acts[0].Username != "alice" || acts[0].Message != "unblocked" ||
+		if err != nil || len(acts) != 2 || acts[0].Username != "carol" || acts[0].Message != "unblocked" ||
 			acts[1].Username != "bob" || acts[1].Message != "blocked" || acts[1].Worker != worker {
 			t.Errorf("block_worker actions: %+v, %v", acts, err)
+		}
+	})
+
+	t.Run("the owner blocks and unblocks their own worker", func(t *testing.T) {
+		for _, blocked := range []string{"1", ""} {
+			if w := env.as("alice").post("/workers/"+worker, url.Values{"blocked": {blocked}, "message": {"mine"}}); w.Code != http.StatusSeeOther {
+				t.Fatalf("owner sets blocked=%q: %d", blocked, w.Code)
+			}
+			if got, _ := env.db.Workers.Get(ctx, worker); got.Blocked != (blocked != "") {
+				t.Errorf("owner set blocked=%q: %+v", blocked, got)
+			}
 		}
 	})
 
