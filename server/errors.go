@@ -18,6 +18,7 @@ func apiError(c *gin.Context, status int, msg string) {
 
 // pageError is the one path from an error to an HTML reply.
 func (s *Server) pageError(c *gin.Context, status int, msg string) {
+	setPageHeaders(c.Writer.Header())
 	s.render(c, status, "error", struct {
 		page
 		Status  int

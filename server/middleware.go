@@ -9,9 +9,11 @@ import (
 )
 
 // stamp records when the request started, for the duration every API reply carries, and names
-// the instance that answers.
+// the instance that answers. Every reply, JSON and files included, says that its content type
+// is to be believed.
 func (s *Server) stamp(c *gin.Context) {
 	c.Set(startedKey, time.Now())
+	c.Header("X-Content-Type-Options", "nosniff")
 	if s.deps.Instance != "" {
 		c.Header("X-Shoal-Instance", s.deps.Instance)
 	}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -339,5 +340,71 @@ func TestSecurityOwnerCannotLiftAnApproversBlock(t *testing.T) {
 	}
 	if after, _ := env.db.Actions.Find(ctx, rundb.ActionFilter{Action: "block_worker"}, 0); len(after) != len(before) {
 		t.Errorf("refused changes logged %d block_worker actions", len(after)-len(before))
+	}
+}
+
+// Finding 15: a worker's country is believed only from the local proxy, and only as two
+// letters; a client talking to Shoal directly cannot choose its own.
+func TestSecurityCountryCodeOnlyFromTheProxy(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 100000})
+	cases := []struct {
+		remote, header, want string
+	}{
+		{"192.0.2.1:5000", "FR", "?"},        // a client directly: not believed
+		{"127.0.0.1:5000", "de", "DE"},       // the proxy's header
+		{"127.0.0.1:5000", "<b>DE</b>", "?"}, // not a country code
+		{"127.0.0.1:5000", strings.Repeat("A", 300), "?"},
+	}
+	for i, c := range cases {
+		b, _ := json.Marshal(call(i+1, nil))
+		req := httptest.NewRequest(http.MethodPost, "/api/request_task", bytes.NewReader(b))
+		req.RemoteAddr = c.remote
+		req.Header.Set("X-Country-Code", c.header)
+		w := httptest.NewRecorder()
+		f.handler.ServeHTTP(w, req)
+		var out map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || out["task_id"] == nil {
+			t.Fatalf("request_task from %s: %d %s", c.remote, w.Code, w.Body)
+		}
+		task := int(out["task_id"].(float64))
+		if got := f.run(id).Tasks[task].WorkerInfo.CountryCode; got != c.want {
+			t.Errorf("X-Country-Code %.20q from %s stored as %q, want %q", c.header, c.remote, got, c.want)
+		}
+	}
+}
+
+// Finding 14: every reply says nosniff; every HTML page, error pages outside the UI included,
+// carries the UI's content security policy and refuses to be framed.
+func TestSecurityHeadersOnEveryReply(t *testing.T) {
+	env := newUIEnv(t)
+	for _, c := range []struct {
+		method, path string
+		html         bool
+	}{
+		{http.MethodGet, "/no/such/page", true},
+		{http.MethodDelete, "/tests", true},
+		{http.MethodGet, "/tests", true},
+		{http.MethodGet, "/api/no_such_endpoint", false},
+		{http.MethodGet, "/api/active_runs", false},
+		{http.MethodPost, "/api/request_task", false},
+		{http.MethodGet, "/healthz", false},
+		{http.MethodGet, "/static/shoal.css", false},
+	} {
+		w := httptest.NewRecorder()
+		env.s.Handler().ServeHTTP(w, httptest.NewRequest(c.method, c.path, strings.NewReader("{}")))
+		h := w.Header()
+		if h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s %s (%d): no nosniff", c.method, c.path, w.Code)
+		}
+		if !c.html {
+			continue
+		}
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("%s %s (%d): CSP %q", c.method, c.path, w.Code, csp)
+		}
+		if h.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("%s %s (%d): X-Frame-Options %q", c.method, c.path, w.Code, h.Get("X-Frame-Options"))
+		}
 	}
 }

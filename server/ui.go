@@ -82,13 +82,19 @@ func applyCookieOptions(c *gin.Context, sess sessions.Session) {
 // security policy that allows only Shoal's own scripts and styles, so injected markup cannot
 // run.
 func uiHeaders(c *gin.Context) {
-	h := c.Writer.Header()
+	setPageHeaders(c.Writer.Header())
+	c.Next()
+}
+
+// setPageHeaders sets the headers of every HTML page: the UI's, and the error pages of routes
+// outside it (404, 405, a panic's 500).
+func setPageHeaders(h http.Header) {
 	h.Set("Cache-Control", "no-cache, private")
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "+
 		"script-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'")
+	h.Set("X-Frame-Options", "DENY") // for browsers that predate frame-ancestors
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-	c.Next()
 }
 
 // secureRequest reports whether the browser reached Shoal over TLS, directly or through the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -276,8 +277,13 @@ func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (r
 
 // countryCode is nginx's X-Country-Code, "?" when absent or unknown.
 func countryCode(c *gin.Context) string {
-	cc := c.GetHeader("X-Country-Code")
-	if cc == "" || cc == "ZZ" {
+	// Only the local proxy says where a client is (nginx sets the header, replacing the
+	// client's); anyone else would pick their own.
+	if !isLoopback(c.RemoteIP()) {
+		return "?"
+	}
+	cc := strings.ToUpper(c.GetHeader("X-Country-Code"))
+	if len(cc) != 2 || cc[0] < 'A' || cc[0] > 'Z' || cc[1] < 'A' || cc[1] > 'Z' || cc == "ZZ" {
 		return "?"
 	}
 	return cc

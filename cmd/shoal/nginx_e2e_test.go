@@ -523,6 +523,17 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("X-Shoal-Instance") != "" {
 			t.Errorf("GET /metrics through nginx: %d from %q, want nginx's 404", resp.StatusCode, resp.Header.Get("X-Shoal-Instance"))
 		}
+		// The HTTPS server tells browsers to stay on HTTPS (security finding 14), on errors too.
+		for _, path := range []string{"/tests", "/no/such/page"} {
+			resp, err := noRedirect.Get(ngx.base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if hsts := resp.Header.Get("Strict-Transport-Security"); !strings.HasPrefix(hsts, "max-age=") {
+				t.Errorf("GET %s through nginx (%d): Strict-Transport-Security %q", path, resp.StatusCode, hsts)
+			}
+		}
 		// Plain HTTP redirects to HTTPS.
 		resp, err = noRedirect.Get(ngx.redirect + "/tests/view/" + id)
 		if err != nil {
