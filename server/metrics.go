@@ -1,7 +1,9 @@
 package server
 
 import (
+	"crypto/subtle"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,11 +25,33 @@ func (s *Server) metricsHandler() gin.HandlerFunc {
 	if s.deps.Gatherer == nil {
 		return func(c *gin.Context) { c.String(http.StatusNotFound, "metrics are not enabled on this instance\n") }
 	}
-	h := promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{
+	h := gin.WrapH(promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{
 		ErrorLog:      slogErrorLogger{s},
 		ErrorHandling: promhttp.ContinueOnError, // a broken collector must not hide the rest
-	})
-	return gin.WrapH(h)
+	}))
+	return func(c *gin.Context) {
+		if !s.mayScrape(c) {
+			c.String(http.StatusNotFound, "404 page not found\n")
+			return
+		}
+		h(c)
+	}
+}
+
+// mayScrape reports whether c may read the metrics: a client on this machine that talks to
+// Shoal directly (a local Prometheus; not a request nginx passes on, which carries the client's
+// address), or anyone with the bearer token Deps.MetricsToken, when one is set. Everyone else
+// gets the 404 of a page that does not exist: the figures (users' activity, load) are not
+// public.
+func (s *Server) mayScrape(c *gin.Context) bool {
+	if token := s.deps.MetricsToken; token != "" {
+		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
+			return true
+		}
+	}
+	proxied := c.GetHeader("X-Forwarded-For") != "" || c.GetHeader("X-Real-IP") != ""
+	return isLoopback(c.RemoteIP()) && !proxied
 }
 
 // slogErrorLogger passes promhttp's gathering errors to the server's logger.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -24,6 +25,18 @@ func newMeteredServer(t *testing.T) (*Server, *prometheus.Registry) {
 	return s, reg
 }
 
+// scrape is a GET /metrics from a Prometheus on this machine.
+func scrape(s *Server, headers ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.RemoteAddr = "127.0.0.1:9090"
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	return w
+}
+
 func TestRequestMetricsByRouteAndStatus(t *testing.T) {
 	s, reg := newMeteredServer(t)
 	for range 2 {
@@ -39,7 +52,7 @@ func TestRequestMetricsByRouteAndStatus(t *testing.T) {
 	}
 
 	// The scrape shows every request before it, by route template, and not itself.
-	w := do(s, http.MethodGet, "/metrics")
+	w := scrape(s)
 	if w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
 		t.Fatalf("GET /metrics = %d %q", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -116,5 +129,44 @@ func TestMetricsWithoutAGathererIsNotFound(t *testing.T) {
 	}
 	if !strings.Contains(w.Body.String(), "metrics are not enabled") {
 		t.Errorf("body %q", w.Body)
+	}
+}
+
+// Finding 12: /metrics is not public. A client elsewhere, or any client through the proxy (which
+// names the real client in X-Forwarded-For), gets a 404 with no figures; a wrong token changes
+// nothing; a local Prometheus, or anyone with the configured token, reads them.
+func TestSecurityMetricsAreNotPublic(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
+		Metrics: metrics.New(reg), Gatherer: reg, MetricsToken: "s3cret-scrape-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := func(headers ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil) // from 192.0.2.1
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		return w
+	}
+	for name, w := range map[string]*httptest.ResponseRecorder{
+		"a remote client":              remote(),
+		"a remote client, wrong token": remote("Authorization", "Bearer guess"),
+		"through the local proxy":      scrape(s, "X-Forwarded-For", "203.0.113.9"),
+		"through the proxy, X-Real-IP": scrape(s, "X-Real-IP", "203.0.113.9"),
+	} {
+		if w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), "shoal_") {
+			t.Errorf("%s: %d, %d bytes; want a 404 without figures", name, w.Code, w.Body.Len())
+		}
+	}
+	for name, w := range map[string]*httptest.ResponseRecorder{
+		"a local Prometheus":           scrape(s),
+		"a remote client, right token": remote("Authorization", "Bearer s3cret-scrape-token"),
+	} {
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "shoal_http_requests_total") {
+			t.Errorf("%s: %d; want the figures", name, w.Code)
+		}
 	}
 }

@@ -76,6 +76,9 @@ type Deps struct {
 
 	// Metrics counts and times every request; nil records nothing.
 	Metrics *metrics.Metrics
+	// MetricsToken, if set, lets a client with "Authorization: Bearer <token>" read /metrics
+	// from anywhere; without it only direct clients on this machine may.
+	MetricsToken string
 	// Gatherer is what /metrics serves (the registry Metrics was registered on); nil makes
 	// /metrics answer 404.
 	Gatherer prometheus.Gatherer

@@ -99,6 +99,9 @@ type Config struct {
 	// MaxConns is how many client connections may be open at once; 0 means the process's
 	// open-file limit less a reserve for the database and files.
 	MaxConns int
+	// MetricsToken lets a scraper elsewhere read /metrics with "Authorization: Bearer <token>";
+	// without it only direct clients on this machine may.
+	MetricsToken string
 	// PprofAddr is a loopback HOST:PORT serving Go's profiles (/debug/pprof/) on a listener of
 	// its own, apart from the public one; empty: no profiles are served.
 	PprofAddr string
@@ -452,6 +455,8 @@ func options() []option {
 			func(c *Config) *int { return &c.MaxConnsPerAddress }),
 		countOption("max_connections", "client connections open at once; 0: the open-file limit less a reserve of 1000",
 			func(c *Config) *int { return &c.MaxConns }),
+		stringOption("metrics_token", "bearer token that lets a scraper elsewhere read /metrics; empty: only direct clients on this machine",
+			func(c *Config) *string { return &c.MetricsToken }, checkMetricsToken).withRedact(func(string) string { return "(redacted)" }),
 		stringOption("pprof_addr", "loopback HOST:PORT serving Go's pprof profiles at /debug/pprof/; empty: off",
 			func(c *Config) *string { return &c.PprofAddr }, optional(checkLoopbackAddr)),
 	}
@@ -751,4 +756,12 @@ func checkLogLevel(s string) error {
 		return nil
 	}
 	return errors.New("must be one of debug, info, warn, error")
+}
+
+// checkMetricsToken accepts no token, or one long enough not to be guessed.
+func checkMetricsToken(s string) error {
+	if s != "" && len(s) < 16 {
+		return errors.New("must be empty or at least 16 characters")
+	}
+	return nil
 }

@@ -159,6 +159,7 @@ func TestOptionTable(t *testing.T) {
 		"primary_port":                "primary-port",
 		"insecure_dev":                "insecure-dev",
 		"pprof_addr":                  "pprof-addr",
+		"metrics_token":               "metrics-token",
 		"read_timeout":                "read-timeout",
 		"write_timeout":               "write-timeout",
 		"idle_timeout":                "idle-timeout",

@@ -243,8 +243,8 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		Logger: logger, Tokens: tokens, Users: db.Users,
 		Version: version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir, TransferTimeout: cfg.TransferTimeout,
-		ReadTimeout: cfg.ReadTimeout,
-		Instance:    role + "@" + ln.Addr().String(),
+		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken,
+		Instance: role + "@" + ln.Addr().String(),
 	}
 	inst = &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1), tokens: tokens}
 	if primary {
