@@ -48,6 +48,10 @@ Flags:
 // benchScenarios are the scenarios in the order they run and are reported.
 var benchScenarios = []string{"steady", "storm", "ceiling", "critical-section"}
 
+// reportedScenarios are the report's sections in order: the scenarios, and the baseline's run
+// of steady (--baseline) before steady.
+var reportedScenarios = []string{baselineScenario, "steady", "storm", "ceiling", "critical-section"}
+
 // benchSettings are a bench's sizes: the issue's by default, smaller with --quick.
 type benchSettings struct {
 	Scenarios       []string `json:"scenarios"`
@@ -61,9 +65,14 @@ type benchSettings struct {
 	StormArrival    string   `json:"storm_arrival"`
 	CeilingDuration string   `json:"ceiling_duration"`
 	CeilingClients  int      `json:"ceiling_clients"`
+	// Baseline is the shoal binary the steady scenario also runs against, in the same bench
+	// run, for this build's ratios to it ("": none).
+	Baseline string `json:"baseline,omitempty"`
 
 	duration, ceilingDuration time.Duration
 	mongoURI, exe             string
+	// serverExe is the binary that serves (exe unless the baseline is measured).
+	serverExe string
 	// profiles is where the server's pprof profiles are written ("": none are taken).
 	profiles string
 	// keep leaves each server's directory (its log and embedded database) in place.
@@ -160,6 +169,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	stormWorkers := fs.Int("storm-workers", 0, "storm: workers (default 10000, quick 500)")
 	keep := fs.Bool("keep", false, "keep each server's directory (server.log, the embedded database) and print where it is")
 	profiles := fs.String("profiles", "", "directory for the server's CPU and allocation profiles (default OUT/profiles; \"off\": none)")
+	baseline := fs.String("baseline", "", "steady: also run against this shoal binary (say, built from the commit before a change) and report the ratios")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -209,7 +219,12 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("bench: find my own binary: %w", err)
 	}
-	set.exe, set.keep = exe, *keep
+	set.exe, set.serverExe, set.keep, set.Baseline = exe, exe, *keep, *baseline
+	if set.Baseline != "" {
+		if _, err := os.Stat(set.Baseline); err != nil {
+			return fmt.Errorf("bench: --baseline: %w", err)
+		}
+	}
 	switch set.profiles = *profiles; set.profiles {
 	case "":
 		set.profiles = filepath.Join(*out, "profiles")
@@ -233,6 +248,10 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		var err error
 		switch name {
 		case "steady":
+			if set.Baseline != "" {
+				err = benchSteadyAgainst(ctx, set, sc, rep, stdout, stderr)
+				break
+			}
 			err = benchSteady(ctx, set, sc, stderr)
 		case "storm":
 			err = benchStorm(ctx, set, sc, stderr)
@@ -326,7 +345,7 @@ func startBenchServer(ctx context.Context, set benchSettings, machineLimit int, 
 		"--heartbeat-period", cfg.HeartbeatPeriod.String(), "--dead-task-timeout", cfg.DeadTaskTimeout.String(),
 		"--scavenge-period", cfg.ScavengePeriod.String(), "--duplicate-worker-window", cfg.DuplicateWorkerWindow.String()}, db...)
 	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
-	s.cmd = exec.Command(set.exe, args...)
+	s.cmd = exec.Command(set.serverExe, args...)
 	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr, s.cmd.Dir = env, s.log, s.log, dir
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start shoal serve: %w", err)
@@ -851,6 +870,41 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	return nil
 }
 
+// baselineScenario is the report's name for the steady scenario run against --baseline.
+const baselineScenario = "steady-baseline"
+
+// comparedFigures are the steady figures benchSteadyAgainst reports as ratios of the baseline's:
+// the worker path's latencies in the steady window, and the server's CPU.
+var comparedFigures = []string{"steady: beat p99", "steady: update_task p99", "steady: request_task p99",
+	"steady: beat p50", "steady: update_task p50", "steady: server CPU per wall second"}
+
+// benchSteadyAgainst runs the steady scenario twice in one bench run, first against the
+// baseline binary, then against this one, and records this build's figures as ratios of the
+// baseline's (below 1: this build is faster or cheaper).
+func benchSteadyAgainst(ctx context.Context, set benchSettings, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
+	base := &scenarioReport{}
+	rep.Scenarios[baselineScenario] = base
+	fmt.Fprintf(stdout, "bench: steady against the baseline %s...\n", set.Baseline)
+	bset := set
+	bset.serverExe, bset.profiles = set.Baseline, ""
+	if err := benchSteady(ctx, bset, base, stderr); err != nil {
+		base.Error = err.Error()
+		return fmt.Errorf("baseline: %w", err)
+	}
+	fmt.Fprintf(stdout, "bench: steady against this build...\n")
+	if err := benchSteady(ctx, set, sc, stderr); err != nil {
+		return err
+	}
+	for _, name := range comparedFigures {
+		this, ok1 := sc.value(name)
+		was, ok2 := base.value(name)
+		if ok1 && ok2 && was > 0 {
+			sc.figure("ratio to the baseline: "+strings.TrimPrefix(name, "steady: "), this/was, "x")
+		}
+	}
+	return nil
+}
+
 // benchStorm is the storm scenario: set.StormWorkers arriving within 10 s; the time until
 // every one holds a task is when the server has assigned that many tasks (at the bench's
 // time scales no task ends during the burst, so assigned tasks are held tasks).
@@ -1192,7 +1246,10 @@ func benchMarkdown(rep *benchReport) string {
 		b.WriteString(" (**--quick**: not the issue's sizes)")
 	}
 	b.WriteString(".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run in the bench process, on the same machine.\n")
-	for _, name := range benchScenarios {
+	if set.Baseline != "" {
+		fmt.Fprintf(&b, "\n**Baseline:** the steady scenario ran first against `%s` (section %s), then against this build, in the same bench run; steady's figures named \"ratio to the baseline\" are this build's over the baseline's.\n", set.Baseline, baselineScenario)
+	}
+	for _, name := range reportedScenarios {
 		sc, ok := rep.Scenarios[name]
 		if !ok {
 			continue

@@ -20,7 +20,8 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "report")
-	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "steady,ceiling", "--out", out, "--duration", "20s")
+	// The binary is its own baseline: the mechanism of --baseline is what is checked here.
+	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "steady,ceiling", "--out", out, "--duration", "20s", "--baseline", bin)
 	cmd.Dir = t.TempDir()
 	text, err := cmd.CombinedOutput()
 	if err != nil {
@@ -54,9 +55,9 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	if rep.Machine.Cores < 1 || rep.Commit == "" {
 		t.Errorf("machine or commit missing: %+v %q", rep.Machine, rep.Commit)
 	}
-	want := map[string]int{"steady": 4, "ceiling": 1}
+	want := map[string]int{"steady": 4, "ceiling": 1, "steady-baseline": 4}
 	if len(rep.Scenarios) != len(want) {
-		t.Errorf("scenarios %v, want steady and ceiling", rep.Scenarios)
+		t.Errorf("scenarios %v, want steady, its baseline and ceiling", rep.Scenarios)
 	}
 	for name, n := range want {
 		sc, ok := rep.Scenarios[name]
@@ -93,7 +94,8 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 		figures[f.Name] = f.Value
 	}
 	for _, name := range []string{"beat p99", "server CPU", "server resident memory (peak over the whole run, VmHWM)",
-		"steady: server resident memory (peak, sampled every 0.5 s)", "tasks assigned"} {
+		"steady: server resident memory (peak, sampled every 0.5 s)", "tasks assigned",
+		"ratio to the baseline: beat p99", "ratio to the baseline: update_task p99", "ratio to the baseline: server CPU per wall second"} {
 		if figures[name] <= 0 {
 			t.Errorf("steady: figure %q = %v, want positive", name, figures[name])
 		}
@@ -113,7 +115,8 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 		}
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
-	if err != nil || !strings.Contains(string(md), "## steady") || !strings.Contains(string(md), "## ceiling") {
+	if err != nil || !strings.Contains(string(md), "## steady") || !strings.Contains(string(md), "## ceiling") ||
+		!strings.Contains(string(md), "## steady-baseline") {
 		t.Errorf("report.md: %v\n%s", err, md)
 	}
 }
