@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -114,9 +115,15 @@ type pacedBody struct {
 
 func (p *pacedBody) Read(b []byte) (int, error) {
 	n, err := p.ReadCloser.Read(b)
-	if n > 0 {
-		p.read += int64(n)
+	p.read += int64(n)
+	switch {
+	case err == nil:
 		p.extend()
+	case errors.Is(err, io.EOF):
+		// The whole body is in. net/http now watches the connection for the client leaving,
+		// with no deadline; one left here would cancel the request's context while the
+		// handler still works on the upload.
+		_ = p.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
 }

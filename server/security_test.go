@@ -408,3 +408,40 @@ func TestSecurityHeadersOnEveryReply(t *testing.T) {
 		}
 	}
 }
+
+// An upload whose body is in is not cut off by the server's read timeout while it waits for an
+// upload slot: the read deadlines bound the arrival of the body, not the work after it.
+func TestSecurityPacedUploadIsNotCutOffAfterItsBody(t *testing.T) {
+	f := newFleet(t)
+	srv := httptest.NewUnstartedServer(f.handler)
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	id := f.newRun(map[string]any{"num_games": 10000})
+	f.post("/api/request_task", call(1, nil))
+	for range maxConcurrentUploads {
+		if err := f.srv.uploads.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond) // five read timeouts after the body is in
+		for range maxConcurrentUploads {
+			f.srv.uploads.Release()
+		}
+	}()
+	body := call(1, map[string]any{"run_id": id, "task_id": 0})
+	body["pgn"] = pgnUpload(t, "[Event \"late\"]\n1. e4 e5 *\n")
+	raw, _ := json.Marshal(body)
+	resp, err := http.Post(srv.URL+"/api/upload_pgn", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("upload while the slots were busy: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("upload while the slots were busy = %d, want 200 once a slot is free", resp.StatusCode)
+	}
+	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); err != nil {
+		t.Errorf("the upload was not stored: %v", err)
+	}
+}

@@ -316,3 +316,25 @@ func TestUILiveAssetsAreServed(t *testing.T) {
 		}
 	}
 }
+
+// With the server's read and write timeouts far shorter than a stream's life, a stream stays
+// open past them and still delivers changes: an expired read deadline would cancel the
+// request's context, and an expired write deadline would fail its next event.
+func TestUILiveStreamOutlivesTheServerTimeouts(t *testing.T) {
+	env := newUIEnv(t)
+	r := env.runsAdd("alice", runsTestRequest(nil))
+	env.runsMakeActive(r.ID, runsTask(runsWorker("carol", "aaaa1111-1", 8), true, 3, 2, 5))
+	srv := httptest.NewUnstartedServer(env.s.Handler())
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, events := liveOpen(t, ctx, srv.URL+"/tests/view/"+r.ID.Hex()+"/events")
+	liveWait(t, events, 15*time.Second, "the first update", func(ev liveEvent) bool { return ev.name == "update" })
+	time.Sleep(1500 * time.Millisecond) // five times both timeouts
+	env.runsChange(r.ID, func(r *rundb.Run) { r.Results.Wins = 13 })
+	liveWait(t, events, 10*time.Second, "an update after the timeouts", func(ev liveEvent) bool {
+		return strings.Contains(ev.data, "Total: 20 W: 13 L: 2 D: 5")
+	})
+}
