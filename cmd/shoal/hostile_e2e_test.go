@@ -122,23 +122,14 @@ func TestE2EHostileConnectionsDoNotStopTheFleet(t *testing.T) {
 	users := addUsers(t, bin, data, workers)
 	addr := freeAddr(t)
 	base := "http://" + addr
-	cfg := demoConfig(data, e2eScale)
 	const (
 		readTimeout = 2 * time.Second
 		idleTimeout = 3 * time.Second
 		perAddress  = 150
 		slack       = 2 * time.Second // scheduling on a loaded two-core machine
 	)
-	env := []string{
-		"SHOAL_DATA_DIR=" + data, "SHOAL_LOG_LEVEL=info",
-		"SHOAL_HEARTBEAT_PERIOD=" + cfg.HeartbeatPeriod.String(),
-		"SHOAL_DEAD_TASK_TIMEOUT=" + cfg.DeadTaskTimeout.String(),
-		"SHOAL_SCAVENGE_PERIOD=" + cfg.ScavengePeriod.String(),
-		"SHOAL_DUPLICATE_WORKER_WINDOW=" + cfg.DuplicateWorkerWindow.String(),
-		"SHOAL_READ_TIMEOUT=" + readTimeout.String(),
-		"SHOAL_IDLE_TIMEOUT=" + idleTimeout.String(),
-		fmt.Sprintf("SHOAL_MAX_CONNECTIONS_PER_ADDRESS=%d", perAddress),
-	}
+	env := e2eServeEnv(data, "SHOAL_READ_TIMEOUT="+readTimeout.String(), "SHOAL_IDLE_TIMEOUT="+idleTimeout.String(),
+		fmt.Sprintf("SHOAL_MAX_CONNECTIONS_PER_ADDRESS=%d", perAddress))
 	startShoal(t, bin, dir, addr, env)
 	req := demoRunRequest("hostile connections")
 	req.NumGames = 400_000

@@ -81,6 +81,19 @@ func freeAddr(t *testing.T) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 }
 
+// e2eServeEnv is the environment of a `shoal serve` on data with the end-to-end tests' time
+// compression (e2eScale), and extra settings.
+func e2eServeEnv(data string, extra ...string) []string {
+	cfg := demoConfig(data, e2eScale)
+	return append([]string{
+		"SHOAL_DATA_DIR=" + data, "SHOAL_LOG_LEVEL=info",
+		"SHOAL_HEARTBEAT_PERIOD=" + cfg.HeartbeatPeriod.String(),
+		"SHOAL_DEAD_TASK_TIMEOUT=" + cfg.DeadTaskTimeout.String(),
+		"SHOAL_SCAVENGE_PERIOD=" + cfg.ScavengePeriod.String(),
+		"SHOAL_DUPLICATE_WORKER_WINDOW=" + cfg.DuplicateWorkerWindow.String(),
+	}, extra...)
+}
+
 // addUsers creates the submitter, the approver and the fleet's account with `shoal user add`,
 // as an operator would before the first start.
 func addUsers(t *testing.T, bin, data string, machineLimit int) demoUsers {
@@ -234,17 +247,9 @@ func TestE2EShutdownMidFleetLosesNoGames(t *testing.T) {
 	users := addUsers(t, bin, data, 2*workers)
 	addr := freeAddr(t)
 	base := "http://" + addr
-	cfg := demoConfig(data, e2eScale)
-	env := []string{
-		"SHOAL_DATA_DIR=" + data, "SHOAL_LOG_LEVEL=info",
-		"SHOAL_HEARTBEAT_PERIOD=" + cfg.HeartbeatPeriod.String(),
-		"SHOAL_DEAD_TASK_TIMEOUT=" + cfg.DeadTaskTimeout.String(),
-		"SHOAL_SCAVENGE_PERIOD=" + cfg.ScavengePeriod.String(),
-		"SHOAL_DUPLICATE_WORKER_WINDOW=" + cfg.DuplicateWorkerWindow.String(),
-		// Nothing is written behind the cache during the test: the games are in the database
-		// only if the shutdown writes them.
-		"SHOAL_FLUSH_PERIOD=30s",
-	}
+	// Nothing is written behind the cache during the test: the games are in the database only
+	// if the shutdown writes them.
+	env := e2eServeEnv(data, "SHOAL_FLUSH_PERIOD=30s")
 	srv := startShoal(t, bin, dir, addr, env)
 
 	req := demoRunRequest("shutdown test")
