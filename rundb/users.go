@@ -17,6 +17,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/sync/singleflight"
 )
@@ -112,6 +113,9 @@ type UserStore struct {
 	now      func() time.Time
 	// slowChecks counts password checks that missed the credential cache.
 	slowChecks atomic.Int64
+	// nobody is the hash compareWithNobody compares against, made once.
+	nobodyOnce sync.Once
+	nobody     []byte
 }
 
 func newUserStore(coll *mongo.Collection, hashCost int) *UserStore {
@@ -235,6 +239,7 @@ func (s *UserStore) getCached(ctx context.Context, username string) (*User, erro
 func (s *UserStore) authenticate(ctx context.Context, username, password string, get func(context.Context, string) (*User, error)) (*User, error) {
 	u, err := get(ctx, username)
 	if errors.Is(err, ErrNotFound) {
+		s.compareWithNobody(password)
 		return nil, ErrBadCredentials
 	}
 	if err != nil {
@@ -301,6 +306,25 @@ func (s *UserStore) checkPassword(ctx context.Context, u *User, password string)
 	return v.(bool), nil
 }
 
+// compareWithNobody spends on a login for an unknown username the time a known one costs: a
+// bcrypt comparison at the store's cost, against a hash of no one's password. Without it, an
+// unknown user is answered in microseconds and a known one in tens of milliseconds, which tells
+// anyone which usernames exist. Passwords that checkPassword refuses before comparing are
+// refused as fast here.
+func (s *UserStore) compareWithNobody(password string) {
+	if password == "" || len(password) > maxPasswordBytes {
+		return
+	}
+	s.nobodyOnce.Do(func() {
+		hash, err := bcrypt.GenerateFromPassword([]byte(rand.Text()), s.hashCost)
+		if err == nil {
+			s.nobody = hash
+		}
+	})
+	s.slowChecks.Add(1)
+	_ = bcrypt.CompareHashAndPassword(s.nobody, []byte(password))
+}
+
 // hashLegacyPassword replaces a plaintext password that just verified with its hash. The update
 // only applies while the document still holds that plaintext and no hash, so a password set in
 // the meantime is never overwritten with the old one.
@@ -323,6 +347,43 @@ func (s *UserStore) hashLegacyPassword(ctx context.Context, username, password s
 		return fmt.Errorf("replace plaintext password of %s: %w", username, mapError(err))
 	}
 	return nil
+}
+
+// HashLegacyPasswords replaces every plaintext password left by a database imported from
+// fishtest with its hash, one user at a time, and returns how many it replaced. It is safe to
+// run on several instances at once and again after an interruption: each replacement applies
+// only while the document still holds that plaintext and no hash, and ctx stops it between
+// users.
+func (s *UserStore) HashLegacyPasswords(ctx context.Context) (int, error) {
+	filter := bson.D{
+		{Key: "password", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$ne", Value: ""}}},
+		{Key: "password_hash", Value: bson.D{{Key: "$exists", Value: false}}},
+	}
+	cur, err := s.coll.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "username", Value: 1}, {Key: "password", Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("find plaintext passwords: %w", mapError(err))
+	}
+	var legacy []struct {
+		Username string `bson:"username"`
+		Password string `bson:"password"`
+	}
+	if err := cur.All(ctx, &legacy); err != nil {
+		return 0, fmt.Errorf("find plaintext passwords: %w", mapError(err))
+	}
+	n := 0
+	for _, u := range legacy {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if len(u.Password) > maxPasswordBytes {
+			continue // no login can match it; bcrypt would refuse it
+		}
+		if err := s.hashLegacyPassword(ctx, u.Username, u.Password); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // SlowChecks returns how many password checks have missed the credential cache and paid for a

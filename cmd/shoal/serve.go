@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -129,6 +130,10 @@ type instance struct {
 	tokens  *tokenpool.Pool
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
+	// once runs the primary's one-off start-up work in the background (hashing imported
+	// plaintext passwords); shutdown cancels it with stopOnce and waits for it.
+	once     sync.WaitGroup
+	stopOnce context.CancelFunc
 }
 
 // startPrimary sets up what only the primary has: the first admin, the run cache, the
@@ -152,6 +157,7 @@ func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(
 	}
 	logger.Info("run cache loaded", "cached_runs", runs.Len())
 	inst.runs, inst.sched = runs, sched
+	inst.hashLegacyPasswords(ctx)
 	deps.Runs, deps.Scheduler, deps.Changed = sched, sched, runs.Changed
 	inst.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), append(sched.Jobs(), scheduler.Job{
 		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
@@ -169,11 +175,35 @@ func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(
 	return nil
 }
 
-// stopJobs stops the primary's periodic jobs, if any.
+// stopJobs stops the primary's periodic jobs and its start-up work, if any.
 func (inst *instance) stopJobs() {
 	if inst.jobs != nil {
 		inst.jobs.Stop()
 	}
+	if inst.stopOnce != nil {
+		inst.stopOnce()
+	}
+	inst.once.Wait()
+}
+
+// hashLegacyPasswords replaces, in the background, every plaintext password a database imported
+// from fishtest holds with its hash (a bcrypt hash each, so a large import takes minutes: the
+// server serves meanwhile, and a plaintext still logs in, and is hashed, at its first login).
+func (inst *instance) hashLegacyPasswords(ctx context.Context) {
+	ctx, inst.stopOnce = context.WithCancel(context.WithoutCancel(ctx))
+	inst.once.Add(1)
+	go func() {
+		defer inst.once.Done()
+		start := time.Now()
+		n, err := inst.db.Users.HashLegacyPasswords(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			inst.logger.Warn("hashing imported plaintext passwords stopped; the rest are hashed at their first login or the next start",
+				"hashed", n, "err", err)
+		case n > 0:
+			inst.logger.Info("hashed imported plaintext passwords", "users", n, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}()
 }
 
 // dbRuns serves a secondary's runs from the database.
