@@ -9,6 +9,10 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
+// expectedRefusalKey marks a 5xx that a limit answered by design (a refused live stream, a busy
+// upload): the access log keeps it at debug level, as any client can cause as many as it likes.
+const expectedRefusalKey = "shoal.expectedRefusal"
+
 // stamp records when the request started, for the duration every API reply carries, and names
 // the instance that answers. Every reply, JSON and files included, says that its content type
 // is to be believed.
@@ -30,6 +34,10 @@ func (s *Server) accessLog(c *gin.Context) {
 		"duration", duration(c), "remote", c.ClientIP()}
 	if status == http.StatusServiceUnavailable && s.shuttingDown.Load() {
 		s.logger.Debug("refused while shutting down", attrs...) // expected, by the thousand
+		return
+	}
+	if c.GetBool(expectedRefusalKey) {
+		s.logger.Debug("refused: a limit was reached", attrs...) // any client can flood these
 		return
 	}
 	if status >= 500 {

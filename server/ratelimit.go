@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
@@ -46,6 +47,12 @@ const (
 	loginPerUserBurst    = 30
 	apiLoginPerIPRate    = rate.Limit(30.0 / 60) // 30 a minute
 	apiLoginPerIPBurst   = 30
+	apiLoginPerUserRate  = rate.Limit(30.0 / 60) // 30 a minute
+	apiLoginPerUserBurst = 30
+	// trustedClientTTL is how long a client that logged in as a user stays exempt from that
+	// user's limit from anywhere; trustedClientMax bounds how many such pairs are kept.
+	trustedClientTTL     = 30 * 24 * time.Hour
+	trustedClientMax     = 200_000
 	signupPerIPRate      = rate.Limit(3.0 / 3600) // 3 an hour
 	signupPerIPBurst     = 3
 	limiterMaxKeys       = 100_000 // about 200 bytes a key
@@ -270,26 +277,76 @@ func (r *reservation) settle(authErr error) { r.end(errors.Is(authErr, rundb.Err
 
 // accountLimiters are one server's limits on password checks and signups.
 type accountLimiters struct {
-	loginIP, loginUserIP, loginUser, apiLoginIP, signupIP *keyedLimiter
+	loginIP, loginUserIP, loginUser, apiLoginIP, apiLoginUser, signupIP *keyedLimiter
+	// trusted are the clients that logged in as a user: the user's limit from anywhere, which
+	// strangers can exhaust, does not apply to them.
+	trusted *trustedClients
 }
 
 func newAccountLimiters(now func() time.Time) *accountLimiters {
 	return &accountLimiters{
-		loginIP:     newKeyedLimiter(loginPerIPRate, loginPerIPBurst, limiterMaxKeys, now),
-		loginUserIP: newKeyedLimiter(loginPerUserIPRate, loginPerUserIPBurst, limiterMaxKeys, now),
-		loginUser:   newKeyedLimiter(loginPerUserRate, loginPerUserBurst, limiterMaxKeys, now),
-		apiLoginIP:  newKeyedLimiter(apiLoginPerIPRate, apiLoginPerIPBurst, limiterMaxKeys, now),
-		signupIP:    newKeyedLimiter(signupPerIPRate, signupPerIPBurst, limiterMaxKeys, now),
+		loginIP:      newKeyedLimiter(loginPerIPRate, loginPerIPBurst, limiterMaxKeys, now),
+		loginUserIP:  newKeyedLimiter(loginPerUserIPRate, loginPerUserIPBurst, limiterMaxKeys, now),
+		loginUser:    newKeyedLimiter(loginPerUserRate, loginPerUserBurst, limiterMaxKeys, now),
+		apiLoginIP:   newKeyedLimiter(apiLoginPerIPRate, apiLoginPerIPBurst, limiterMaxKeys, now),
+		apiLoginUser: newKeyedLimiter(apiLoginPerUserRate, apiLoginPerUserBurst, limiterMaxKeys, now),
+		signupIP:     newKeyedLimiter(signupPerIPRate, signupPerIPBurst, limiterMaxKeys, now),
+		trusted:      newTrustedClients(trustedClientTTL, trustedClientMax, now),
 	}
 }
 
 // reserveLogin reserves a web login's tokens (the login form, the profile's current password)
 // for username (any case) from address ip. The buckets are always taken in the same order, so
-// checks waiting for each other cannot wait in a circle.
+// checks waiting for each other cannot wait in a circle. A client that logged in as the user
+// before is not held to the user's limit from anywhere: guesses from elsewhere cannot lock the
+// owner out.
 func (l *accountLimiters) reserveLogin(ctx context.Context, ip, username string) (*reservation, time.Duration) {
 	name := strings.ToLower(username)
-	return reserve(ctx, limitKey{l.loginIP, ip}, limitKey{l.loginUserIP, name + userIPKeySeparator + ip},
-		limitKey{l.loginUser, name})
+	buckets := []limitKey{{l.loginIP, ip}, {l.loginUserIP, name + userIPKeySeparator + ip}}
+	if !l.trusted.has(name, ip) {
+		buckets = append(buckets, limitKey{l.loginUser, name})
+	}
+	return reserve(ctx, buckets...)
+}
+
+// trustedClients remembers which client addresses logged in as which users, for a while. Safe
+// for concurrent use.
+type trustedClients struct {
+	ttl time.Duration
+	max int
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func newTrustedClients(ttl time.Duration, max int, now func() time.Time) *trustedClients {
+	return &trustedClients{ttl: ttl, max: max, now: now, seen: map[string]time.Time{}}
+}
+
+func (t *trustedClients) has(name, ip string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.seen[strings.ToLower(name)+userIPKeySeparator+ip]
+	return ok && t.now().Sub(at) < t.ttl
+}
+
+// remember records a successful login as name from ip.
+func (t *trustedClients) remember(name, ip string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if len(t.seen) >= t.max {
+		for k, at := range t.seen {
+			if now.Sub(at) >= t.ttl {
+				delete(t.seen, k)
+			}
+		}
+		if len(t.seen) >= t.max {
+			clear(t.seen) // a flood of distinct logins: owners are limited as strangers until they log in again
+		}
+	}
+	t.seen[strings.ToLower(name)+userIPKeySeparator+ip] = now
 }
 
 // limits returns s's login and signup limiters.
@@ -317,17 +374,90 @@ func clientKeyOf(ip string) string {
 	return p.String()
 }
 
-// reserveAPILogin reserves the token of an API call's password check (worker and submission
-// calls) for the client's address. Over the limit it answers 429 in the API's error shape,
-// with Retry-After, and returns false.
-func (s *Server) reserveAPILogin(c *gin.Context) (*reservation, bool) {
-	r, wait := reserve(c.Request.Context(), limitKey{s.limits().apiLoginIP, clientKey(c)})
+// reserveAPILogin reserves the tokens of an API call's password check (worker and submission
+// calls) for the client's address and, unless this client logged in as the user before, for
+// the username from anywhere. Over a limit it answers 429 in the API's error shape, with
+// Retry-After, and returns false.
+func (s *Server) reserveAPILogin(c *gin.Context, username string) (*reservation, bool) {
+	l, ip := s.limits(), clientKey(c)
+	buckets := []limitKey{{l.apiLoginIP, ip}}
+	if name := strings.ToLower(username); !l.trusted.has(name, ip) {
+		buckets = append(buckets, limitKey{l.apiLoginUser, name})
+	}
+	r, wait := reserve(c.Request.Context(), buckets...)
 	if wait > 0 {
 		wait = tooMany(c, wait)
+		s.loginRefused(c, "api", username, wait)
 		apiError(c, statusTooMany, fmt.Sprintf(apiTooManyLoginsText, int64(wait.Seconds())))
 		return nil, false
 	}
 	return r, true
+}
+
+// loginChecked records the outcome of a password check as username from c's address: a
+// success makes the client trusted for that user (loginRefused's limit from anywhere no
+// longer applies to it), a wrong username or password is logged. via names the entry point.
+func (s *Server) loginChecked(c *gin.Context, via, username string, err error) {
+	switch {
+	case err == nil:
+		s.limits().trusted.remember(username, clientKey(c))
+	case errors.Is(err, rundb.ErrBadCredentials):
+		s.authLog.warn("failed login", "user", strings.ToLower(username), "via", via, "remote", c.ClientIP())
+	}
+}
+
+// loginRefused logs a login refused by the limits, without checking its password.
+func (s *Server) loginRefused(c *gin.Context, via, username string, wait time.Duration) {
+	s.authLog.warn("login refused: too many failures", "user", strings.ToLower(username), "via", via,
+		"remote", c.ClientIP(), "retry_after", wait)
+}
+
+// throttledLog writes a warning at most once a period for each message, user and client: a
+// flood of failed logins is a few lines a minute with how many were not written. Safe for
+// concurrent use.
+type throttledLog struct {
+	logger *slog.Logger
+	period time.Duration
+	max    int
+
+	mu   sync.Mutex
+	last map[string]*throttled
+}
+
+type throttled struct {
+	at      time.Time
+	skipped int
+}
+
+func newThrottledLog(logger *slog.Logger, period time.Duration, max int) *throttledLog {
+	return &throttledLog{logger: logger, period: period, max: max, last: map[string]*throttled{}}
+}
+
+// warn logs msg with attrs unless the same msg with the same attrs was logged within the
+// period; the next line written says how many were not.
+func (t *throttledLog) warn(msg string, attrs ...any) {
+	key := msg + fmt.Sprint(attrs...)
+	now := time.Now()
+	t.mu.Lock()
+	e := t.last[key]
+	if e != nil && now.Sub(e.at) < t.period {
+		e.skipped++
+		t.mu.Unlock()
+		return
+	}
+	skipped := 0
+	if e != nil {
+		skipped = e.skipped
+	}
+	if len(t.last) >= t.max {
+		clear(t.last)
+	}
+	t.last[key] = &throttled{at: now}
+	t.mu.Unlock()
+	if skipped > 0 {
+		attrs = append(attrs, "not_logged_since_last", skipped)
+	}
+	t.logger.Warn(msg, attrs...)
 }
 
 // tooMany sets the headers of a refused request: 429 is the status, Retry-After the whole

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -444,4 +446,122 @@ func TestSecurityPacedUploadIsNotCutOffAfterItsBody(t *testing.T) {
 	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); err != nil {
 		t.Errorf("the upload was not stored: %v", err)
 	}
+}
+
+// loginFrom posts the login form from a client at ip, in a session of its own.
+func loginFrom(env *uiEnv, ip, username, password string) int {
+	b := env.anon()
+	token := b.csrf()
+	form := url.Values{"csrf_token": {token}, "username": {username}, "password": {password}}
+	req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.RemoteAddr = ip + ":40000"
+	return b.do(req).Code
+}
+
+// Finding 8, the form: guesses for one account from many addresses are limited per username,
+// and they do not lock out the owner, who logged in from his address before; a stranger's
+// right password waits like a guess.
+func TestSecurityLoginGuessesFromManyAddressesDoNotLockOutTheOwner(t *testing.T) {
+	env := newUIEnv(t)
+	const owner = "198.51.100.10"
+	if code := loginFrom(env, owner, "alice", uiPassword); code != http.StatusSeeOther {
+		t.Fatalf("the owner's first login = %d", code)
+	}
+	before := env.db.Users.SlowChecks()
+	refused := 0
+	for a := range 7 { // 35 guesses from 7 addresses, as in the audit
+		for g := range 5 {
+			switch loginFrom(env, fmt.Sprintf("203.0.113.%d", a+1), "alice", fmt.Sprintf("guess-%d-%d", a, g)) {
+			case http.StatusTooManyRequests:
+				refused++
+			case http.StatusBadRequest:
+			default:
+				t.Fatal("a guess got neither 400 nor 429")
+			}
+		}
+	}
+	if checked := env.db.Users.SlowChecks() - before; checked > loginPerUserBurst+1 {
+		t.Errorf("%d guesses were checked, want at most the username's burst of %d", checked, loginPerUserBurst)
+	}
+	if refused == 0 {
+		t.Error("no guess was refused: the username's limit did not hold")
+	}
+	if code := loginFrom(env, owner, "alice", uiPassword); code != http.StatusSeeOther {
+		t.Errorf("the owner's right password from his own address after the guesses = %d, want 303", code)
+	}
+	if code := loginFrom(env, "192.0.2.200", "alice", uiPassword); code != http.StatusTooManyRequests {
+		t.Errorf("the right password from a new address while the username is over its limit = %d, want 429", code)
+	}
+}
+
+// Finding 8, the worker API: 60 guesses for one account from 60 addresses are no longer all
+// checked; the owner's fleet keeps working.
+func TestSecurityAPIGuessesFromManyAddressesAreLimitedPerUsername(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	if code, _ := f.post("/api/request_task", call(1, nil)); code != http.StatusOK {
+		t.Fatal("the owner's fleet cannot start")
+	}
+	before := f.db.Users.SlowChecks()
+	statuses := map[int]int{}
+	for a := range 60 {
+		b, _ := json.Marshal(call(1, map[string]any{"password": fmt.Sprintf("guess-%d", a)}))
+		req := httptest.NewRequest(http.MethodPost, "/api/request_version", bytes.NewReader(b))
+		req.RemoteAddr = fmt.Sprintf("203.0.113.%d:5000", a+1)
+		w := httptest.NewRecorder()
+		f.handler.ServeHTTP(w, req)
+		statuses[w.Code]++
+	}
+	if checked := f.db.Users.SlowChecks() - before; checked > apiLoginPerUserBurst+1 {
+		t.Errorf("%d of 60 guesses were checked (%v), want at most the username's burst of %d", checked, statuses, apiLoginPerUserBurst)
+	}
+	if statuses[http.StatusTooManyRequests] == 0 {
+		t.Errorf("no guess was refused: %v", statuses)
+	}
+	if code, out := f.post("/api/update_task", call(1, map[string]any{"run_id": id, "task_id": 0,
+		"stats": map[string]any{"wins": 0, "losses": 0, "draws": 0, "crashes": 0, "time_losses": 0, "pentanomial": []int{0, 0, 0, 0, 0}}})); code != http.StatusOK {
+		t.Errorf("the owner's worker during the guesses = %d %v, want 200", code, out)
+	}
+}
+
+// Finding 17: failed and refused logins are logged at WARN, a line a minute per user and client
+// however many there are; a live stream refused by its limits is logged at DEBUG, not ERROR.
+func TestSecurityLoginFailuresAreLoggedQuietly(t *testing.T) {
+	env := newUIEnv(t)
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	env.s.logger, env.s.authLog = logger, newThrottledLog(logger, time.Minute, 1000)
+	for g := range 20 {
+		loginFrom(env, "203.0.113.9", "alice", fmt.Sprintf("guess-%d", g))
+	}
+	log := buf.String()
+	if n := strings.Count(log, `msg="failed login"`); n != 1 || !strings.Contains(log, "level=WARN") || !strings.Contains(log, "user=alice") {
+		t.Errorf("20 failed logins from one client wrote %d warnings, want 1:\n%s", n, log)
+	}
+	if n := strings.Count(log, "login refused: too many failures"); n != 1 {
+		t.Errorf("the refused logins wrote %d warnings, want 1:\n%s", n, log)
+	}
+
+	env.s.live.maxPerIP = 0 // every stream is refused
+	buf.Reset()
+	r := env.runsAdd("alice", runsTestRequest(nil))
+	if w := env.anon().get("/tests/view/" + r.ID.Hex() + "/events"); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a stream over the limit = %d, want 503", w.Code)
+	}
+	if log := buf.String(); strings.Contains(log, "level=ERROR") || !strings.Contains(log, "level=DEBUG") {
+		t.Errorf("a refused stream was logged as an error:\n%s", log)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

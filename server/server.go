@@ -98,6 +98,7 @@ type Server struct {
 	apiGood      *knownGood       // API credentials that just succeeded skip the login limiter
 	live         *liveLimits      // bounds on open live-update streams
 	uploads      *tokenpool.Pool  // a slot per PGN upload being read, decoded and stored
+	authLog      *throttledLog    // failed and refused logins, a line a minute per user and client
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 }
@@ -122,6 +123,7 @@ func New(deps Deps) (*Server, error) {
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
 		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now), apiGood: newKnownGood(10*time.Minute, 200_000),
 		live: newLiveLimits(), uploads: tokenpool.New(maxConcurrentUploads)}
+	s.authLog = newThrottledLog(s.logger, time.Minute, 100_000)
 	s.engine = s.routes()
 	return s, nil
 }

@@ -61,7 +61,7 @@ func (s *Server) createRun(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, "run: missing: give the run's arguments")
 		return
 	}
-	res, ok := s.reserveAPILogin(c)
+	res, ok := s.reserveAPILogin(c, body.Username)
 	if !ok {
 		return
 	}
@@ -69,6 +69,7 @@ func (s *Server) createRun(c *gin.Context) {
 	var id rundb.ObjectID
 	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
 	res.settle(err)
+	s.loginChecked(c, "submit api", body.Username, err)
 	if err == nil {
 		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 			r, err := s.deps.Scheduler.CreateRun(ctx, *body.Run, u.Username)
@@ -109,13 +110,14 @@ func (s *Server) approveRun(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, "run_id: "+err.Error())
 		return
 	}
-	res, ok := s.reserveAPILogin(c)
+	res, ok := s.reserveAPILogin(c, body.Username)
 	if !ok {
 		return
 	}
 	defer res.release() // if the password was not checked, or on a panic
 	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
 	res.settle(err)
+	s.loginChecked(c, "submit api", body.Username, err)
 	switch {
 	case err != nil:
 	case !u.IsApprover():

@@ -57,6 +57,7 @@ func (s *Server) loginSubmit(c *gin.Context) {
 	res, wait := s.limits().reserveLogin(c.Request.Context(), clientKey(c), d.Username)
 	if wait > 0 {
 		wait = tooMany(c, wait)
+		s.loginRefused(c, "login form", d.Username, wait)
 		d.Error = "Too many failed logins. Wait " + waitText(wait) + " and try again."
 		d.page = s.page(c, "Log in")
 		s.render(c, statusTooMany, "login", d)
@@ -78,6 +79,7 @@ func (s *Server) loginSubmit(c *gin.Context) {
 		return
 	}
 	res.settle(authErr)
+	s.loginChecked(c, "login form", d.Username, authErr)
 	if authErr != nil {
 		status := http.StatusForbidden
 		d.Error = authErr.Error()
@@ -605,6 +607,7 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 	res, wait := s.limits().reserveLogin(c.Request.Context(), clientKey(c), me.Username)
 	if wait > 0 {
 		wait = tooMany(c, wait)
+		s.loginRefused(c, "profile", me.Username, wait)
 		d.Errors["old_password"] = "Too many wrong passwords. Wait " + waitText(wait) + " and try again."
 		s.showProfile(c, statusTooMany, &d)
 		return
@@ -630,6 +633,7 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 		return
 	}
 	res.settle(authErr)
+	s.loginChecked(c, "profile", me.Username, authErr)
 	if authErr != nil {
 		d.Errors["old_password"] = "This is not your current password."
 	}

@@ -176,6 +176,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 	release, ok := lim.acquire(c.ClientIP())
 	if !ok {
 		c.Header("Retry-After", strconv.Itoa(max(1, int(lim.busyRetry/time.Second))))
+		c.Set(expectedRefusalKey, true) // any client can cause it: not an error of the server's
 		c.String(http.StatusServiceUnavailable, "Too many live update streams are open; try again later.\n")
 		return
 	}

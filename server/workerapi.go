@@ -56,6 +56,7 @@ func (s *Server) uploadSlot(c *gin.Context) bool {
 	if err := s.uploads.Acquire(ctx); err != nil {
 		if c.Request.Context().Err() == nil { // the caller is still there: tell it to come back
 			c.Header("Retry-After", "15")
+			c.Set(expectedRefusalKey, true)
 			apiError(c, http.StatusServiceUnavailable, "too many PGN uploads at once, try again later")
 		}
 		return false
@@ -123,7 +124,7 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 	var res *reservation
 	if !s.apiGood.has(creds, time.Now()) {
 		var ok bool
-		if res, ok = s.reserveAPILogin(c); !ok {
+		if res, ok = s.reserveAPILogin(c, username); !ok {
 			return nil, false
 		}
 		defer res.release() // a panic must not keep the token held
@@ -134,6 +135,9 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 	}
 	if err == nil || errors.Is(err, rundb.ErrBadCredentials) {
 		s.apiGood.settle(creds, err == nil, time.Now())
+	}
+	if res != nil || err != nil { // a known-good call is trusted already
+		s.loginChecked(c, "worker api", username, err)
 	}
 	switch {
 	case isAuthError(err):
