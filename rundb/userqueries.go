@@ -373,6 +373,7 @@ type ActionQuery struct {
 	Text   string
 	RunID  string   // the run's id ("" for any)
 	Before *float64 // Unix seconds: only actions at or before this time
+	After  *float64 // Unix seconds: only actions at or after this time (the search's window)
 	// Sort is "time", "event", "source", "target" or "comment" ("" is time); ties are broken
 	// newest first.
 	Sort  string
@@ -426,8 +427,15 @@ func actionFilter(q ActionQuery) (filter bson.D, ok bool) {
 	if q.RunID != "" {
 		filter = append(filter, bson.E{Key: "run_id", Value: q.RunID})
 	}
-	if q.Before != nil {
-		filter = append(filter, bson.E{Key: "time", Value: bson.D{{Key: "$lte", Value: *q.Before}}})
+	if q.Before != nil || q.After != nil {
+		var cond bson.D
+		if q.After != nil {
+			cond = append(cond, bson.E{Key: "$gte", Value: *q.After})
+		}
+		if q.Before != nil {
+			cond = append(cond, bson.E{Key: "$lte", Value: *q.Before})
+		}
+		filter = append(filter, bson.E{Key: "time", Value: cond})
 	}
 	return filter, true
 }

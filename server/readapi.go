@@ -563,6 +563,13 @@ func (s *Server) actions(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, err.Error())
 		return
 	}
+	if !s.heavySlot(c) {
+		if c.Request.Context().Err() == nil {
+			apiError(c, http.StatusServiceUnavailable, heavyBusyText)
+		}
+		return
+	}
+	defer s.heavy.Release()
 	var list []*rundb.Action
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error

@@ -565,3 +565,74 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// Finding 6: event-log searches are bounded. An anonymous text search (which no index serves)
+// is refused; every search reads a window of days (a month by default, a year at most for
+// users, a month for anonymous visitors); and searches run at most heavyReadSlots at once: the
+// rest are told to come back, while the worker path goes on.
+func TestSecuritySearchesAreBoundedAndKeptOffTheWorkerPath(t *testing.T) {
+	env := newUIEnv(t)
+	ctx := context.Background()
+	now := float64(time.Now().Unix())
+	for _, a := range []rundb.Action{
+		{Action: "log_message", Username: "bob", Message: "recent needle", Time: now - 3600},
+		{Action: "log_message", Username: "bob", Message: "old needle", Time: now - 60*86400},
+	} {
+		if err := env.db.Actions.Insert(ctx, &a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := env.anon().get("/actions?text=needle"); w.Code != http.StatusForbidden || !strings.Contains(body(w), "needs a login") {
+		t.Errorf("an anonymous text search = %d, want 403 asking for a login", w.Code)
+	}
+	shows := func(b *browser, query string) (recent, old bool) {
+		t.Helper()
+		w := b.get("/actions" + query)
+		if w.Code != http.StatusOK {
+			t.Fatalf("/actions%s = %d", query, w.Code)
+		}
+		page := body(w)
+		return strings.Contains(page, "recent needle"), strings.Contains(page, "old needle")
+	}
+	for _, c := range []struct {
+		who         *browser
+		query       string
+		recent, old bool
+	}{
+		{env.anon(), "", true, false},
+		{env.anon(), "?days=90", true, false}, // capped at a month
+		{env.as("alice"), "?text=needle", true, false},
+		{env.as("alice"), "?text=needle&days=90", true, true},
+		{env.as("alice"), "?days=100000", true, true}, // capped at a year
+	} {
+		if recent, old := shows(c.who, c.query); recent != c.recent || old != c.old {
+			t.Errorf("/actions%s: recent %v, 60 days old %v; want %v, %v", c.query, recent, old, c.recent, c.old)
+		}
+	}
+
+	// Every search slot busy: a search is refused after heavyReadWait, the worker path answers.
+	for range heavyReadSlots {
+		if err := env.s.heavy.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for range heavyReadSlots {
+			env.s.heavy.Release()
+		}
+	}()
+	if w := env.anon().get("/actions"); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a search with every slot busy = %d, want 503 with Retry-After", w.Code)
+	}
+	w := httptest.NewRecorder()
+	env.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/api/actions", strings.NewReader(`{"action": "log_message"}`)))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("/api/actions with every slot busy = %d, want 503", w.Code)
+	}
+	b, _ := json.Marshal(map[string]any{"password": uiPassword, "worker_info": map[string]any{"username": "alice"}})
+	w = httptest.NewRecorder()
+	env.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/api/request_version", bytes.NewReader(b)))
+	if w.Code != http.StatusOK {
+		t.Errorf("request_version while searches are busy = %d, want 200", w.Code)
+	}
+}

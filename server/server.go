@@ -99,6 +99,7 @@ type Server struct {
 	live         *liveLimits      // bounds on open live-update streams
 	uploads      *tokenpool.Pool  // a slot per PGN upload being read, decoded and stored
 	authLog      *throttledLog    // failed and refused logins, a line a minute per user and client
+	heavy        *tokenpool.Pool  // slots for reads that scan (event log searches), apart from the worker path
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 }
@@ -124,6 +125,7 @@ func New(deps Deps) (*Server, error) {
 		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now), apiGood: newKnownGood(10*time.Minute, 200_000),
 		live: newLiveLimits(), uploads: tokenpool.New(maxConcurrentUploads)}
 	s.authLog = newThrottledLog(s.logger, time.Minute, 100_000)
+	s.heavy = tokenpool.New(heavyReadSlots)
 	s.engine = s.routes()
 	return s, nil
 }

@@ -412,6 +412,42 @@ func (s *Server) uiDo(c *gin.Context, fn func(ctx context.Context) error) bool {
 	return true
 }
 
+// Reads that may scan much of a collection (event log searches) take one of heavyReadSlots
+// before their database token, and wait for it at most heavyReadWait: however many arrive,
+// only that many run at once, so they cannot crowd out the worker path's database work (or
+// its CPU, on the embedded database, which scans in this process).
+const (
+	heavyReadSlots = 2
+	heavyReadWait  = 3 * time.Second
+	heavyBusyText  = "Searches are busy right now; try again in a few seconds."
+)
+
+// heavyRead is uiDo for a read that may scan: it runs fn once a heavy-read slot is free, or
+// answers 503 with Retry-After when none frees up within heavyReadWait.
+func (s *Server) heavyRead(c *gin.Context, fn func(ctx context.Context) error) bool {
+	if !s.heavySlot(c) {
+		if c.Request.Context().Err() == nil {
+			s.pageError(c, http.StatusServiceUnavailable, heavyBusyText)
+		}
+		return false
+	}
+	defer s.heavy.Release()
+	return s.uiDo(c, fn)
+}
+
+// heavySlot waits up to heavyReadWait for a heavy-read slot; without one it marks the refusal
+// as expected (any client can cause it) and sets Retry-After, and the caller answers.
+func (s *Server) heavySlot(c *gin.Context) bool {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), heavyReadWait)
+	defer cancel()
+	if s.heavy.Acquire(ctx) != nil {
+		c.Header("Retry-After", "5")
+		c.Set(expectedRefusalKey, true)
+		return false
+	}
+	return true
+}
+
 // uiError answers a page whose database work failed: 404 for a missing document, 499 for a
 // browser that left, else 500 logged with the request.
 func (s *Server) uiError(c *gin.Context, err error) {

@@ -414,6 +414,12 @@ const (
 	// visitors fewer, as in fishtest.
 	actionsMaxAnonymous = 5000
 	actionsMaxUser      = 50000
+	// The event log searches a window of days before its "before" time (or now): a month by
+	// default, at most a month for anonymous visitors and a year for users, so that a search
+	// reads a bounded part of the log (through the time index on MongoDB).
+	actionsDaysDefault   = 30
+	actionsDaysAnonymous = 30
+	actionsDaysUser      = 365
 )
 
 // actionKinds are the kinds of action the filter offers, hidden ones included.
@@ -443,6 +449,9 @@ type actionsData struct {
 	Capped                      bool
 	NoSuchUser                  bool
 	BeforeInvalid, CountInvalid bool
+	// Days is the window searched, MaxDays the most this visitor may ask for.
+	Days, MaxDays int
+	DaysInvalid   bool
 }
 
 // actionsPage is the event log with its filters. Sorting and paging happen within the newest
@@ -465,19 +474,39 @@ func (s *Server) actionsPage(c *gin.Context) {
 			d.MaxCount = min(n, d.Cap)
 		}
 	}
+	if d.Text != "" && me == nil {
+		// A text search matches parts of every field: no index serves it.
+		s.pageError(c, http.StatusForbidden, "Searching the text of the event log needs a login: log in, or filter by event, user or run.")
+		return
+	}
+	d.MaxDays, d.Days = actionsDaysAnonymous, actionsDaysDefault
+	if me != nil {
+		d.MaxDays = actionsDaysUser
+	}
+	if raw := c.Query("days"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			d.DaysInvalid = true
+		} else {
+			d.Days = min(n, d.MaxDays)
+		}
+	}
 	d.Sort = sortParam(c, []string{"time", "event", "source", "target", "comment"}, "time", true)
 	d.Sort.ascendingUnlessAsked(c, "event", "source", "target", "comment")
 	q := rundb.ActionQuery{Action: d.Action, Text: d.Text, RunID: d.RunID, Sort: d.Sort.Key, Desc: d.Sort.Desc,
 		Max: d.MaxCount}
+	end := float64(time.Now().UnixMicro()) / 1e6
 	if d.Before != "" {
 		b, err := strconv.ParseFloat(d.Before, 64)
 		if err != nil {
 			d.BeforeInvalid = true
 		} else {
-			q.Before = &b
+			q.Before, end = &b, b
 		}
 	}
-	if !s.uiDo(c, func(ctx context.Context) error {
+	after := end - float64(d.Days)*86400
+	q.After = &after
+	if !s.heavyRead(c, func(ctx context.Context) error {
 		if d.Who != "" {
 			names, err := s.deps.DB.Actions.Usernames(ctx)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -278,9 +279,11 @@ func TestUIPeopleActions(t *testing.T) {
 	env := newUIEnv(t)
 	ctx := context.Background()
 	task := 2
+	// A day ago, within the event log's default window; the seconds below count from base.
+	base := float64(time.Now().Unix()/1000*1000) - 86400 - 1000
 	add := func(sec float64, a rundb.Action) {
 		t.Helper()
-		a.Time = sec
+		a.Time = base + sec
 		if err := env.db.Actions.Insert(ctx, &a); err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +311,8 @@ func TestUIPeopleActions(t *testing.T) {
 		}
 		return out
 	}
-	anon := env.anon()
+	anon, user := env.anon(), env.as("carol")
+	before1004 := "?before=" + strconv.FormatFloat(base+1004, 'f', -1, 64)
 	for _, tc := range []struct {
 		query string
 		want  string
@@ -321,13 +325,17 @@ func TestUIPeopleActions(t *testing.T) {
 		{"?text=crash", "failed_task"},
 		{"?text=alice-8cores-1a2b3c4d", "block_worker failed_task"},
 		{"?run_id=" + run, "failed_task approve_run new_run"},
-		{"?before=1004", "block_user approve_run new_run"},
+		{before1004, "block_user approve_run new_run"},
 		{"?max_count=2", "upload_nn block_worker"},
 		{"?sort=event", "approve_run block_user block_worker failed_task new_run upload_nn"},
 		{"?sort=time&order=asc", "new_run approve_run block_user failed_task block_worker upload_nn"},
 		{"?before=nonsense&max_count=-4", "upload_nn block_worker failed_task block_user approve_run new_run"},
 	} {
-		if got := strings.Join(events(anon, tc.query), " "); got != tc.want {
+		b := anon
+		if strings.Contains(tc.query, "text=") { // a text search needs a login
+			b = user
+		}
+		if got := strings.Join(events(b, tc.query), " "); got != tc.want {
 			t.Errorf("/actions%s: %q, want %q", tc.query, got, tc.want)
 		}
 	}
