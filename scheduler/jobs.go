@@ -321,5 +321,30 @@ func (s *Scheduler) Jobs() []Job {
 		{Name: "save worker runs", Period: 5 * p, Initial: p, Jitter: 0.05, Run: s.SaveWorkerRuns},
 		{Name: "refresh books", Period: 15 * p, Initial: time.Second, Jitter: 0.05, Run: s.RefreshBooks},
 		{Name: "update contributors", Period: 15 * p, Initial: p, Jitter: 0.05, Run: newContributors(s).update},
+		{Name: "recount cores", Period: 5 * p, Initial: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.RecountCores(ctx); return nil }},
+	}
+}
+
+// RecountCores sets every unfinished run's cores and workers from its active tasks, where they
+// differ: whatever went wrong with a count (a bug, a record written by another server) heals
+// within a period, rather than skewing the run's share of workers for the rest of its life.
+func (s *Scheduler) RecountCores(ctx context.Context) {
+	for _, id := range s.unfinishedIDs() {
+		_ = s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+			cores, workers := 0, 0
+			for _, t := range r.Tasks {
+				if t.Active {
+					cores += t.WorkerInfo.Concurrency
+					workers++
+				}
+			}
+			if cores == r.Cores && workers == r.Workers {
+				return 0, rundb.ErrUnchanged
+			}
+			s.logger.Warn("correcting a run's count of cores", "run_id", id, "cores", r.Cores, "counted", cores,
+				"workers", r.Workers, "counted_workers", workers)
+			r.Cores, r.Workers = cores, workers
+			return rundb.PrioNormal, nil
+		})
 	}
 }

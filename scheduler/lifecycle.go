@@ -62,8 +62,8 @@ func (s *Scheduler) setInactiveTask(r *rundb.Run, taskID int, now time.Time, rea
 	} else {
 		s.cfg.Metrics.TaskReclaimed(reason)
 	}
-	r.Workers--
-	r.Cores -= t.WorkerInfo.Concurrency
+	r.Workers = max(0, r.Workers-1)
+	r.Cores = max(0, r.Cores-t.WorkerInfo.Concurrency) // never negative, whatever a record says
 	r.CommittedGames += played(t.Stats) - t.NumGames
 	t.LastUpdated = now
 	t.SPSAParams = nil

@@ -286,10 +286,15 @@ func (s *Scheduler) workerCap(r *rundb.Run, wi rundb.WorkerInfo) int {
 		gameTime = 1
 	}
 	concurrency := max(wi.Concurrency/max(r.Args.Threads, 1), 1)
-	games := s.cfg.TaskDuration.Seconds() / gameTime * float64(concurrency)
+	games := min(s.cfg.TaskDuration.Seconds()/gameTime*float64(concurrency), maxTaskGames)
 	b := batchGames(r)
 	return max(b, b*int(games/float64(b)+0.5))
 }
+
+// maxTaskGames caps a task's games, whatever its worker's size: one task must not take a
+// run's games from every other worker (a worker of a thousand cores at a short time control
+// would otherwise be handed about a hundred thousand).
+const maxTaskGames = 20_000
 
 // batchGames is the number of games a task's size is a multiple of: the SPRT's batch of game
 // pairs, or one pair for other runs.

@@ -123,6 +123,9 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		addResults(&r.Results, st, t.Stats)
 		t.Stats = st
 		t.LastUpdated = now
+		// The task keeps the concurrency it was sized and counted with: the run's cores
+		// drop by that number when it ends, whatever the worker reports since.
+		wi.Concurrency = t.WorkerInfo.Concurrency
 		t.WorkerInfo = wi
 		prio := rundb.PrioNormal
 		if r.Args.SPSA != nil && spsa != nil && spsaGames == spsa.NumGames {

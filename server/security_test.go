@@ -636,3 +636,23 @@ func TestSecuritySearchesAreBoundedAndKeptOffTheWorkerPath(t *testing.T) {
 		t.Errorf("request_version while searches are busy = %d, want 200", w.Code)
 	}
 }
+
+// Finding 4, at the API: a worker reporting a concurrency of 2**40 (or a max_memory beyond any
+// machine) is refused with a 400 naming the field, and no task is made for it.
+func TestSecurityWorkerSizesAreBounded(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 400000})
+	for field, value := range map[string]any{"concurrency": int64(1) << 40, "max_memory": int64(1) << 40} {
+		b := call(1, nil)
+		wi := workerInfo(1)
+		wi[field] = value
+		b["worker_info"] = wi
+		code, out := f.post("/api/request_task", b)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "worker_info."+field) {
+			t.Errorf("request_task with %s %d = %d %v, want 400 naming it", field, value, code, out)
+		}
+	}
+	if r := f.run(id); len(r.Tasks) != 0 || r.Cores != 0 {
+		t.Errorf("refused requests made %d tasks, %d cores", len(r.Tasks), r.Cores)
+	}
+}

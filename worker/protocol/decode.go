@@ -313,6 +313,23 @@ func (d *decoder) integer(v span, field string, positive bool) (int, error) {
 	return n, nil
 }
 
+// The largest worker_info.concurrency and max_memory (MiB) a worker may report: far beyond any
+// machine that plays games (the largest have a few hundred cores), far below what would let
+// one worker take a whole run (tasks are sized by concurrency) or overflow the sums of cores.
+const (
+	MaxConcurrency = 1024
+	MaxMemoryMiB   = 64 << 20 // 64 TiB
+)
+
+// bounded reads a positive (lo 1) or non-negative (lo 0) integer of at most hi.
+func (d *decoder) bounded(v span, field string, lo, hi int) (int, error) {
+	n, err := d.integer(v, field, lo > 0)
+	if err == nil && n > hi {
+		err = d.invalid(field, v, fmt.Sprintf("is over the limit of %d", hi))
+	}
+	return n, err
+}
+
 func (d *decoder) boolean(v span, field string) (bool, error) {
 	switch string(d.raw(v)) {
 	case "true":
@@ -384,9 +401,9 @@ func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) 
 		case wiArchitecture:
 			err = d.architecture(s[k], f[k], &w.Architecture)
 		case wiConcurrency:
-			w.Concurrency, err = d.integer(s[k], f[k], true)
+			w.Concurrency, err = d.bounded(s[k], f[k], 1, MaxConcurrency)
 		case wiMaxMemory:
-			w.MaxMemory, err = d.integer(s[k], f[k], false)
+			w.MaxMemory, err = d.bounded(s[k], f[k], 0, MaxMemoryMiB)
 		case wiMinThreads:
 			w.MinThreads, err = d.integer(s[k], f[k], true)
 		case wiUsername:
