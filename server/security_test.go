@@ -656,3 +656,37 @@ func TestSecurityWorkerSizesAreBounded(t *testing.T) {
 		t.Errorf("refused requests made %d tasks, %d cores", len(r.Tasks), r.Cores)
 	}
 }
+
+// Finding 11: one account asking for tasks in a loop is told to wait once past its burst (two
+// requests per machine it may run), before it reaches the scheduler's semaphore; another
+// account is served meanwhile.
+func TestSecurityRequestTaskFloodIsLimitedPerAccount(t *testing.T) {
+	f := newFleet(t)
+	f.newRun(map[string]any{"num_games": 400000})
+	limited := 0
+	for range 3 * rundb.DefaultMachineLimit * taskRequestBurstPerMachine {
+		b, _ := json.Marshal(call(1, nil))
+		req := httptest.NewRequest(http.MethodPost, "/api/request_task", bytes.NewReader(b))
+		req.RemoteAddr = "203.0.113.5:4000"
+		w := httptest.NewRecorder()
+		f.handler.ServeHTTP(w, req)
+		var out map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("request_task = %d %s", w.Code, w.Body)
+		}
+		if out["info"] == taskLimitedInfo {
+			if out["task_waiting"] != false {
+				t.Fatalf("a limited request_task = %v, want task_waiting false (the worker waits and asks again)", out)
+			}
+			limited++
+		}
+	}
+	if want := rundb.DefaultMachineLimit * taskRequestBurstPerMachine; limited < 3*want-want-2 {
+		t.Errorf("%d of %d requests in a loop were limited, want all but the burst of %d", limited, 3*want, want)
+	}
+	other := call(2, map[string]any{"password": "alicepw"})
+	other["worker_info"].(map[string]any)["username"] = "alice"
+	if code, out := f.post("/api/request_task", other); code != http.StatusOK || out["task_id"] == nil {
+		t.Errorf("another account during the flood: %d %v, want a task", code, out)
+	}
+}

@@ -67,6 +67,9 @@ type Deps struct {
 	// live pages; nil (a secondary) makes them poll.
 	Changed func() <-chan struct{}
 
+	// HeartbeatPeriod is how often workers beat (0: 120 s); the request_task limits scale with
+	// it, as a server with compressed time sees its workers that much more often.
+	HeartbeatPeriod time.Duration
 	// ReadTimeout is the HTTP server's read timeout: the grace a large upload gets before it
 	// must keep up a minimum rate; zero means 30 s.
 	ReadTimeout time.Duration
@@ -100,6 +103,7 @@ type Server struct {
 	uploads      *tokenpool.Pool  // a slot per PGN upload being read, decoded and stored
 	authLog      *throttledLog    // failed and refused logins, a line a minute per user and client
 	heavy        *tokenpool.Pool  // slots for reads that scan (event log searches), apart from the worker path
+	taskLimits   *taskLimiter     // request_task calls per account and per address
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 }
@@ -126,6 +130,7 @@ func New(deps Deps) (*Server, error) {
 		live: newLiveLimits(), uploads: tokenpool.New(maxConcurrentUploads)}
 	s.authLog = newThrottledLog(s.logger, time.Minute, 100_000)
 	s.heavy = tokenpool.New(heavyReadSlots)
+	s.taskLimits = newTaskLimiter(deps.HeartbeatPeriod)
 	s.engine = s.routes()
 	return s, nil
 }

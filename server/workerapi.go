@@ -333,6 +333,11 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		scheme = "https"
 	}
 	var reply scheduler.TaskReply
+	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), c.ClientIP(), time.Now()) {
+		// fishtest's worker waits and asks again on this reply, as on "too busy".
+		c.JSON(http.StatusOK, gin.H{"task_waiting": false, "info": taskLimitedInfo, "duration": duration(c)})
+		return
+	}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
 		reply, err = s.deps.Scheduler.RequestTask(ctx, w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)

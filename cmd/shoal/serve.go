@@ -273,7 +273,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		Logger: logger, Tokens: tokens, Users: db.Users,
 		Version: version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir, TransferTimeout: cfg.TransferTimeout,
-		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken,
+		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
 		Instance: role + "@" + ln.Addr().String(),
 	}
 	inst = &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1), tokens: tokens}
