@@ -158,6 +158,9 @@ func BuildRun(req RunRequest, username string, now time.Time) (*rundb.Run, error
 	if username == "" {
 		return nil, fieldErr("username", "missing")
 	}
+	if err := checkSizes(req); err != nil {
+		return nil, err
+	}
 	args := rundb.RunArgs{
 		BaseTag: req.BaseTag, NewTag: req.NewTag,
 		ResolvedBase: req.ResolvedBase, ResolvedNew: req.ResolvedNew,
@@ -312,6 +315,69 @@ func BuildRun(req RunRequest, username string, now time.Time) (*rundb.Run, error
 	}, nil
 }
 
+// The bounds of a run's arguments, whoever submits it: every run is stored whole and read by
+// every listing, so none may be large, and none may hold values its statistics cannot take.
+// The SPRT bounds are the Elo calculator's.
+const (
+	MaxSPRTElo    = 10.0
+	MinSPRTWidth  = 0.5
+	MaxSPSAParams = 500
+	MaxThreads    = 512
+	MaxThroughput = 1000
+	MaxPriority   = 100 // and -MaxPriority at least
+	maxInfoBytes  = 8 << 10
+	maxRawParams  = 64 << 10
+	maxNets       = 8
+)
+
+// checkSizes bounds every field's size and every count's range before anything is parsed.
+func checkSizes(req RunRequest) error {
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{
+		{"base_tag", req.BaseTag, 200}, {"new_tag", req.NewTag, 200},
+		{"msg_base", req.MsgBase, 2000}, {"msg_new", req.MsgNew, 2000},
+		{"rescheduled_from", req.RescheduledFrom, 24},
+		{"tc", req.TC, 40}, {"new_tc", req.NewTC, 40},
+		{"book", req.Book, 200}, {"book_depth", req.BookDepth, 10},
+		{"base_options", req.BaseOptions, 1000}, {"new_options", req.NewOptions, 1000},
+		{"base_signature", req.BaseSignature, 20}, {"new_signature", req.NewSignature, 20},
+		{"tests_repo", req.TestsRepo, 200}, {"info", req.Info, maxInfoBytes},
+		{"arch_filter", req.ArchFilter, 200}, {"compiler", req.Compiler, 20},
+	} {
+		if len(f.value) > f.max {
+			return fieldErr(f.name, "is %d bytes long, more than the %d allowed", len(f.value), f.max)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		nets []string
+	}{{"base_nets", req.BaseNets}, {"new_nets", req.NewNets}} {
+		if len(f.nets) > maxNets {
+			return fieldErr(f.name, "names %d networks, more than the %d allowed", len(f.nets), maxNets)
+		}
+		for _, n := range f.nets {
+			if len(n) > 100 {
+				return fieldErr(f.name, "a network name is %d bytes long, more than the 100 allowed", len(n))
+			}
+		}
+	}
+	if req.SPSA != nil && len(req.SPSA.RawParams) > maxRawParams {
+		return fieldErr("spsa.raw_params", "is %d bytes long, more than the %d allowed", len(req.SPSA.RawParams), maxRawParams)
+	}
+	if req.Threads != nil && *req.Threads > MaxThreads {
+		return fieldErr("threads", "%d: must be <= %d", *req.Threads, MaxThreads)
+	}
+	if req.Throughput != nil && *req.Throughput > MaxThroughput {
+		return fieldErr("throughput", "%d: must be <= %d (a percentage; 100 is normal)", *req.Throughput, MaxThroughput)
+	}
+	if req.Priority > MaxPriority || req.Priority < -MaxPriority {
+		return fieldErr("priority", "%d: must be from -%d to %d", req.Priority, MaxPriority, MaxPriority)
+	}
+	return nil
+}
+
 // buildStopRule checks that req has exactly one stop rule and fills args.NumGames and args.SPRT
 // or args.SPSA.
 func buildStopRule(req RunRequest, args *rundb.RunArgs) error {
@@ -377,8 +443,12 @@ func buildSPRT(req SPRTRequest, tc string, threads int) (*rundb.SPRT, error) {
 		return nil, fieldErr("sprt.elo0", "%v is not a finite number", *req.Elo0)
 	case !finite(*req.Elo1):
 		return nil, fieldErr("sprt.elo1", "%v is not a finite number", *req.Elo1)
-	case *req.Elo0 >= *req.Elo1:
-		return nil, fieldErr("sprt.elo1", "%v must be greater than elo0 %v", *req.Elo1, *req.Elo0)
+	case math.Abs(*req.Elo0) > MaxSPRTElo:
+		return nil, fieldErr("sprt.elo0", "%v is outside [-%v, %v]", *req.Elo0, MaxSPRTElo, MaxSPRTElo)
+	case math.Abs(*req.Elo1) > MaxSPRTElo:
+		return nil, fieldErr("sprt.elo1", "%v is outside [-%v, %v]", *req.Elo1, MaxSPRTElo, MaxSPRTElo)
+	case *req.Elo1 < *req.Elo0+MinSPRTWidth:
+		return nil, fieldErr("sprt.elo1", "%v must be greater than elo0 %v by at least %v", *req.Elo1, *req.Elo0, MinSPRTWidth)
 	}
 	model := req.EloModel
 	switch model {
@@ -455,6 +525,9 @@ func buildSPSA(req SPSARequest) (*rundb.SPSA, error) {
 	}
 	if len(params) == 0 {
 		return nil, fieldErr("spsa.raw_params", "defines no parameter")
+	}
+	if len(params) > MaxSPSAParams {
+		return nil, fieldErr("spsa.raw_params", "defines %d parameters, more than the %d a run may tune", len(params), MaxSPSAParams)
 	}
 	out := &rundb.SPSA{
 		Algorithm: classicSPSA, A: a, Alpha: alpha, Gamma: gamma,

@@ -222,6 +222,10 @@ func checkModification(args rundb.RunArgs, m RunModification) error {
 		return fieldErr("num_games", "%d: must be <= %d", n, MaxGames)
 	case m.Throughput < 0:
 		return fieldErr("throughput", "%d: must be >= 0 (a percentage; 100 is normal)", m.Throughput)
+	case m.Throughput > MaxThroughput:
+		return fieldErr("throughput", "%d: must be <= %d (a percentage; 100 is normal)", m.Throughput, MaxThroughput)
+	case m.Priority > MaxPriority || m.Priority < -MaxPriority:
+		return fieldErr("priority", "%d: must be from -%d to %d", m.Priority, MaxPriority, MaxPriority)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,6 +138,41 @@ func toMap(v any) (map[string]any, error) {
 	return m, nil
 }
 
+// finiteRun returns a copy of the listed run r whose numbers that JSON cannot carry (NaN, the
+// infinities) are 0: the arguments' rates and the SPRT's and SPSA's state.
+func finiteRun(r *rundb.Run) *rundb.Run {
+	fin := func(xs ...*float64) {
+		for _, x := range xs {
+			if math.IsNaN(*x) || math.IsInf(*x, 0) {
+				*x = 0
+			}
+		}
+	}
+	out := *r
+	fin(&out.Args.Throughput, &out.Args.ITP, &out.Args.Priority)
+	if r.Args.SPRT != nil {
+		sp := *r.Args.SPRT
+		fin(&sp.Alpha, &sp.Beta, &sp.Elo0, &sp.Elo1, &sp.LLR, &sp.LowerBound, &sp.UpperBound)
+		if sp.Overshoot != nil {
+			o := *sp.Overshoot
+			fin(&o.Ref0, &o.M0, &o.Sq0, &o.Ref1, &o.M1, &o.Sq1)
+			sp.Overshoot = &o
+		}
+		out.Args.SPRT = &sp
+	}
+	if r.Args.SPSA != nil {
+		sp := *r.Args.SPSA
+		fin(&sp.A, &sp.Alpha, &sp.Gamma)
+		sp.Params = slices.Clone(sp.Params)
+		for i := range sp.Params {
+			p := &sp.Params[i]
+			fin(&p.Start, &p.Min, &p.Max, &p.CEnd, &p.REnd, &p.C, &p.AEnd, &p.A, &p.Theta)
+		}
+		out.Args.SPSA = &sp
+	}
+	return &out
+}
+
 // addExtra puts into m the stored fields Shoal does not model, so that the API shows a run
 // written by fishtest (or a newer Shoal) whole. Modelled fields win.
 func addExtra(m map[string]any, extra rundb.Extra) {
@@ -163,6 +199,12 @@ const (
 // per view, the heavy parts left out or emptied.
 func runJSON(r *rundb.Run, view runView) (map[string]any, error) {
 	m, err := toMap(r.Listed())
+	var nonFinite *json.UnsupportedValueError
+	if errors.As(err, &nonFinite) {
+		// A run stored with a number JSON cannot carry (an SPRT bound of 1e308 made NaN of its
+		// LLR, say): the read answers anyway, with those numbers as 0.
+		m, err = toMap(finiteRun(r.Listed()))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode run %s: %w", r.ID, err)
 	}
@@ -451,10 +493,13 @@ func (s *Server) getElo(c *gin.Context) {
 		model = stats.ModelBayesElo
 	}
 	res := stats.Results{Wins: r.Results.Wins, Losses: r.Results.Losses, Draws: r.Results.Draws, Pentanomial: r.Results.Pentanomial}
-	elo, err := stats.EstimateSPRTElo(res, sprt.Alpha, sprt.Beta, 0.05, sprt.Elo0, sprt.Elo1, model)
-	if err != nil {
-		s.internalError(c, fmt.Errorf("sprt elo of run %s: %w", r.ID.Hex(), err))
-		return
+	// A run stored before the bounds were checked (or by another server) may hold bounds the
+	// estimate cannot take; it gets no estimate rather than an error.
+	var elo any
+	if e, err := stats.EstimateSPRTElo(res, sprt.Alpha, sprt.Beta, 0.05, sprt.Elo0, sprt.Elo1, model); err != nil {
+		s.logger.Warn("no SPRT Elo estimate for a stored run", "run_id", r.ID.Hex(), "err", err)
+	} else if _, err := json.Marshal(e); err == nil {
+		elo = e
 	}
 	m, err := runJSON(r, stripped)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
+	"github.com/shoal-chess/shoal/scheduler"
 )
 
 // The tests named TestSecurity... perform one finding of the security audit each (docs/SECURITY.md)
@@ -688,5 +691,96 @@ func TestSecurityRequestTaskFloodIsLimitedPerAccount(t *testing.T) {
 	other["worker_info"].(map[string]any)["username"] = "alice"
 	if code, out := f.post("/api/request_task", other); code != http.StatusOK || out["task_id"] == nil {
 		t.Errorf("another account during the flood: %d %v, want a task", code, out)
+	}
+}
+
+// Finding 7: a submitted run's every field is bounded (the audit's run of 45,000 SPSA
+// parameters, SPRT bounds of ±1e308, threads and priority of 2**63-1, a 900 kB info), each
+// refused with a 400 (413 for a body over the API's limit) that names the field; nothing is
+// stored.
+func TestSecurityRunSubmissionIsBounded(t *testing.T) {
+	f := newFleet(t)
+	ctx := context.Background()
+	runs := rundbtest.Collection(t, f.db, "runs")
+	before, _ := runs.CountDocuments(ctx, bson.D{})
+	var manyParams strings.Builder
+	for i := range 45000 {
+		fmt.Fprintf(&manyParams, "P%d,100,0,200,10,0.002\n", i)
+	}
+	var fewerParams strings.Builder
+	for i := range 501 {
+		fmt.Fprintf(&fewerParams, "P%d,1,0,2,1,0.002\n", i)
+	}
+	huge := int64(math.MaxInt64)
+	for _, c := range []struct {
+		name  string
+		spec  map[string]any
+		field string
+	}{
+		{"45,000 SPSA parameters", map[string]any{"spsa": map[string]any{"num_games": 20000, "raw_params": manyParams.String()}}, "spsa.raw_params"},
+		{"501 SPSA parameters", map[string]any{"spsa": map[string]any{"num_games": 20000, "raw_params": fewerParams.String()}}, "spsa.raw_params"},
+		{"SPRT bounds of ±1e308", map[string]any{"sprt": map[string]any{"elo0": -1e308, "elo1": 1e308}}, "sprt.elo0"},
+		{"SPRT bounds 1e-300 apart", map[string]any{"sprt": map[string]any{"elo0": 0, "elo1": 1e-300}}, "sprt.elo1"},
+		{"threads 2**63-1", map[string]any{"num_games": 10000, "threads": huge}, "threads"},
+		{"priority 2**63-1", map[string]any{"num_games": 10000, "priority": huge}, "priority"},
+		{"throughput 2**63-1", map[string]any{"num_games": 10000, "throughput": huge}, "throughput"},
+		{"a 100 kB info", map[string]any{"num_games": 10000, "info": strings.Repeat("i", 100<<10)}, "info"},
+		{"a 10 kB tag", map[string]any{"num_games": 10000, "new_tag": strings.Repeat("t", 10<<10)}, "new_tag"},
+	} {
+		run := map[string]any{
+			"base_tag": "master", "new_tag": "patch", "resolved_base": strings.Repeat("a", 40), "resolved_new": strings.Repeat("b", 40),
+			"tc": "10+0.1", "base_options": "Hash=16", "new_options": "Hash=16", "base_signature": "2050811",
+			"new_signature": "2061234", "tests_repo": "https://github.com/alice/Stockfish", "info": "a test",
+		}
+		maps.Copy(run, c.spec)
+		code, out := f.post("/api/create_run", map[string]any{"username": "alice", "password": "alicepw", "run": run})
+		msg := fmt.Sprint(out["error"])
+		if !(code == http.StatusBadRequest && strings.Contains(msg, "run."+c.field)) && code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: %d %.200s, want 400 naming run.%s (or 413)", c.name, code, msg, c.field)
+		}
+	}
+	if after, _ := runs.CountDocuments(ctx, bson.D{}); after != before {
+		t.Errorf("refused submissions stored %d runs", after-before)
+	}
+}
+
+// Finding 7, reading: a run stored before the bounds, as the audit's submission left it (SPRT
+// bounds of ±1e308, which made /api/get_elo answer 500), makes no read endpoint or page answer
+// 5xx. (MongoDB can also hold NaN, which the embedded database refuses to store: runJSON's
+// fallback for it is checked without a database below.)
+func TestSecurityStoredOutOfRangeRunReadsWithout5xx(t *testing.T) {
+	env := newUIEnv(t)
+	r := env.runsAdd("alice", runsTestRequest(nil))
+	env.runsChange(r.ID, func(r *rundb.Run) {
+		r.Args.SPRT.Elo0, r.Args.SPRT.Elo1, r.Args.SPRT.LLR = -1e308, 1e308, 1e308
+		r.Results = rundb.Results{Wins: 10, Losses: 5, Draws: 20, Pentanomial: []int{1, 3, 6, 4, 3}}
+	})
+	id := r.ID.Hex()
+	for _, path := range []string{"/api/get_elo/" + id, "/api/get_run/" + id, "/api/active_runs", "/api/finished_runs",
+		"/tests", "/tests/view/" + id, "/tests/live_elo/" + id, "/tests/stats/" + id, "/tests/user/alice"} {
+		w := httptest.NewRecorder()
+		env.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		if w.Code >= 500 {
+			t.Errorf("GET %s = %d\n%.300s", path, w.Code, w.Body)
+		}
+	}
+}
+
+// runJSON answers for a run holding numbers JSON cannot carry, with those numbers as 0.
+func TestSecurityRunJSONWithNonFiniteNumbers(t *testing.T) {
+	r, err := scheduler.BuildRun(runsTestRequest(nil), "alice", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Args.SPRT.LLR, r.Args.ITP = math.NaN(), math.Inf(1)
+	m, err := runJSON(r, stripped)
+	if err != nil {
+		t.Fatalf("runJSON: %v", err)
+	}
+	if _, err := json.Marshal(m); err != nil {
+		t.Errorf("the run's JSON does not encode: %v", err)
+	}
+	if !math.IsNaN(r.Args.SPRT.LLR) {
+		t.Error("runJSON changed the run itself")
 	}
 }
