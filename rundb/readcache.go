@@ -139,6 +139,7 @@ func (c *readCache[T]) invalidate(key string) {
 func copyUser(u *User) *User {
 	cp := *u
 	cp.Groups = slices.Clone(u.Groups)
+	cp.Sessions = slices.Clone(u.Sessions)
 	cp.Extra = maps.Clone(u.Extra)
 	return &cp
 }

@@ -61,8 +61,33 @@ type User struct {
 	Groups           []string  `bson:"groups" json:"groups"`
 	TestsRepo        string    `bson:"tests_repo" json:"tests_repo"`
 	MachineLimit     int       `bson:"machine_limit,omitempty" json:"machine_limit"`
+	// Sessions are the user's open web sessions: a session cookie is honoured only while its
+	// id is here and unexpired, so logging out, "log out everywhere", a block or a password
+	// change end it on the server, whatever copies of the cookie exist.
+	Sessions []UserSession `bson:"shoal_sessions,omitempty" json:"-"`
 
 	Extra Extra `bson:",inline" json:"-"`
+}
+
+// UserSession is one open web session: a hash of its id (the cookie holds the id), and when it
+// ends at the latest.
+type UserSession struct {
+	ID      string    `bson:"id"`
+	Expires time.Time `bson:"expires"`
+}
+
+// MaxUserSessions is how many web sessions a user keeps open at once; opening one more ends
+// the oldest.
+const MaxUserSessions = 20
+
+// HasSession reports whether the session with id is open at now.
+func (u *User) HasSession(id string, now time.Time) bool {
+	for _, s := range u.Sessions {
+		if s.ID == id && now.Before(s.Expires) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsApprover reports whether u may approve tests and accept users.
@@ -401,14 +426,57 @@ func (s *UserStore) SetPassword(ctx context.Context, username, password string) 
 		return fmt.Errorf("hash password: %w", err)
 	}
 	return s.update(ctx, username, bson.D{
-		{Key: "$set", Value: bson.D{{Key: "password_hash", Value: string(hash)}}},
+		{Key: "$set", Value: bson.D{{Key: "password_hash", Value: string(hash)}, {Key: "shoal_sessions", Value: bson.A{}}}},
 		{Key: "$unset", Value: bson.D{{Key: "password", Value: ""}}},
 	})
 }
 
-// SetBlocked blocks or unblocks a user; Authenticate refuses a blocked user from the next call.
+// SetBlocked blocks or unblocks a user; Authenticate refuses a blocked user from the next call,
+// and a block ends every web session.
 func (s *UserStore) SetBlocked(ctx context.Context, username string, blocked bool) error {
-	return s.update(ctx, username, bson.D{{Key: "$set", Value: bson.D{{Key: "blocked", Value: blocked}}}})
+	set := bson.D{{Key: "blocked", Value: blocked}}
+	if blocked {
+		set = append(set, bson.E{Key: "shoal_sessions", Value: bson.A{}})
+	}
+	return s.update(ctx, username, bson.D{{Key: "$set", Value: set}})
+}
+
+// OpenSession records a web session of the user, open until expires, ending the expired ones
+// and, beyond MaxUserSessions, the oldest.
+func (s *UserStore) OpenSession(ctx context.Context, username, id string, expires time.Time) error {
+	return s.changeSessions(ctx, username, func(open []UserSession) []UserSession {
+		open = append(open, UserSession{ID: id, Expires: expires.UTC().Truncate(time.Millisecond)})
+		return open[max(0, len(open)-MaxUserSessions):]
+	})
+}
+
+// CloseSession ends one web session of the user (a logout).
+func (s *UserStore) CloseSession(ctx context.Context, username, id string) error {
+	return s.changeSessions(ctx, username, func(open []UserSession) []UserSession {
+		return slices.DeleteFunc(open, func(s UserSession) bool { return s.ID == id })
+	})
+}
+
+// CloseAllSessions ends every web session of the user ("log out everywhere").
+func (s *UserStore) CloseAllSessions(ctx context.Context, username string) error {
+	return s.update(ctx, username, bson.D{{Key: "$set", Value: bson.D{{Key: "shoal_sessions", Value: bson.A{}}}}})
+}
+
+// changeSessions rewrites the user's open sessions, the expired ones left out, with change.
+// Two changes at the same moment can lose one of them: at worst a session opened then must be
+// opened again (a login), never a closed one reopened, as a close only removes.
+func (s *UserStore) changeSessions(ctx context.Context, username string, change func([]UserSession) []UserSession) error {
+	u, err := s.Get(ctx, username)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	open := slices.DeleteFunc(slices.Clone(u.Sessions), func(s UserSession) bool { return !now.Before(s.Expires) })
+	open = change(open)
+	if open == nil {
+		open = []UserSession{}
+	}
+	return s.update(ctx, username, bson.D{{Key: "$set", Value: bson.D{{Key: "shoal_sessions", Value: open}}}})
 }
 
 // Accept ends a user's pending state.

@@ -784,3 +784,70 @@ func TestSecurityRunJSONWithNonFiniteNumbers(t *testing.T) {
 		t.Error("runJSON changed the run itself")
 	}
 }
+
+// copyBrowser is another browser holding copies of b's cookies: a stolen or left-behind
+// session cookie.
+func copyBrowser(b *browser) *browser {
+	c := b.env.anon()
+	maps.Copy(c.cookies, b.cookies)
+	return c
+}
+
+// Finding 5: a session ends on the server. After a logout a copy of its cookie is logged out;
+// "log out everywhere" ends every session of the account; a block ends them all; a session
+// opened without "remember me" lasts 12 hours on the server, a remembered one 30 days, and
+// the login form's box is not ticked by default.
+func TestSecuritySessionsAreRevocable(t *testing.T) {
+	env := newUIEnv(t)
+	ctx := context.Background()
+
+	b := env.as("alice")
+	stolen := copyBrowser(b)
+	if stolen.loggedInAs() != "alice" {
+		t.Fatal("the copied cookie does not log in: the test proves nothing")
+	}
+	if w := b.post("/logout", url.Values{}); w.Code != http.StatusSeeOther {
+		t.Fatalf("logout = %d", w.Code)
+	}
+	if got := stolen.loggedInAs(); got != "" {
+		t.Errorf("a copy of the cookie is still logged in as %q after the logout", got)
+	}
+
+	laptop, phone := env.as("alice"), env.as("alice")
+	phoneCopy := copyBrowser(phone)
+	if w := laptop.post("/logout", url.Values{"everywhere": {"1"}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("log out everywhere = %d", w.Code)
+	}
+	for name, br := range map[string]*browser{"laptop": laptop, "phone": phone, "the phone's copied cookie": phoneCopy} {
+		if got := br.loggedInAs(); got != "" {
+			t.Errorf("%s is still logged in as %q after logging out everywhere", name, got)
+		}
+	}
+	if u, _ := env.db.Users.Get(ctx, "alice"); len(u.Sessions) != 0 {
+		t.Errorf("%d sessions still recorded after logging out everywhere", len(u.Sessions))
+	}
+
+	eve := env.as("carol")
+	if err := env.db.Users.SetBlocked(ctx, "carol", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.db.Users.SetBlocked(ctx, "carol", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := eve.loggedInAs(); got != "" {
+		t.Errorf("a session opened before a block is still logged in as %q after it was lifted", got)
+	}
+
+	// Lifetimes, on the server: 12 hours, or 30 days remembered.
+	if page := body(env.anon().get("/login")); strings.Contains(page, `name="remember" value="1" checked`) {
+		t.Error("remember me is ticked by default")
+	}
+	env.as("bob")
+	u, _ := env.db.Users.Get(ctx, "bob")
+	if n := len(u.Sessions); n != 1 || time.Until(u.Sessions[0].Expires) > 12*time.Hour || time.Until(u.Sessions[0].Expires) < 11*time.Hour {
+		t.Errorf("a session without remember me: %+v, want one ending in 12 hours", u.Sessions)
+	}
+	if !u.HasSession(u.Sessions[0].ID, time.Now()) || u.HasSession(u.Sessions[0].ID, time.Now().Add(13*time.Hour)) {
+		t.Error("a session's end on the server is not enforced")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -29,8 +30,13 @@ const (
 	// sessionRemember marks a "remember me" login: the cookie outlives the browser, and a
 	// session reopened after a password change keeps that lifetime.
 	sessionRemember = "remember"
-	// rememberAge is how long a "remember me" login lasts; other sessions end with the browser.
-	rememberAge = 400 * 24 * time.Hour
+	// sessionID is the session's id, which the user document lists while the session is open
+	// (rundb.User.Sessions): ending it there ends the session, wherever its cookie was copied.
+	sessionID = "sid"
+	// rememberAge is how long a "remember me" login lasts; browserAge how long any other
+	// lasts on the server, its cookie ending with the browser too.
+	rememberAge = 30 * 24 * time.Hour
+	browserAge  = 12 * time.Hour
 )
 
 // Context keys the UI middleware sets.
@@ -140,7 +146,8 @@ func (s *Server) loadUser(c *gin.Context) {
 		return
 	}
 	stamp, _ := sess.Get(sessionStamp).(string)
-	if !sessionHolds(u, stamp) {
+	sid, _ := sess.Get(sessionID).(string)
+	if !sessionHolds(u, stamp, sid, time.Now()) {
 		s.endSession(c)
 		if u != nil && u.Blocked {
 			s.flash(c, "error", "Your account is blocked.")
@@ -154,25 +161,70 @@ func (s *Server) loadUser(c *gin.Context) {
 	c.Next()
 }
 
-// sessionHolds reports whether a session opened with stamp may go on as u: the user exists,
-// is neither blocked nor pending, and has not changed password since. Pages (loadUser) and
-// live streams apply the same rule.
-func sessionHolds(u *rundb.User, stamp string) bool {
-	return u != nil && !u.Blocked && !u.Pending && stamp == u.SessionStamp()
+// sessionHolds reports whether a session opened with stamp, with id sid, may go on as u at now:
+// the user exists, is neither blocked nor pending, has not changed password since, and still
+// lists the session as open (no logout, "log out everywhere" or expiry ended it). Pages
+// (loadUser) and live streams apply the same rule.
+func sessionHolds(u *rundb.User, stamp, sid string, now time.Time) bool {
+	return u != nil && !u.Blocked && !u.Pending && stamp == u.SessionStamp() && sid != "" &&
+		u.HasSession(sessionKey(sid), now)
 }
 
-// startSession logs u in: a new CSRF token (so a token seen before login is worthless) and,
-// with remember, a cookie that outlives the browser.
-func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) {
+// sessionKey is what the user document keeps of a session id: its hash, so that a copy of
+// the database opens no session.
+func sessionKey(sid string) string {
+	sum := sha256.Sum256([]byte("shoal session id\x00" + sid))
+	return hex.EncodeToString(sum[:16])
+}
+
+// startSession logs u in: a new session id, recorded on the user document; a new CSRF token (so
+// a token seen before login is worthless); with remember, a cookie that outlives the browser.
+// On a database error nothing is logged in and the error is answered.
+func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) bool {
+	sid := newToken()
+	age := browserAge
+	if remember {
+		age = rememberAge
+	}
+	if !s.uiDo(c, func(ctx context.Context) error {
+		return s.deps.DB.Users.OpenSession(ctx, u.Username, sessionKey(sid), time.Now().Add(age))
+	}) {
+		return false
+	}
 	sess := sessions.Default(c)
 	sess.Clear()
 	sess.Set(sessionUser, u.Username)
 	sess.Set(sessionStamp, u.SessionStamp())
+	sess.Set(sessionID, sid)
 	sess.Set(sessionCSRF, newToken())
 	if remember {
 		sess.Set(sessionRemember, true)
 	}
 	applyCookieOptions(c, sess)
+	return true
+}
+
+// closeSession ends the current session on the server too, or every session of its user with
+// everywhere, before the cookie is cleared: a copy of the cookie is worthless afterwards.
+func (s *Server) closeSession(c *gin.Context, everywhere bool) bool {
+	sess := sessions.Default(c)
+	name, _ := sess.Get(sessionUser).(string)
+	sid, _ := sess.Get(sessionID).(string)
+	if name == "" {
+		return true
+	}
+	return s.uiDo(c, func(ctx context.Context) error {
+		var err error
+		if everywhere {
+			err = s.deps.DB.Users.CloseAllSessions(ctx, name)
+		} else {
+			err = s.deps.DB.Users.CloseSession(ctx, name, sessionKey(sid))
+		}
+		if errors.Is(err, rundb.ErrNotFound) {
+			return nil // the user is gone, and the session with them
+		}
+		return err
+	})
 }
 
 // endSession logs out: the session keeps nothing but a fresh CSRF token.

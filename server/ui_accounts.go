@@ -39,7 +39,7 @@ type loginData struct {
 
 func (s *Server) loginPage(c *gin.Context) {
 	next := safeNext(c.Query("next"), "")
-	s.render(c, http.StatusOK, "login", loginData{page: s.page(c, "Log in"), Remember: true, Next: next})
+	s.render(c, http.StatusOK, "login", loginData{page: s.page(c, "Log in"), Next: next})
 }
 
 // loginSubmit checks the credentials and opens a session. A failed attempt counts against the
@@ -94,13 +94,25 @@ func (s *Server) loginSubmit(c *gin.Context) {
 		s.render(c, status, "login", d)
 		return
 	}
-	s.startSession(c, u, d.Remember)
+	if !s.startSession(c, u, d.Remember) {
+		return
+	}
 	s.redirect(c, safeNext(d.Next, "/tests"))
 }
 
+// logoutSubmit ends the session on the server, so that a copy of its cookie is worthless, and
+// with everywhere=1 ("log out everywhere") every other session of the user too.
 func (s *Server) logoutSubmit(c *gin.Context) {
+	everywhere := c.PostForm("everywhere") != ""
+	if !s.closeSession(c, everywhere) {
+		return
+	}
 	s.endSession(c)
-	s.flash(c, "info", "You are logged out.")
+	if everywhere {
+		s.flash(c, "info", "You are logged out everywhere: every session of your account has ended.")
+	} else {
+		s.flash(c, "info", "You are logged out.")
+	}
 	s.redirect(c, "/tests")
 }
 
@@ -664,7 +676,9 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 	}
 	if fresh != nil {
 		remember, _ := sessions.Default(c).Get(sessionRemember).(bool)
-		s.startSession(c, fresh, remember)
+		if !s.startSession(c, fresh, remember) {
+			return
+		}
 		s.flash(c, "success", "Your profile is saved and your password changed: your other sessions are logged out.")
 	} else {
 		s.flash(c, "success", "Your profile is saved.")

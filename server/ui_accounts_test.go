@@ -79,11 +79,11 @@ func TestUIAccountsLogin(t *testing.T) {
 		}
 	})
 
-	t.Run("remember me keeps the session 400 days", func(t *testing.T) {
+	t.Run("remember me keeps the session 30 days", func(t *testing.T) {
 		w := env.anon().post("/login", url.Values{"username": {"alice"}, "password": {uiPassword}, "remember": {"1"}})
 		c := sessionSetCookie(w)
-		if c == nil || c.MaxAge != 400*24*3600 {
-			t.Fatalf("session cookie %+v: want Max-Age %d", c, 400*24*3600)
+		if c == nil || c.MaxAge != 30*24*3600 {
+			t.Fatalf("session cookie %+v: want Max-Age %d", c, 30*24*3600)
 		}
 	})
 
@@ -611,7 +611,7 @@ func TestUIAccountsPasswordChangeEndsOtherSessions(t *testing.T) {
 	if w.Code != http.StatusSeeOther {
 		t.Fatalf("password change: %d\n%s", w.Code, body(w))
 	}
-	if c := sessionSetCookie(w); c == nil || c.MaxAge != 400*24*3600 {
+	if c := sessionSetCookie(w); c == nil || c.MaxAge != 30*24*3600 {
 		t.Errorf("the reopened session lost its remember-me lifetime: %+v", c)
 	}
 	if got := here.loggedInAs(); got != "alice" {

@@ -195,6 +195,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 	sess := sessions.Default(c)
 	name, _ := sess.Get(sessionUser).(string)
 	stamp, _ := sess.Get(sessionStamp).(string)
+	sid, _ := sess.Get(sessionID).(string)
 	user, checked := currentUser(c), opened
 
 	do := func() ([]liveBlock, bool, error) { return render(ctx, user) }
@@ -292,7 +293,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 			return
 		}
 		if name != "" && time.Since(checked) >= lim.recheck {
-			u, ok, err := s.liveSessionValid(ctx, name, stamp)
+			u, ok, err := s.liveSessionValid(ctx, name, stamp, sid)
 			checked = time.Now()
 			switch {
 			case ctx.Err() != nil:
@@ -332,7 +333,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 // liveSessionValid reads the user of a stream's session again, as loadUser does for a
 // request: ok is false when the user is gone, blocked or pending, or when the session's stamp
 // is no longer theirs (a new password).
-func (s *Server) liveSessionValid(ctx context.Context, name, stamp string) (u *rundb.User, ok bool, err error) {
+func (s *Server) liveSessionValid(ctx context.Context, name, stamp, sid string) (u *rundb.User, ok bool, err error) {
 	err = s.liveRead(ctx, func(ctx context.Context) error {
 		var err error
 		u, err = s.deps.DB.Users.Get(ctx, name)
@@ -344,7 +345,7 @@ func (s *Server) liveSessionValid(ctx context.Context, name, stamp string) (u *r
 	case err != nil:
 		return nil, false, err
 	}
-	if !sessionHolds(u, stamp) {
+	if !sessionHolds(u, stamp, sid, time.Now()) {
 		return nil, false, nil
 	}
 	return u, true, nil
