@@ -173,6 +173,19 @@ func (d *DB) Describe() string {
 // is the loopback mongodb:// address it listens on.
 func (d *DB) URI() string { return d.uri }
 
+// SharedURI is the address other processes of this machine and user use to share the embedded
+// database: its TCP front when one was asked for (Options.EmbeddedAddr), else its Unix socket's
+// URI; "" when the database is not embedded.
+func (d *DB) SharedURI() string {
+	switch {
+	case d.embedded == nil:
+		return ""
+	case d.embedded.tcpURI != "":
+		return d.embedded.tcpURI
+	}
+	return d.uri
+}
+
 // Embedded reports whether this DB started the embedded database.
 func (d *DB) Embedded() bool { return d.embedded != nil }
 

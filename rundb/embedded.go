@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,15 +20,19 @@ import (
 // database in the data directory.
 var ErrDatabaseInUse = errors.New("the embedded database is in use by another process (a running Shoal server?)")
 
-// embedded is an in-process FerretDB with the SQLite handler, listening on a loopback port. Its
-// data directory is locked for as long as it runs, because two FerretDB processes writing the
-// same SQLite files would corrupt them.
+// embedded is an in-process FerretDB with the SQLite handler. It listens on a Unix socket in
+// its own directory (mode 0700), so only this operating-system user reaches it, and on a
+// loopback TCP address only when one is given, through a front that admits only connections
+// from processes of the same user (peerFront). Its data directory is locked for as long as it
+// runs, because two FerretDB processes writing the same SQLite files would corrupt them.
 type embedded struct {
 	dir    string
-	uri    string
+	uri    string // the socket's; tcpURI is the TCP front's, or ""
+	tcpURI string
 	lock   *os.File
 	cancel context.CancelFunc
 	done   chan struct{}
+	front  *peerFront
 	once   sync.Once
 }
 
@@ -35,39 +40,62 @@ type embedded struct {
 // on; it contains that process's pid so that the error message can name it.
 const lockFileName = "shoal.lock"
 
-// startEmbedded locks dataDir, starts FerretDB on addr (a loopback HOST:PORT) with its SQLite
-// files under dataDir/db, and returns once it accepts connections.
+// socketName is the embedded database's Unix socket, in dataDir/db.
+const socketName = "mongodb.sock"
+
+// maxSocketPath is the longest Unix socket path Linux takes (sun_path, 108 bytes with its NUL).
+const maxSocketPath = 107
+
+// startEmbedded locks dataDir, starts FerretDB on a Unix socket with its SQLite files under
+// dataDir/db (both in that directory, mode 0700), and, if addr (a loopback HOST:PORT) is given,
+// a TCP front for other processes of this user. It returns once FerretDB accepts connections.
 func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error) {
 	if dataDir == "" {
 		dataDir = "data"
-	}
-	if addr == "" {
-		addr = "127.0.0.1:0"
 	}
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
 	}
 	dbDir := filepath.Join(abs, "db")
-	if err := os.MkdirAll(dbDir, 0o750); err != nil {
+	if err := os.MkdirAll(dbDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	// Older versions made it 0750: the socket and the files are this user's alone.
+	if err := os.Chmod(dbDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make %s private: %w", dbDir, err)
 	}
 	lock, err := lockDataDir(abs)
 	if err != nil {
 		return nil, err
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			unlockDataDir(lock)
+		}
+	}()
+	sock := filepath.Join(dbDir, socketName)
+	if len(sock) > maxSocketPath {
+		// A deep data directory: the socket goes to a private directory of its own.
+		tmp, err := os.MkdirTemp("", "shoal-db-")
+		if err != nil {
+			return nil, fmt.Errorf("create the database socket's directory: %w", err)
+		}
+		sock = filepath.Join(tmp, socketName)
+	}
+	_ = os.Remove(sock) // left by a process that died; the lock says none runs
 	// FerretDB logs every error reply it sends (a duplicate key, say) as a warning, which would
 	// drown Shoal's own log; its errors still reach us through the driver.
 	fdbLogger := slog.New(levelFloor{Handler: logger.With("component", "ferretdb").Handler(), min: slog.LevelError})
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: addr},
+		Listener:  ferretdb.ListenerConfig{Unix: sock},
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + dbDir + "/",
 		Logger:    fdbLogger,
 	})
 	if err != nil {
-		unlockDataDir(lock)
-		return nil, fmt.Errorf("start embedded database on %s: %w", addr, err)
+		return nil, fmt.Errorf("start embedded database on %s: %w", sock, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &embedded{dir: abs, lock: lock, cancel: cancel, done: make(chan struct{})}
@@ -75,7 +103,17 @@ func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error)
 		defer close(e.done)
 		_ = f.Run(ctx)
 	}()
-	e.uri = f.MongoDBURI()
+	e.uri = "mongodb://" + url.PathEscape(sock) + "/"
+	if addr != "" {
+		front, err := startPeerFront(addr, sock, os.Getuid(), logger)
+		if err != nil {
+			cancel()
+			<-e.done
+			return nil, fmt.Errorf("embedded database: %w", err)
+		}
+		e.front, e.tcpURI = front, "mongodb://"+front.addr()+"/"
+	}
+	ok = true
 	return e, nil
 }
 
@@ -83,6 +121,9 @@ func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error)
 // call more than once.
 func (e *embedded) close() {
 	e.once.Do(func() {
+		if e.front != nil {
+			e.front.close()
+		}
 		e.cancel()
 		<-e.done
 		unlockDataDir(e.lock)

@@ -36,7 +36,7 @@ func TestEmbeddedDatabaseKeepsDataAndLocksItsDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !db.Embedded() || db.Name() != rundb.DefaultDatabase || !strings.HasPrefix(db.URI(), "mongodb://127.0.0.1:") {
+	if !db.Embedded() || db.Name() != rundb.DefaultDatabase || !strings.HasPrefix(db.URI(), "mongodb://%2F") || !strings.Contains(db.URI(), "mongodb.sock") {
 		t.Errorf("embedded=%v name=%q uri=%q", db.Embedded(), db.Name(), db.URI())
 	}
 	if _, err := db.Users.Create(ctx, rundb.NewUser{Username: "alice", Password: "secret", Accepted: true}); err != nil {

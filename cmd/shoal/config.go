@@ -40,8 +40,9 @@ type Config struct {
 	// Database is the name of the MongoDB database holding shoal's
 	// collections.
 	Database string
-	// EmbeddedDBAddr is the loopback HOST:PORT the embedded database listens
-	// on; port 0 picks any free port.
+	// EmbeddedDBAddr is a loopback HOST:PORT on which the embedded database also listens, for
+	// other processes of the same operating-system user (secondaries); empty: only its Unix
+	// socket in the data directory. Port 0 picks any free port.
 	EmbeddedDBAddr string
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string
@@ -122,7 +123,7 @@ func DefaultConfig() Config {
 		DataDir:               "./data",
 		MongoURI:              "",
 		Database:              "fishtest_new",
-		EmbeddedDBAddr:        "127.0.0.1:0",
+		EmbeddedDBAddr:        "",
 		LogLevel:              "info",
 		ThreadpoolTokens:      200,
 		TaskSemaphoreSize:     5,
@@ -413,8 +414,8 @@ func options() []option {
 			func(c *Config) *string { return &c.MongoURI }, checkMongoURI).withRedact(rundb.RedactURI),
 		stringOption("database", "MongoDB database name",
 			func(c *Config) *string { return &c.Database }, checkDatabase),
-		stringOption("embedded_db_addr", "loopback HOST:PORT of the embedded database; port 0 picks a free port",
-			func(c *Config) *string { return &c.EmbeddedDBAddr }, checkLoopbackAddr),
+		stringOption("embedded_db_addr", "loopback HOST:PORT where the embedded database also listens, for this OS user's other processes only; empty: its Unix socket alone",
+			func(c *Config) *string { return &c.EmbeddedDBAddr }, optional(checkLoopbackAddr)),
 		stringOption("log_level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
 		stringOption("books_url", "URL of the books.json metadata refreshed every 15 minutes; empty: only the database's",

@@ -92,7 +92,7 @@ func TestDefaultConfig(t *testing.T) {
 		DataDir:               "./data",
 		MongoURI:              "",
 		Database:              "fishtest_new",
-		EmbeddedDBAddr:        "127.0.0.1:0",
+		EmbeddedDBAddr:        "",
 		LogLevel:              "info",
 		ThreadpoolTokens:      200,
 		TaskSemaphoreSize:     5,

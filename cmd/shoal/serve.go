@@ -255,7 +255,9 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	}
 	logger.Info("database ready", "database", db.Describe())
 	if db.Embedded() {
-		logger.Info("other instances on this machine can share the embedded database", "mongo_uri", db.URI())
+		// Only processes of this operating-system user can use it: the socket is in a private
+		// directory, and the TCP front (embedded_db_addr) checks who connects.
+		logger.Info("instances of this user on this machine can share the embedded database", "mongo_uri", db.SharedURI())
 	}
 	primary := cfg.IsPrimary()
 	role := "secondary"
