@@ -103,7 +103,8 @@ func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error)
 		defer close(e.done)
 		_ = f.Run(ctx)
 	}()
-	e.uri = "mongodb://" + url.PathEscape(sock) + "/"
+	// The driver reads a "+" of the host part as a space: it must be escaped too.
+	e.uri = "mongodb://" + strings.ReplaceAll(url.PathEscape(sock), "+", "%2B") + "/"
 	if addr != "" {
 		front, err := startPeerFront(addr, sock, os.Getuid(), logger)
 		if err != nil {
