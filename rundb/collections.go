@@ -199,10 +199,15 @@ type pgnDoc struct {
 }
 
 // Put stores one task's PGN, replacing the one Put stored for that task before: a worker that
-// uploads again does not add a copy.
+// uploads again does not add a copy. The first upload is an insert, which costs the same
+// however many PGNs are stored; only a repeat replaces the stored one (an upsert would look
+// for the document first, which the embedded database does by reading the whole collection).
 func (s *PGNStore) Put(ctx context.Context, p *PGN) error {
-	_, err := s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: p.RunID}}, pgnDoc{ID: p.RunID, PGN: *p},
-		options.Replace().SetUpsert(true))
+	doc := pgnDoc{ID: p.RunID, PGN: *p}
+	_, err := s.coll.InsertOne(ctx, doc)
+	if mongo.IsDuplicateKeyError(err) {
+		_, err = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: p.RunID}}, doc)
+	}
 	if err != nil {
 		return fmt.Errorf("put pgn %s: %w", p.RunID, mapError(err))
 	}
