@@ -54,18 +54,16 @@ func (s *Server) recovery(c *gin.Context, recovered any) {
 	s.fail(c, http.StatusInternalServerError, "Internal Server Error")
 }
 
-// shutdownGuard refuses every request once shutdown has begun: 503 in the path's error shape,
-// except for request_version, which gets plain text. A fishtest worker quits for good on a
-// JSON error from request_version but backs off from a reply that is not JSON, as from
-// fishtest's own shutdown; every other endpoint's JSON error only makes it back off.
+// shutdownGuard refuses every request once shutdown has begun with a 503: worker calls get
+// retryLater's text, which fishtest's worker and Shoal's retry (a JSON error would make them
+// drop the update and the task), everything else the path's error shape.
 func (s *Server) shutdownGuard(c *gin.Context) {
 	if s.shuttingDown.Load() {
-		c.Header("Retry-After", "15")
-		if c.Request.URL.Path == "/api/request_version" {
-			c.String(http.StatusServiceUnavailable, "server is shutting down")
-			c.Abort()
+		if workerPaths[c.Request.URL.Path] {
+			retryLater(c, "server is shutting down")
 			return
 		}
+		c.Header("Retry-After", "15")
 		s.fail(c, http.StatusServiceUnavailable, "server is shutting down")
 		return
 	}

@@ -108,8 +108,8 @@ func TestShutdownRefusesNewWork(t *testing.T) {
 	if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("GET /healthz while shutting down = %d, want 503", w.Code)
 	}
-	w := do(s, http.MethodPost, "/api/request_task")
-	if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || msg != "/api/request_task: server is shutting down" {
+	w := do(s, http.MethodGet, "/api/active_runs")
+	if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || msg != "/api/active_runs: server is shutting down" {
 		t.Errorf("API while shutting down = %d %q", w.Code, msg)
 	}
 	if w.Header().Get("Retry-After") == "" {

@@ -64,11 +64,32 @@ func (s *Server) uploadSlot(c *gin.Context) bool {
 	return true
 }
 
-// primaryOnly answers 503 {"error": "<path>: primary instance required"} on a secondary.
+// workerPaths are the worker protocol's endpoints, which workerRoutes registers.
+var workerPaths = map[string]bool{"/api/request_version": true, "/api/request_task": true, "/api/update_task": true,
+	"/api/beat": true, "/api/request_spsa": true, "/api/failed_task": true, "/api/stop_run": true,
+	"/api/upload_pgn": true, "/api/worker_log": true}
+
+// primaryOnly turns a worker call away on an instance that does not schedule (a secondary),
+// before reading anything, so that it is retried (retryLater). fishtest answers a JSON error
+// here, which its worker takes as final; behind nginx a 503 also sends the call on to the next
+// upstream.
 func (s *Server) primaryOnly(c *gin.Context) {
-	if s.requirePrimary(c, primaryRequired) {
-		c.Next()
+	if s.deps.Scheduler == nil {
+		retryLater(c, primaryRequired)
+		return
 	}
+	c.Next()
+}
+
+// retryLater answers a worker call that this instance cannot take now, shutting down or not the
+// primary, the way workers retry instead of abandoning their task: protocol.RetryLaterStatus
+// with Retry-After and a body that is text, not JSON.
+func retryLater(c *gin.Context, why string) {
+	c.Header("Retry-After", "15")
+	c.Header("Cache-Control", "no-store")
+	c.Set(expectedRefusalKey, true) // by design, and as many as workers send
+	c.String(protocol.RetryLaterStatus, "%s: %s; retry later\n", c.Request.URL.Path, why)
+	c.Abort()
 }
 
 // workerRequest is a worker call that passed fishtest's validate_request: authenticated, well
@@ -176,7 +197,7 @@ func (s *Server) requestVersion(c *gin.Context) {
 	if _, ok := s.authenticate(c, body); !ok {
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"version": protocol.Version, "duration": duration(c)})
+	c.JSON(http.StatusOK, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
 }
 
 // workerCall wraps an endpoint in fishtest's validate_request: credentials, the strict schema,
@@ -302,8 +323,8 @@ func toWorkerInfo(w protocol.WorkerInfo) rundb.WorkerInfo {
 	}
 }
 
-// requirePrimary answers a 503 with msg when this instance does not schedule (a secondary);
-// the worker endpoints use fishtest's text, primaryRequired.
+// requirePrimary answers a 503 in the API's error shape with msg when this instance does not
+// schedule (a secondary): the JSON endpoints that submit work (worker calls use primaryOnly).
 func (s *Server) requirePrimary(c *gin.Context, msg string) bool {
 	if s.deps.Scheduler == nil {
 		apiError(c, http.StatusServiceUnavailable, msg)
@@ -312,6 +333,7 @@ func (s *Server) requirePrimary(c *gin.Context, msg string) bool {
 	return true
 }
 
+// primaryRequired is why a secondary turns a worker call away, in fishtest's words.
 const primaryRequired = "primary instance required"
 
 // needTask checks what the task endpoints share: a run_id and a task_id.
@@ -335,7 +357,7 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	var reply scheduler.TaskReply
 	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), c.ClientIP(), time.Now()) {
 		// fishtest's worker waits and asks again on this reply, as on "too busy".
-		c.JSON(http.StatusOK, gin.H{"task_waiting": false, "info": taskLimitedInfo, "duration": duration(c)})
+		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo, Duration: duration(c)})
 		return
 	}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
@@ -348,39 +370,52 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		return
 	}
 	if reply.Waiting {
-		out := gin.H{"task_waiting": false, "duration": duration(c)}
-		if reply.Info != "" {
-			out["info"] = reply.Info
-		}
-		if reply.Error != "" {
-			out["error"] = reply.Error
-		}
-		c.JSON(http.StatusOK, out)
+		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: reply.Info, Error: reply.Error, Duration: duration(c)})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{
-		"run":      gin.H{"_id": reply.RunID.Hex(), "args": reply.Args, "my_task": reply.Task},
-		"task_id":  reply.TaskID,
-		"duration": duration(c),
+	stats := protocol.Stats{Wins: reply.Task.Stats.Wins, Losses: reply.Task.Stats.Losses, Draws: reply.Task.Stats.Draws,
+		Crashes: reply.Task.Stats.Crashes, TimeLosses: reply.Task.Stats.TimeLosses}
+	copy(stats.Pentanomial[:], reply.Task.Stats.Pentanomial)
+	c.JSON(http.StatusOK, protocol.TaskReply{
+		Run: &protocol.TaskRun{ID: reply.RunID.Hex(), Args: reply.Args,
+			MyTask: protocol.MyTask{NumGames: reply.Task.NumGames, Start: reply.Task.Start, Stats: &stats}},
+		TaskID:   &reply.TaskID,
+		Duration: duration(c),
 	})
 }
 
-// replyJSON writes the scheduler's answer with the duration.
-func replyJSON(c *gin.Context, r scheduler.Reply) {
-	out := gin.H{"duration": duration(c)}
-	if r.TaskAlive != nil {
-		out["task_alive"] = *r.TaskAlive
+// The scheduler's answers in the worker protocol's reply types: each endpoint's reply has
+// exactly fishtest's keys (the golden tests hold them to the reference).
+
+// updateReply is the reply of update_task and beat.
+func updateReply(c *gin.Context, r scheduler.Reply) any {
+	return protocol.UpdateReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Error: r.Error, Duration: duration(c)}
+}
+
+// failedReply is failed_task's: {} for the task it ended, the update reply's shape for a task
+// that was no longer active.
+func failedReply(c *gin.Context, r scheduler.Reply) any {
+	if r.TaskAlive == nil {
+		return protocol.DoneReply{Duration: duration(c)}
 	}
-	if r.Info != "" {
-		out["info"] = r.Info
+	return updateReply(c, r)
+}
+
+// spsaReply is request_spsa's: the batch's parameters, or task_alive false with the reason.
+func spsaReply(c *gin.Context, r scheduler.Reply) any {
+	out := protocol.SPSAReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Duration: duration(c)}
+	if b := r.SPSA; b != nil {
+		out.WParams = make([]protocol.SPSAWParam, len(b.WParams))
+		for i, p := range b.WParams {
+			out.WParams[i] = protocol.SPSAWParam{Name: p.Name, Value: p.Value, C: p.C, R: p.R, Flip: p.Flip}
+		}
+		out.BParams = make([]protocol.SPSABParam, len(b.BParams))
+		for i, p := range b.BParams {
+			out.BParams[i] = protocol.SPSABParam{Name: p.Name, Value: p.Value}
+		}
+		out.Sig = b.Sig
 	}
-	if r.Error != "" {
-		out["error"] = r.Error
-	}
-	if r.SPSA != nil {
-		out["w_params"], out["b_params"], out["sig"] = r.SPSA.WParams, r.SPSA.BParams, r.SPSA.Sig
-	}
-	c.JSON(http.StatusOK, out)
+	return out
 }
 
 // gate runs fn with what it needs before it may touch the database: a token of the pool
@@ -399,9 +434,11 @@ func (s *Server) memoryOrDB(id rundb.ObjectID) gate {
 	}
 }
 
-// schedulerCall runs a scheduler operation through its gate and answers its reply; a task that
-// vanished between validation and the call is a 400 like an invalid task_id.
-func (s *Server) schedulerCall(c *gin.Context, through gate, op func(ctx context.Context) (scheduler.Reply, error)) {
+// schedulerCall runs a scheduler operation through its gate and answers its reply in the
+// endpoint's shape; a task that vanished between validation and the call is a 400 like an
+// invalid task_id.
+func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Context, scheduler.Reply) any,
+	op func(ctx context.Context) (scheduler.Reply, error)) {
 	var reply scheduler.Reply
 	err := through(c.Request.Context(), func(ctx context.Context) error {
 		var err error
@@ -414,7 +451,7 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, op func(ctx context
 	case err != nil:
 		s.internalError(c, err)
 	default:
-		replyJSON(c, reply)
+		c.JSON(http.StatusOK, shape(c, reply))
 	}
 }
 
@@ -432,7 +469,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 			spsa.Sig = 0 // never a CRC32: the update is refused by the signature check
 		}
 	}
-	s.schedulerCall(c, s.deps.Tokens.Do, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.deps.Tokens.Do, updateReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
 	})
 }
@@ -441,7 +478,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, s.memoryOrDB(w.run), func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.memoryOrDB(w.run), updateReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.Beat(ctx, w.run, w.taskID())
 	})
 }
@@ -450,7 +487,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, s.memoryOrDB(w.run), func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.memoryOrDB(w.run), spsaReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.RequestSPSA(ctx, w.run, w.taskID())
 	})
 }
@@ -459,7 +496,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, s.deps.Tokens.Do, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.deps.Tokens.Do, failedReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return s.deps.Scheduler.FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }
@@ -497,7 +534,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		apiError(c, http.StatusUnauthorized, msgErr)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"duration": duration(c)})
+	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
 }
 
 func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
@@ -520,7 +557,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 		s.internalError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"duration": duration(c)})
+	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
 }
 
 func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
@@ -545,5 +582,5 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 		s.internalError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"duration": duration(c)})
+	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
 }

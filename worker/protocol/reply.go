@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Every reply carries duration, the seconds the server spent on the call: fishtest's worker reads
@@ -165,4 +167,32 @@ type SPSAWParam struct {
 type SPSABParam struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
+}
+
+// DoneReply is the reply that carries nothing but the duration: stop_run, upload_pgn,
+// worker_log, and failed_task for an active task (fishtest's {}).
+type DoneReply struct {
+	Duration float64 `json:"duration"`
+}
+
+// RetryLaterStatus is the status of the worker API's answer while the server cannot take the
+// call: it is shutting down, or it is a secondary or a standby that does not schedule. The
+// answer comes with a Retry-After header and a plain-text body that is deliberately not a JSON
+// object: fishtest's worker gives up on a call whose reply holds "error" (an update's games are
+// lost with its task) but retries one whose reply is not JSON, as from a server that is
+// restarting, and so does Shoal's worker.
+const RetryLaterStatus = 503
+
+// DecodeReply decodes a reply into one of the reply types, matching keys exactly as fishtest's
+// worker reads them (a Python dict): "Name" does not fill Name's "name". encoding/json would
+// match it, and a server answering the wrong case would go unnoticed by a Go client while it
+// breaks fishtest's. Unknown keys are ignored, as they are by fishtest's worker.
+func DecodeReply(data []byte, v any) error {
+	return jsonv2.Unmarshal(data, v)
+}
+
+// DecodeReplyStrict is DecodeReply that also refuses a key the type does not name: the check
+// that a reply has exactly the keys of its type.
+func DecodeReplyStrict(data []byte, v any) error {
+	return jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true))
 }
