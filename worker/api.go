@@ -73,7 +73,31 @@ type Observer interface {
 	// active" reply (task_alive false with "info"), which records nothing. Stats are
 	// cumulative, so an update retried after a lost reply is harmless.
 	Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool)
+	// TaskEnded is called when the worker is done with a task that TaskStarted announced, with
+	// how it ended.
+	TaskEnded(runID string, taskID int, how TaskEnd)
 }
+
+// TaskEnd is how a worker's task ended.
+type TaskEnd string
+
+const (
+	// TaskFinished: every game played, or the server said no more are needed (task_alive false).
+	TaskFinished TaskEnd = "finished"
+	// TaskFailed: the worker gave the task up and sent failed_task (its games since the last
+	// accepted update are lost): a game source error, an update the server refused or that
+	// found no server for five attempts, an invalid request_spsa reply.
+	TaskFailed TaskEnd = "failed"
+	// TaskStoppedRun: the game source blamed the run and the worker sent stop_run.
+	TaskStoppedRun TaskEnd = "stopped the run"
+	// TaskAbandoned: a beat's reply said the task is gone (task_alive false or "error"), and
+	// the worker dropped it without telling the server, as fishtest's heartbeat does.
+	TaskAbandoned TaskEnd = "abandoned"
+	// TaskStopped: a graceful stop (StopFile or the end of the worker's run) ended it.
+	TaskStopped TaskEnd = "stopped"
+	// TaskInterrupted: the worker's context ended mid-task (the worker vanished).
+	TaskInterrupted TaskEnd = "interrupted"
+)
 
 // Config configures one Worker. Zero values get defaults (see New).
 type Config struct {
@@ -92,6 +116,12 @@ type Config struct {
 	// TimeScale compresses time: the heartbeat period (120 s), the backoff (15 s to 900 s) and the
 	// update_task retry delay (15 s) are divided by it. 0 means 1.
 	TimeScale float64
+	// RetryDelay is the wait between two attempts of a call that must reach the server
+	// (update_task, request_spsa, failed_task, stop_run, upload_pgn): five attempts in all. 0
+	// means fishtest's 15 s divided by TimeScale. A test that restarts its server under a
+	// compressed clock sets it so that the attempts still span the restart, as fishtest's
+	// minute does for a real one.
+	RetryDelay time.Duration
 	// HTTPClient is used for every call and may be shared by a fleet; default: a client with a
 	// 30 s timeout, as fishtest's worker.
 	HTTPClient *http.Client

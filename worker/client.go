@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // maxReplyBytes bounds what is read of a reply; request_task's carries a run's args, which for
@@ -57,7 +59,8 @@ func (r *reply) taskAlive(def bool) bool {
 	return def
 }
 
-func (r *reply) decode(v any) error { return json.Unmarshal(r.body, v) }
+// decode fills v, one of protocol's reply types, matching keys exactly (protocol.DecodeReply).
+func (r *reply) decode(v any) error { return protocol.DecodeReply(r.body, v) }
 
 // post sends payload to /api/<endpoint> and reads the reply. The error is a transport error, a
 // cancelled ctx, or errInvalidReply (wrapped); a reply with an "error" key is not an error here,
@@ -87,6 +90,22 @@ func (w *Worker) post(ctx context.Context, endpoint string, payload any) (*reply
 	w.log.Debug("Post request handled", "endpoint", endpoint, "took", took,
 		"server_ms", 1000*r.m["duration"].(float64))
 	return r, nil
+}
+
+// postRetrying is post for the calls about a task that a server restart must not lose
+// (request_spsa, failed_task, stop_run, upload_pgn): a call that got no reply, or a reply that
+// is not a JSON object (a restarting server's 503), is tried again up to updateAttempts times,
+// retryDelay apart, as update_task is. A reply, with or without "error", ends it.
+func (w *Worker) postRetrying(ctx context.Context, endpoint string, payload any) (*reply, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := w.post(ctx, endpoint, payload)
+		if err == nil || ctx.Err() != nil || attempt == updateAttempts {
+			return r, err
+		}
+		if err := sleep(ctx, w.retryDelay()); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // do makes the HTTP call. status is 0 when no response arrived.

@@ -393,6 +393,7 @@ type recordingObserver struct {
 	started  []int
 	accepted []protocol.Stats
 	alive    []bool
+	ended    []TaskEnd
 }
 
 func (o *recordingObserver) Request(endpoint string, took time.Duration, status int, reply map[string]any, err error) {
@@ -406,6 +407,12 @@ func (o *recordingObserver) TaskStarted(runID string, taskID, numGames int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.started = append(o.started, taskID)
+}
+
+func (o *recordingObserver) TaskEnded(runID string, taskID int, how TaskEnd) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ended = append(o.ended, how)
 }
 
 func (o *recordingObserver) Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool) {

@@ -54,6 +54,9 @@ func (w *Worker) handleTask(ctx context.Context, run *protocol.TaskRun, taskID i
 	remaining := t.task.NumGames - t.played
 	if remaining <= 0 || remaining%2 != 0 {
 		msg := fmt.Sprintf("task %s/%d has %d games left (of %d): want a positive even number", run.ID, taskID, remaining, t.task.NumGames)
+		if w.obs != nil {
+			w.obs.TaskEnded(run.ID, taskID, TaskFailed)
+		}
 		return false, w.failTask(ctx, "failed_task", run.ID, taskID, msg)
 	}
 
@@ -65,8 +68,12 @@ func (w *Worker) handleTask(ctx context.Context, run *protocol.TaskRun, taskID i
 		t.heartbeat(taskCtx, cancelTask)
 	}()
 	endpoint, message, err := t.play(ctx, taskCtx, remaining)
+	abandoned := t.abandoned(taskCtx)
 	cancelTask(nil)
 	<-done
+	if w.obs != nil {
+		w.obs.TaskEnded(run.ID, taskID, taskEnd(err, endpoint, t.stopped, abandoned))
+	}
 	if err != nil {
 		return false, err
 	}
@@ -86,6 +93,23 @@ func (w *Worker) handleTask(ctx context.Context, run *protocol.TaskRun, taskID i
 	}
 	w.log.Info("Task exited", "run", run.ID, "task", taskID, "games", t.played)
 	return endpoint == "", nil
+}
+
+// taskEnd names how a task ended from what play returned.
+func taskEnd(err error, endpoint, stopped string, abandoned bool) TaskEnd {
+	switch {
+	case err != nil:
+		return TaskInterrupted
+	case endpoint == "stop_run":
+		return TaskStoppedRun
+	case endpoint != "":
+		return TaskFailed
+	case stopped != "":
+		return TaskStopped
+	case abandoned:
+		return TaskAbandoned
+	}
+	return TaskFinished
 }
 
 // play plays the task's remaining games in batches, reporting each. It returns the endpoint and
@@ -186,7 +210,7 @@ func (w *Worker) batchGames(a protocol.RunArgs) int {
 // requestSPSA asks for the perturbed parameters of the next batch. message is set when the task
 // must fail (transport error, invalid reply, an "error" key); alive false ends the task normally.
 func (t *taskRun) requestSPSA(taskCtx context.Context) (params *SPSAParams, alive bool, message string) {
-	r, err := t.w.post(taskCtx, "request_spsa", t.w.taskRequest(t.task.RunID, t.task.TaskID))
+	r, err := t.w.postRetrying(taskCtx, "request_spsa", t.w.taskRequest(t.task.RunID, t.task.TaskID))
 	if err != nil {
 		return nil, false, "request_spsa: " + err.Error()
 	}
@@ -203,11 +227,35 @@ func (t *taskRun) requestSPSA(taskCtx context.Context) (params *SPSAParams, aliv
 	if !sr.TaskAlive {
 		return nil, false, ""
 	}
+	if msg := t.checkSPSAParams(sr); msg != "" {
+		return nil, false, "request_spsa: invalid reply: " + msg
+	}
 	return &SPSAParams{W: sr.WParams, B: sr.BParams, Sig: sr.Sig}, true, ""
 }
 
-// update sends the cumulative stats, up to 5 times while the call fails in transport (15 s
-// apart, scaled), as fishtest's worker. recorded: the server took the stats (Observer.Accepted
+// checkSPSAParams returns what is wrong with request_spsa's parameters, "" if nothing: one
+// named value for white and one for black per parameter of the run, as fishtest's worker reads
+// them (it fails the task on a missing key).
+func (t *taskRun) checkSPSAParams(sr protocol.SPSAReply) string {
+	var want []string
+	if a := t.task.Args.SPSA; a != nil {
+		for _, p := range a.Params {
+			want = append(want, p.Name)
+		}
+	}
+	if len(sr.WParams) != len(want) || len(sr.BParams) != len(want) {
+		return fmt.Sprintf("%d w_params and %d b_params for %d parameters", len(sr.WParams), len(sr.BParams), len(want))
+	}
+	for i, name := range want {
+		if sr.WParams[i].Name != name || sr.BParams[i].Name != name {
+			return fmt.Sprintf("parameter %d is %q (white) and %q (black), want %q", i, sr.WParams[i].Name, sr.BParams[i].Name, name)
+		}
+	}
+	return ""
+}
+
+// update sends the cumulative stats, up to 5 times while the call fails in transport or the
+// reply is not JSON (retryDelay apart: 15 s, scaled), as fishtest's worker. recorded: the server took the stats (Observer.Accepted
 // was called). failure: the message for failed_task when no attempt succeeded or the server
 // answered with an "error". err is ctx's.
 func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive, recorded bool, failure string, err error) {
@@ -241,7 +289,7 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 		}
 		w.log.Warn("Exception calling update_task", "attempt", attempt, "err", err)
 		if attempt < updateAttempts {
-			if err := sleep(ctx, w.scaled(updateRetryDelay)); err != nil {
+			if err := sleep(ctx, w.retryDelay()); err != nil {
 				return false, false, "", err
 			}
 		}
@@ -284,17 +332,18 @@ func (t *taskRun) heartbeat(taskCtx context.Context, abandon context.CancelCause
 	}
 }
 
-// failTask sends failed_task or stop_run with message. Its failure is only logged, as in
-// fishtest; the error is ctx's.
+// failTask sends failed_task or stop_run with message, retried while the server is away
+// (postRetrying); its failure is only logged, as in fishtest. The error is ctx's.
 func (w *Worker) failTask(ctx context.Context, endpoint, runID string, taskID int, message string) error {
 	req := w.taskRequest(runID, taskID)
 	req.Message = &message
-	_, _ = w.post(ctx, endpoint, req)
+	_, _ = w.postRetrying(ctx, endpoint, req)
 	return ctx.Err()
 }
 
 // uploadPGN sends the PGN of the batches the server recorded, for a non-SPSA task: base64 of
-// gzip, as fishtest's upload_pgn_data. Its failure is only logged; the error is ctx's.
+// gzip, as fishtest's upload_pgn_data, retried while the server is away (postRetrying). Its
+// failure is only logged; the error is ctx's.
 func (t *taskRun) uploadPGN(ctx context.Context) error {
 	text := strings.Join(t.pgn, "")
 	if t.spsa || text == "" {
@@ -311,7 +360,7 @@ func (t *taskRun) uploadPGN(ctx context.Context) error {
 	req.Message = &empty
 	req.PGN = &pgn
 	t.w.log.Info("Uploading compressed PGN", "bytes", len(pgn))
-	_, _ = t.w.post(ctx, "upload_pgn", req)
+	_, _ = t.w.postRetrying(ctx, "upload_pgn", req)
 	return ctx.Err()
 }
 

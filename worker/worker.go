@@ -233,6 +233,14 @@ func (w *Worker) stopReason() string {
 }
 
 // scaled divides a fishtest period by TimeScale.
+// retryDelay is the wait between two attempts of a call that must reach the server.
+func (w *Worker) retryDelay() time.Duration {
+	if w.cfg.RetryDelay > 0 {
+		return w.cfg.RetryDelay
+	}
+	return w.scaled(updateRetryDelay)
+}
+
 func (w *Worker) scaled(d time.Duration) time.Duration {
 	// However hard time is compressed, a worker never calls the server in a tight loop.
 	return max(time.Duration(float64(d)/w.scale), minScaledPeriod)

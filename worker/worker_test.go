@@ -409,6 +409,15 @@ func TestUpdateTaskRetries(t *testing.T) {
 			return ok("task_alive", false)
 		}, 3, "", true},
 		{"five transport errors fail the task", func(int) answer { return plainText(502, "Bad Gateway") }, 5, "Too many failed update attempts.", false},
+		{"a restart's 503 text is retried", func(n int) answer {
+			if n < 4 {
+				return plainText(503, "/api/update_task: server is shutting down; retry later")
+			}
+			return ok("task_alive", false)
+		}, 4, "", true},
+		{"a JSON error while shutting down is final, as in fishtest's worker", func(int) answer {
+			return jsonAnswer(503, map[string]any{"error": "/api/update_task: server is shutting down", "duration": 0.001})
+		}, 1, "update_task refused: /api/update_task: server is shutting down", false},
 		{"a 200 error is not retried", func(int) answer {
 			return ok("task_alive", false, "error", "Update_task: task 3 has incompatible stats")
 		}, 1, "update_task refused: Update_task: task 3 has incompatible stats", false},
@@ -430,10 +439,21 @@ func TestUpdateTaskRetries(t *testing.T) {
 			})
 			cfg := testConfig(st, &syncBuffer{})
 			cfg.MaxTasks = 1
+			obs := &recordingObserver{}
+			cfg.Observer = obs
 			r := start(t, context.Background(), cfg, newRecordingSource(2))
 			if err := r.wait(t); err != nil {
 				t.Fatal(err)
 			}
+			wantEnd := TaskFinished
+			if tt.wantFailed != "" {
+				wantEnd = TaskFailed
+			}
+			obs.mu.Lock()
+			if !reflect.DeepEqual(obs.ended, []TaskEnd{wantEnd}) {
+				t.Errorf("observer told the task ended %v, want [%s]", obs.ended, wantEnd)
+			}
+			obs.mu.Unlock()
 			updates := st.got("update_task")
 			if len(updates) != tt.wantUpdates {
 				t.Fatalf("%d update_task calls, want %d", len(updates), tt.wantUpdates)
@@ -510,6 +530,9 @@ func TestStopsWhenTheServerSaysTaskAliveFalse(t *testing.T) {
 			defer obs.mu.Unlock()
 			if len(obs.accepted) != tt.wantAccepted {
 				t.Errorf("observer told of %d accepted updates, want %d", len(obs.accepted), tt.wantAccepted)
+			}
+			if !reflect.DeepEqual(obs.ended, []TaskEnd{TaskFinished}) {
+				t.Errorf("observer told the task ended %v, want [%s]", obs.ended, TaskFinished)
 			}
 		})
 	}
@@ -715,7 +738,13 @@ func TestSPSA(t *testing.T) {
 	}{
 		{"task_alive false ends the task", ok("task_alive", false, "info", "request_spsa_data: task is not active"), false},
 		{"an error fails the task", ok("error", "request_spsa: Internal Server Error"), true},
-		{"a transport error fails the task", plainText(503, "busy"), true},
+		{"a server that stays away fails the task", plainText(503, "busy"), true},
+		// Go's encoding/json would read "Name" into the field named "name"; fishtest's worker
+		// (a Python dict) fails with a KeyError, and so must this one.
+		{"keys in another case fail the task", ok("w_params", []map[string]any{{"Name": "A", "Value": 110.0, "C": 10.0, "R": 0.002, "Flip": 1}},
+			"b_params", []map[string]any{{"Name": "A", "Value": 90.0}}, "sig", 7, "task_alive", true), true},
+		{"parameters other than the run's fail the task", ok("w_params", []map[string]any{{"name": "B", "value": 110.0, "c": 10.0, "R": 0.002, "flip": 1}},
+			"b_params", []map[string]any{{"name": "B", "value": 90.0}}, "sig", 7, "task_alive", true), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -743,6 +772,30 @@ func TestSPSA(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a restarting server's 503 is retried", func(t *testing.T) {
+		t.Parallel()
+		st := newStub(t, func(c call) answer {
+			switch {
+			case c.endpoint == "request_task":
+				return taskAnswer(5, 8, 0, spsaArgs(), nil)
+			case c.endpoint == "request_spsa" && c.n < 3:
+				return plainText(503, "/api/request_spsa: server is shutting down; retry later")
+			case c.endpoint == "update_task":
+				return ok("task_alive", false)
+			}
+			return nil
+		})
+		cfg := testConfig(st, &syncBuffer{})
+		cfg.MaxTasks = 1
+		src := newRecordingSource(5)
+		r := start(t, context.Background(), cfg, src)
+		if err := r.wait(t); err != nil {
+			t.Fatal(err)
+		}
+		if n, u, f := len(st.got("request_spsa")), len(st.got("update_task")), len(st.got("failed_task")); n != 3 || u != 1 || f != 0 {
+			t.Errorf("request_spsa %d times, update_task %d, failed_task %d; want 3, 1 and 0", n, u, f)
+		}
+	})
 }
 
 func TestGameSourceFailures(t *testing.T) {

@@ -68,6 +68,8 @@ type Options struct {
 	// compressed by the same factor (task_duration 1800 s / TimeScale keeps tasks as long, in
 	// games, as fishtest's).
 	TimeScale float64
+	// RetryDelay is every worker's worker.Config.RetryDelay (0: 15 s / TimeScale).
+	RetryDelay time.Duration
 	// PairTime is the wall time a worker takes to play one game pair (SimSource.GameTime); default
 	// two STC games (2 * 30.9 s) / Concurrency / TimeScale, as a worker plays Concurrency games at
 	// once.
@@ -359,7 +361,7 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 		ServerURL: o.ServerURL, Username: o.Username, Password: o.Password,
 		Concurrency: o.Concurrency, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("fl%06d", i)),
 		WorkerArch: "x86-64-avx2", ARCH: "x86-64-avx2", Uname: "Linux shoal-fleet",
-		TimeScale: o.TimeScale, HTTPClient: client, Logger: o.Logger, Observer: obs,
+		TimeScale: o.TimeScale, RetryDelay: o.RetryDelay, HTTPClient: client, Logger: o.Logger, Observer: obs,
 	}, src)
 	if err != nil {
 		vanish()

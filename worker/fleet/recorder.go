@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/worker"
 	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
@@ -71,6 +72,7 @@ type recorder struct {
 	vanished         int
 	badBatches       int64
 	exitErrors       map[string]int
+	tasksEnded       map[worker.TaskEnd]int64
 }
 
 func newRecorder() *recorder {
@@ -352,6 +354,16 @@ func (o *workerObserver) TaskStarted(runID string, taskID, numGames int) {
 	if !wasBusy {
 		o.rec.busy.Add(1)
 	}
+}
+
+// TaskEnded implements worker.Observer.
+func (o *workerObserver) TaskEnded(runID string, taskID int, how worker.TaskEnd) {
+	o.rec.mu.Lock()
+	defer o.rec.mu.Unlock()
+	if o.rec.tasksEnded == nil {
+		o.rec.tasksEnded = map[worker.TaskEnd]int64{}
+	}
+	o.rec.tasksEnded[how]++
 }
 
 // Accepted implements worker.Observer. The worker calls it only for updates the server

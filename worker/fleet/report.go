@@ -61,6 +61,9 @@ type Report struct {
 	TasksStarted    int64 `json:"tasks_started"`
 	TasksReclaimed  int   `json:"tasks_reclaimed"`
 	WorkersVanished int   `json:"workers_vanished"`
+	// TasksEnded counts the tasks the workers were done with, by how each ended
+	// (worker.TaskEnd: "finished", "failed", "abandoned", ...).
+	TasksEnded map[string]int64 `json:"tasks_ended"`
 	// ReclaimedTasks names those tasks, "RUN_ID/TASK_ID", sorted.
 	ReclaimedTasks []string `json:"reclaimed_tasks"`
 	// BadDataWorkers were given a source that spoils batches; BadBatches is how many it spoiled.
@@ -183,6 +186,10 @@ func (rep *Report) fill(rec *recorder, elapsed time.Duration) {
 	sort.Strings(rep.ReclaimedTasks)
 	rep.WorkersVanished = rec.vanished
 	rep.BadBatches = rec.badBatches
+	rep.TasksEnded = make(map[string]int64, len(rec.tasksEnded))
+	for how, n := range rec.tasksEnded {
+		rep.TasksEnded[string(how)] = n
+	}
 	if len(rec.exitErrors) > 0 {
 		rep.WorkerExitErrors = make(map[string]int, len(rec.exitErrors))
 		for k, n := range rec.exitErrors {
@@ -318,6 +325,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 
 	fmt.Fprintf(&b, "- Games reported: %s (%s/s); tasks started %s\n", thousands(rep.GamesReported),
 		thousands(int64(rep.GamesPerSecond+0.5)), thousands(rep.TasksStarted))
+	fmt.Fprintf(&b, "- Tasks ended: %s\n", countsByKey(rep.TasksEnded))
 	fmt.Fprintf(&b, "- Too busy: %s\n", thousands(rep.TooBusy))
 	fmt.Fprintf(&b, "- Vanished workers: %d, holding %d tasks to be reclaimed; bad-data workers: %d, spoiled batches: %d\n",
 		rep.WorkersVanished, rep.TasksReclaimed, rep.BadDataWorkers, rep.BadBatches)
