@@ -328,6 +328,16 @@ func start(t *testing.T, ctx context.Context, cfg Config, src GameSource) *runni
 	return r
 }
 
+// playOneTask runs a worker with the test config against st for one task, to its end.
+func playOneTask(t *testing.T, st *stub, src GameSource) {
+	t.Helper()
+	cfg := testConfig(st, &syncBuffer{})
+	cfg.MaxTasks = 1
+	if err := start(t, context.Background(), cfg, src).wait(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // wait waits for Run to return and gives its error.
 func (r *running) wait(t *testing.T) error {
 	t.Helper()

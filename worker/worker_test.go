@@ -704,13 +704,8 @@ func TestSPSA(t *testing.T) {
 			}
 			return nil
 		})
-		cfg := testConfig(st, &syncBuffer{})
-		cfg.MaxTasks = 1
 		src := newRecordingSource(5)
-		r := start(t, context.Background(), cfg, src)
-		if err := r.wait(t); err != nil {
-			t.Fatal(err)
-		}
+		playOneTask(t, st, src)
 		var order []string
 		for _, c := range st.got("request_spsa", "update_task", "upload_pgn") {
 			order = append(order, c.endpoint)
@@ -757,13 +752,8 @@ func TestSPSA(t *testing.T) {
 				}
 				return nil
 			})
-			cfg := testConfig(st, &syncBuffer{})
-			cfg.MaxTasks = 1
 			src := newRecordingSource(5)
-			r := start(t, context.Background(), cfg, src)
-			if err := r.wait(t); err != nil {
-				t.Fatal(err)
-			}
+			playOneTask(t, st, src)
 			if pairs, _ := src.played(); len(pairs) != 0 || len(st.got("update_task")) != 0 {
 				t.Errorf("played %v and sent %d updates without SPSA parameters", pairs, len(st.got("update_task")))
 			}
@@ -785,13 +775,8 @@ func TestSPSA(t *testing.T) {
 			}
 			return nil
 		})
-		cfg := testConfig(st, &syncBuffer{})
-		cfg.MaxTasks = 1
 		src := newRecordingSource(5)
-		r := start(t, context.Background(), cfg, src)
-		if err := r.wait(t); err != nil {
-			t.Fatal(err)
-		}
+		playOneTask(t, st, src)
 		if n, u, f := len(st.got("request_spsa")), len(st.got("update_task")), len(st.got("failed_task")); n != 3 || u != 1 || f != 0 {
 			t.Errorf("request_spsa %d times, update_task %d, failed_task %d; want 3, 1 and 0", n, u, f)
 		}
