@@ -95,6 +95,13 @@ type Metrics struct {
 	flushDuration prometheus.Histogram
 	flushErrors   prometheus.Counter
 
+	journal         atomic.Pointer[func() (records, queued int)]
+	journalWrite    prometheus.Histogram
+	journalBatch    prometheus.Histogram
+	journalErrors   prometheus.Counter
+	journalReplay   prometheus.Gauge
+	journalReplayed prometheus.Gauge
+
 	dbDuration *prometheus.HistogramVec
 	dbErrors   *prometheus.CounterVec
 
@@ -195,6 +202,42 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Run writes that failed (the run stays dirty and is written again later).",
 	})
 
+	m.journalWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "shoal_journal_write_duration_seconds",
+		Help:    "Time to write one batch of journal records and check the lease; the acknowledged requests of the batch wait for it.",
+		Buckets: dbBuckets,
+	})
+	m.journalBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "shoal_journal_batch_records",
+		Help:    "Records written together in one journal batch (group commit).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	})
+	m.journalErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_journal_write_errors_total",
+		Help: "Journal batches that failed or were fenced (their requests got an error, not an acknowledgement).",
+	})
+	m.journalReplay = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shoal_journal_replay_seconds",
+		Help: "Time the last start took to apply the journal to the runs.",
+	})
+	m.journalReplayed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shoal_journal_replayed_records",
+		Help: "Journal records the last start applied to the runs.",
+	})
+	journalDepth := func(queued bool) func() float64 {
+		return func() float64 {
+			f := m.journal.Load()
+			if f == nil {
+				return 0
+			}
+			records, q := (*f)()
+			if queued {
+				return float64(q)
+			}
+			return float64(records)
+		}
+	}
+
 	m.dbDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "shoal_db_operation_duration_seconds",
 		Help:    "Time of each database command, successful or not, by command name.",
@@ -244,6 +287,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Runs held in the run cache.",
 		}, runCache(false)),
 		m.flushDuration, m.flushErrors,
+		m.journalWrite, m.journalBatch, m.journalErrors, m.journalReplay, m.journalReplayed,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_journal_records",
+			Help: "Journal records not yet dropped: those whose runs' documents do not cover them yet, and the rest of their segments.",
+		}, journalDepth(false)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_journal_queued_records",
+			Help: "Journal records waiting for the next batch.",
+		}, journalDepth(true)),
 		m.dbDuration, m.dbErrors,
 	)
 	return m
@@ -386,6 +438,35 @@ func (m *Metrics) ObserveFlush(d time.Duration, err error) {
 	if err != nil {
 		m.flushErrors.Inc()
 	}
+}
+
+// ObserveJournalWrite records one journal batch of n records, failed or fenced if err is not nil.
+func (m *Metrics) ObserveJournalWrite(d time.Duration, n int, err error) {
+	if m == nil {
+		return
+	}
+	m.journalWrite.Observe(d.Seconds())
+	m.journalBatch.Observe(float64(n))
+	if err != nil {
+		m.journalErrors.Inc()
+	}
+}
+
+// SetJournalReplay records how long the start took to apply the journal, and how many records.
+func (m *Metrics) SetJournalReplay(d time.Duration, records int) {
+	if m == nil {
+		return
+	}
+	m.journalReplay.Set(d.Seconds())
+	m.journalReplayed.Set(float64(records))
+}
+
+// WatchJournal makes the journal gauges read depth at each scrape.
+func (m *Metrics) WatchJournal(depth func() (records, queued int)) {
+	if m == nil || depth == nil {
+		return
+	}
+	m.journal.Store(&depth)
 }
 
 // ObserveDBOperation records one database command (the driver's name for it: "find",

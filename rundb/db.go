@@ -61,6 +61,7 @@ type DB struct {
 	ferret   bool // the server is FerretDB: Shoal's embedded database, here or reached by URI
 	uri      string
 	logger   *slog.Logger
+	metrics  *metrics.Metrics
 
 	Runs      *RunStore
 	Users     *UserStore
@@ -83,7 +84,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if name == "" {
 		name = DefaultDatabase
 	}
-	d := &DB{logger: logger, uri: opts.URI}
+	d := &DB{logger: logger, uri: opts.URI, metrics: opts.Metrics}
 	if opts.URI == "" {
 		e, err := startEmbedded(opts.DataDir, opts.EmbeddedAddr, logger)
 		if err != nil {
@@ -192,10 +193,12 @@ func (d *DB) Embedded() bool { return d.embedded != nil }
 // Name is the database name.
 func (d *DB) Name() string { return d.db.Name() }
 
-// Drop deletes the whole database. Tests use it to clean up after themselves.
+// Drop deletes the whole database, and its journal. Tests use it to clean up after themselves.
 func (d *DB) Drop(ctx context.Context) error {
-	if err := d.db.Drop(ctx); err != nil {
-		return fmt.Errorf("drop database %s: %w", d.db.Name(), err)
+	for _, db := range []*mongo.Database{d.db, d.client.Database(JournalDatabase(d.db.Name()))} {
+		if err := db.Drop(ctx); err != nil {
+			return fmt.Errorf("drop database %s: %w", db.Name(), err)
+		}
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ type RunCache struct {
 	now     func() time.Time
 	logger  *slog.Logger
 	metrics *metrics.Metrics // set once by SetMetrics, before use
+	journal *Journal         // set once by SetJournal, before use; nil without one
 
 	mu      sync.Mutex
 	entries map[ObjectID]*cacheEntry
@@ -86,6 +87,11 @@ func (c *RunCache) SetMetrics(m *metrics.Metrics) {
 	c.metrics = m
 	m.WatchRunCache(c.Dirty, c.Len)
 }
+
+// SetJournal makes the cache journal the changes made with ModifyDurable, fence its run writes
+// with the journal's epoch, and replay the journal when it preloads. Call it before the cache is
+// used.
+func (c *RunCache) SetJournal(j *Journal) { c.journal = j }
 
 // acquire returns the cache entry for id, loading the run from the database on a miss, and pins
 // it against eviction until release.
@@ -134,12 +140,39 @@ func (c *RunCache) Cached(id ObjectID) bool {
 }
 
 // Preload caches every unfinished run, so the primary schedules from memory from its first
-// request. Runs already cached are kept as they are. It returns the unfinished runs' IDs,
-// oldest first.
+// request. Runs already cached are kept as they are. With a journal, each run first gets the
+// journal's records newer than its document, and the first Preload hands what they changed to
+// this epoch's journal (see Journal). It returns the unfinished runs' IDs, oldest first.
 func (c *RunCache) Preload(ctx context.Context) ([]ObjectID, error) {
 	runs, err := c.store.Unfinished(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if j := c.journal; j != nil && j.replay != nil {
+		start := time.Now()
+		var waits []<-chan error
+		replayed, records := 0, 0
+		for _, r := range runs {
+			if c.Cached(r.ID) {
+				continue
+			}
+			applied, touched, historyFrom := j.replayInto(r)
+			if applied == 0 {
+				continue
+			}
+			done, err := j.compactRecord(r, touched, historyFrom)
+			if err != nil {
+				return nil, err
+			}
+			waits = append(waits, done)
+			replayed++
+			records += applied
+		}
+		if err := j.absorb(ctx, waits); err != nil {
+			return nil, err
+		}
+		c.metrics.SetJournalReplay(time.Since(start), records)
+		c.logger.Info("journal replayed", "runs", replayed, "records", records, "took", time.Since(start).Round(time.Millisecond))
 	}
 	now := c.now()
 	ids := make([]ObjectID, len(runs))
@@ -148,7 +181,12 @@ func (c *RunCache) Preload(ctx context.Context) ([]ObjectID, error) {
 	for i, r := range runs {
 		ids[i] = r.ID
 		if _, ok := c.entries[r.ID]; !ok {
-			c.entries[r.ID] = &cacheEntry{run: r, lastSync: now, lastAccess: now}
+			e := &cacheEntry{run: r, lastSync: now, lastAccess: now}
+			if c.journal != nil && r.JournalEpoch == c.journal.epoch {
+				// Replayed: its document is behind the journal until written.
+				e.dirty, e.priority = true, PrioHigh
+			}
+			c.entries[r.ID] = e
 		}
 	}
 	return ids, nil
@@ -181,15 +219,39 @@ func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*
 // priority (a result is NORMAL, a finished task MEDIUM, a finished run SAVE_NOW). ErrUnchanged
 // from fn means the run was left as it was: nothing is marked and Modify returns nil.
 func (c *RunCache) Modify(ctx context.Context, id ObjectID, fn func(*Run) (Prio, error)) error {
+	return c.modify(ctx, id, -1, false, fn)
+}
+
+// ModifyDurable is Modify for a change acknowledged to a worker: it returns once the change is
+// stored, so that a crash cannot lose it. Below PrioSaveNow that is a journal record of task (the
+// task the change is about, or -1) and of the tasks fn appends; at PrioSaveNow, the run's
+// document. Without a journal it is Modify. If the record cannot be written the change stays
+// made in memory and is written behind as usual, and the error is returned.
+func (c *RunCache) ModifyDurable(ctx context.Context, id ObjectID, task int, fn func(*Run) (Prio, error)) error {
+	return c.modify(ctx, id, task, c.journal != nil, fn)
+}
+
+func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bool, fn func(*Run) (Prio, error)) error {
 	e, err := c.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer c.release(e)
+	var stored <-chan error
+	var recErr error
 	prio, err := func() (Prio, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock() // a panicking callback must not leave the run locked
-		return fn(e.run)
+		var m mark
+		if durable {
+			m = markOf(e.run)
+		}
+		prio, err := fn(e.run)
+		if err == nil && durable && prio < PrioSaveNow {
+			// Queued under the run's lock, so the run's records keep their order.
+			stored, recErr = c.journal.record(e.run, task, m)
+		}
+		return prio, err
 	}()
 	if errors.Is(err, ErrUnchanged) {
 		return nil
@@ -200,6 +262,17 @@ func (c *RunCache) Modify(ctx context.Context, id ObjectID, fn func(*Run) (Prio,
 	c.markDirty(e, prio)
 	if prio >= PrioSaveNow {
 		return c.flushEntry(ctx, id, e)
+	}
+	if recErr != nil {
+		return recErr
+	}
+	if stored != nil {
+		select {
+		case err := <-stored:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -299,12 +372,23 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 
 	start := time.Now()
 	e.mu.Lock()
+	if c.journal != nil {
+		e.run.JournalEpoch = c.journal.epoch // the document is this epoch's: fenced against older ones
+	}
+	covers := pos(e.run)
 	doc, err := c.store.encode(e.run)
 	e.mu.Unlock()
 	if err == nil {
-		err = c.store.replaceRaw(ctx, id, doc, true)
+		if c.journal != nil {
+			err = c.store.replaceFenced(ctx, id, doc, c.journal.epoch)
+		} else {
+			err = c.store.replaceRaw(ctx, id, doc, true)
+		}
 	}
 	c.metrics.ObserveFlush(time.Since(start), err)
+	if err == nil && c.journal != nil {
+		c.journal.Covered(id, covers)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -59,6 +59,11 @@ type Run struct {
 	Tasks    []Task  `bson:"tasks" json:"tasks"`
 	BadTasks []Task  `bson:"bad_tasks" json:"bad_tasks"`
 
+	// The journal position the document covers (see Journal); absent in documents written
+	// without a journal, and never shown by the API.
+	JournalEpoch int64 `bson:"journal_epoch,omitempty" json:"-"`
+	JournalSeq   int64 `bson:"journal_seq,omitempty" json:"-"`
+
 	Extra Extra `bson:",inline" json:"-"`
 }
 
@@ -367,14 +372,18 @@ type RunStore struct {
 }
 
 // encode turns a run into the document this store's server accepts.
-func (s *RunStore) encode(r *Run) ([]byte, error) {
+func (s *RunStore) encode(r *Run) ([]byte, error) { return s.encodeDoc(r) }
+
+// encodeDoc encodes v, a run or a document holding parts of one (a journal record), for this
+// store's server.
+func (s *RunStore) encodeDoc(v any) ([]byte, error) {
 	if !s.flatHistory {
-		return bson.Marshal(r)
+		return bson.Marshal(v)
 	}
 	var buf bytes.Buffer
 	enc := bson.NewEncoder(bson.NewDocumentWriter(&buf))
 	enc.SetRegistry(ferretRegistry)
-	if err := enc.Encode(r); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -383,18 +392,20 @@ func (s *RunStore) encode(r *Run) ([]byte, error) {
 // decode reads a run document written by encode or by fishtest.
 func (s *RunStore) decode(raw bson.Raw) (*Run, error) {
 	var r Run
-	if !s.flatHistory {
-		if err := bson.Unmarshal(raw, &r); err != nil {
-			return nil, err
-		}
-		return &r, nil
-	}
-	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
-	dec.SetRegistry(ferretRegistry)
-	if err := dec.Decode(&r); err != nil {
+	if err := s.decodeDoc(raw, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// decodeDoc reads a document written by encodeDoc (or, for a run, by fishtest) into v.
+func (s *RunStore) decodeDoc(raw bson.Raw, v any) error {
+	if !s.flatHistory {
+		return bson.Unmarshal(raw, v)
+	}
+	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
+	dec.SetRegistry(ferretRegistry)
+	return dec.Decode(v)
 }
 
 // Insert stores a new run, giving it an ID if it has none.
@@ -442,6 +453,24 @@ func (s *RunStore) replaceRaw(ctx context.Context, id ObjectID, doc []byte, upse
 	}
 	if !upsert && res.MatchedCount == 0 {
 		return fmt.Errorf("replace run %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// replaceFenced writes a run document of a primary of epoch, creating it if missing, unless
+// the stored one was written by a primary of a newer epoch: then ErrFenced.
+func (s *RunStore) replaceFenced(ctx context.Context, id ObjectID, doc []byte, epoch int64) error {
+	filter := bson.D{{Key: "_id", Value: id}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "journal_epoch", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "journal_epoch", Value: bson.D{{Key: "$lte", Value: epoch}}}},
+	}}}
+	_, err := s.coll.ReplaceOne(ctx, filter, bson.Raw(doc), options.Replace().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		// No match, so the upsert tried to insert: the document is a newer epoch's.
+		return fmt.Errorf("replace run %s: %w", id, ErrFenced)
+	}
+	if err != nil {
+		return fmt.Errorf("replace run %s: %w", id, mapError(err))
 	}
 	return nil
 }

@@ -70,8 +70,15 @@ func (s *Scheduler) Load(ctx context.Context) error {
 				}
 			}
 			results := computeResults(r)
-			fix("results", sameResults(results, r.Results))
+			sameRes := sameResults(results, r.Results)
+			fix("results", sameRes)
 			r.Results = results
+			if !sameRes {
+				// Results the document lacked (journaled ones, replayed): the SPRT follows.
+				if err := updateSPRT(r); err != nil {
+					s.logger.Error("sprt update", "run_id", id, "err", err)
+				}
+			}
 			cores, workers, committed, total := 0, 0, 0, 0
 			for i, t := range r.Tasks {
 				total += t.NumGames

@@ -232,7 +232,7 @@ func (s *Scheduler) candidates(ctx context.Context) []candidate {
 func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.WorkerInfo, now time.Time) (TaskReply, taskRef, bool) {
 	var reply TaskReply
 	var ref taskRef
-	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modifyDurable(ctx, id, -1, func(r *rundb.Run) (rundb.Prio, error) {
 		remaining := r.Args.NumGames - r.CommittedGames
 		if r.Finished || remaining <= 0 {
 			reply = TaskReply{Waiting: true, Info: fmt.Sprintf(

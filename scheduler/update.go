@@ -55,9 +55,9 @@ func (s *Scheduler) TaskOwner(ctx context.Context, runID rundb.ObjectID, taskID 
 	return wi, nil
 }
 
-// modifyTask is modify for a callback that works on task taskID, which must exist.
+// modifyTask is modifyDurable for a callback that works on task taskID, which must exist.
 func (s *Scheduler) modifyTask(ctx context.Context, runID rundb.ObjectID, taskID int, fn func(*rundb.Run) (rundb.Prio, error)) error {
-	return s.modify(ctx, runID, func(r *rundb.Run) (rundb.Prio, error) {
+	return s.modifyDurable(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
 		if taskID < 0 || taskID >= len(r.Tasks) {
 			return 0, fmt.Errorf("%w: %s/%d", ErrTaskNotFound, runID.Hex(), taskID)
 		}
@@ -98,6 +98,14 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		if !t.Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Update_task: task %s/%d is not active", runID.Hex(), taskID)}
 			return 0, rundb.ErrUnchanged
+		}
+		if numGames > 0 && sameResults(st, t.Stats) {
+			// The report already applied, sent again (its reply was lost, or the server
+			// restarted before answering): acknowledged, and counted as a beat only, so that
+			// a retry is harmless. An SPSA batch is not applied twice either.
+			t.LastUpdated = now
+			reply = Reply{TaskAlive: alive(true)}
+			return rundb.PrioNormal, nil
 		}
 		var problem string
 		switch {
@@ -220,7 +228,12 @@ func (s *Scheduler) applySPSA(r *rundb.Run, t *rundb.Task, u *SPSAUpdate) error 
 func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) (Reply, error) {
 	var active bool
 	now := s.now()
-	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+	// A beat only moves last_updated: not worth a journal record; a crash loses at most the
+	// beats since the run's last write, which the dead-task timeout dwarfs.
+	err := s.modify(ctx, runID, func(r *rundb.Run) (rundb.Prio, error) {
+		if taskID < 0 || taskID >= len(r.Tasks) {
+			return 0, fmt.Errorf("%w: %s/%d", ErrTaskNotFound, runID.Hex(), taskID)
+		}
 		t := &r.Tasks[taskID]
 		active = t.Active
 		if !active {
@@ -245,7 +258,7 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 // with message.
 func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason string, now time.Time, ev *events) (Reply, error) {
 	var reply Reply
-	err := s.modify(ctx, ref.run, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modifyDurable(ctx, ref.run, ref.task, func(r *rundb.Run) (rundb.Prio, error) {
 		if ref.task >= len(r.Tasks) || !r.Tasks[ref.task].Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Failed_task: task %s/%d is not active", ref.run.Hex(), ref.task)}
 			return 0, rundb.ErrUnchanged

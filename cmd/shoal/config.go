@@ -66,6 +66,9 @@ type Config struct {
 	// FlushPeriod is how often the run cache writes one changed run to the
 	// database.
 	FlushPeriod time.Duration
+	// Journal makes the primary store every change it acknowledges to a worker before the
+	// reply leaves (see rundb.Journal). Off only to measure what it costs.
+	Journal bool
 	// DuplicateWorkerWindow is how long a worker name stays reserved, so
 	// that two workers claiming the same name are detected.
 	DuplicateWorkerWindow time.Duration
@@ -131,6 +134,7 @@ func DefaultConfig() Config {
 		DeadTaskTimeout:       360 * time.Second,
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           1 * time.Second,
+		Journal:               true,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
 		ReadTimeout:           30 * time.Second,
@@ -432,6 +436,8 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.ScavengePeriod }),
 		durationOption("flush_period", "how often the run cache writes one changed run to the database",
 			func(c *Config) *time.Duration { return &c.FlushPeriod }),
+		boolOption("journal", "store each change acknowledged to a worker before answering (false: acknowledged results can be lost in a crash; for measuring the cost only)",
+			func(c *Config) *bool { return &c.Journal }),
 		durationOption("duplicate_worker_window", "how long a worker name stays reserved against duplicates",
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
 		durationOption("task_duration", "amount of work handed out in one task",

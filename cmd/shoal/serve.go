@@ -126,7 +126,8 @@ type instance struct {
 	srv     *server.Server
 	httpSrv *http.Server
 	jobs    *scheduler.Periodic
-	served  chan error // receives Serve's error if it stops by itself
+	journal *rundb.Journal // the primary's, or nil
+	served  chan error     // receives Serve's error if it stops by itself
 	tokens  *tokenpool.Pool
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
@@ -145,6 +146,16 @@ func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(
 	}
 	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
 	runs.SetMetrics(m)
+	if cfg.Journal {
+		j, err := db.OpenJournal(ctx, rundb.JournalOptions{Holder: inst.addr})
+		if err != nil {
+			return err
+		}
+		inst.journal = j
+		runs.SetJournal(j)
+	} else {
+		logger.Warn("journal off: results acknowledged since a run's last write are lost if the server crashes")
+	}
 	sched := scheduler.New(scheduler.Config{
 		Metrics:           m,
 		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
@@ -234,6 +245,9 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		}
 		if inst != nil {
 			inst.stopJobs()
+			if inst.journal != nil {
+				inst.journal.Close()
+			}
 		}
 		ln.Close()
 		if pprofLn != nil {
@@ -340,6 +354,9 @@ func (inst *instance) shutdown() error {
 	var errs []error
 	if inst.sched != nil {
 		errs = append(errs, inst.saveRuns(ctx)...)
+	}
+	if inst.journal != nil {
+		inst.journal.Close()
 	}
 	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
 	if err := inst.db.Close(ctx); err != nil {

@@ -49,7 +49,7 @@ func TestBinaryReloadsOnSIGHUP(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the new pool size in force", func() bool {
+	waitFor(t, 30*time.Second, "the new pool size in force", func() bool {
 		return strings.Contains(seen.String(), "reload: threadpool_tokens in force") && strings.Contains(seen.String(), "size=7")
 	})
 	if !strings.Contains(seen.String(), "task_semaphore_size=2") {

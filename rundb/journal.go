@@ -1,0 +1,612 @@
+package rundb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-chess/shoal/metrics"
+)
+
+// The journal makes a change the primary acknowledges to a worker durable before the reply
+// leaves, while the run cache keeps writing whole run documents behind, as it always has.
+//
+// A record is the after-image of what a worker's change alters in its run: the tasks it touched
+// or appended, the SPSA iteration, each parameter's theta and the history rows added, and the
+// run's last_updated. Everything else such a change alters (results, cores, workers, committed
+// and total games, the SPRT's state, the flags) is derived from the tasks and recomputed when the
+// runs load. Changes that finish, modify or purge a run are written to the run document before
+// they are acknowledged, so they need no record.
+//
+// Each run carries a position, (epoch, seq): the epoch of the primary that made its latest
+// journaled change and a sequence that grows with each record of the run. A run document stores
+// the position it covers (journal_epoch, journal_seq); at start the primary applies, in order,
+// every record newer than its run's document. After-images make that idempotent: a record
+// applied twice leaves what it left the first time.
+//
+// Records of the epoch go to segments, collections named journal_<epoch>_<n> in a database of
+// their own (on the embedded database a file of its own, so a slow whole-run write never holds
+// up a journal write). Concurrent changes share one insertMany: while a batch is being written
+// the next one gathers (group commit). A segment is dropped once every run with a record in it
+// has had a newer document written; dropping a collection is cheap where deleting records one
+// by one would scan it.
+//
+// Fencing: the primary takes its epoch from the lease document (one more than the last), and
+// every journal batch is acknowledged only after the lease still names that epoch, and every run
+// document is written only over one of an epoch no newer than its own. A primary whose epoch
+// was overtaken gets ErrFenced and must stop writing. Its batches that landed after the
+// successor read the journal are never replayed: the successor writes what it replayed into its
+// own first segment and then records the epochs it absorbed, whose segments are ignored from
+// then on.
+
+// ErrFenced means another primary, of a newer epoch, owns the runs: this one must step down.
+var ErrFenced = errors.New("another primary took over (newer epoch)")
+
+// JournalOptions configures OpenJournal.
+type JournalOptions struct {
+	// Holder names this instance in the lease document (an address, say).
+	Holder string
+	// SegmentRecords and SegmentAge bound a segment before the next one starts; zero means
+	// 20,000 records and 10 seconds.
+	SegmentRecords int
+	SegmentAge     time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Journal is the primary's write-ahead record of acknowledged changes. Safe for concurrent use.
+type Journal struct {
+	db      *mongo.Database
+	lease   *mongo.Collection
+	store   *RunStore
+	epoch   int64
+	holder  string
+	now     func() time.Time
+	logger  *slog.Logger
+	metrics *metrics.Metrics
+	segMax  int
+	segAge  time.Duration
+
+	// replay holds, until Preload takes it, the records found at open, by run, in order.
+	replay map[ObjectID][]*journalRecord
+	// stale are segments of earlier epochs, dropped once their records are absorbed.
+	stale    []string
+	absorbed int64 // the lease's absorbed epoch at open
+
+	mu      sync.Mutex
+	queue   []*journalEntry
+	wake    chan struct{}
+	closing bool
+	covered map[ObjectID]Position
+	// segments are this epoch's, oldest first; the last takes new records.
+	segments []*segment
+	records  int // records in live segments
+	done     chan struct{}
+}
+
+// Position is a place in a run's journal: the epoch of the primary and the record's sequence.
+type Position struct {
+	Epoch int64
+	Seq   int64
+}
+
+// After reports whether p is later than q.
+func (p Position) After(q Position) bool {
+	return p.Epoch > q.Epoch || (p.Epoch == q.Epoch && p.Seq > q.Seq)
+}
+
+// pos is the position a run is at (the latest record made from it, or its document's).
+func pos(r *Run) Position { return Position{r.JournalEpoch, r.JournalSeq} }
+
+type segment struct {
+	name    string
+	n       int
+	records int
+	started time.Time
+	// pins holds, for each run with a record here, the newest such record's position; it is
+	// removed once a document covering it is written.
+	pins map[ObjectID]Position
+}
+
+type journalEntry struct {
+	run  ObjectID
+	pos  Position
+	doc  []byte
+	done chan error
+}
+
+type journalRecord struct {
+	Run         ObjectID      `bson:"run"`
+	Epoch       int64         `bson:"epoch"`
+	Seq         int64         `bson:"seq"`
+	Tasks       []journalTask `bson:"tasks"`
+	SPSA        *journalSPSA  `bson:"spsa,omitempty"`
+	LastUpdated time.Time     `bson:"last_updated"`
+}
+
+func (r *journalRecord) pos() Position { return Position{r.Epoch, r.Seq} }
+
+type journalTask struct {
+	Index int  `bson:"i"`
+	Task  Task `bson:"task"`
+}
+
+type journalSPSA struct {
+	Iter        int          `bson:"iter"`
+	Theta       []float64    `bson:"theta"`
+	HistoryFrom int          `bson:"history_from"`
+	History     ParamHistory `bson:"history,omitempty"`
+}
+
+// leaseDoc is the lease document: which epoch is the primary's, and the newest epoch whose
+// records a primary has absorbed into its own.
+type leaseDoc struct {
+	ID       string    `bson:"_id"`
+	Epoch    int64     `bson:"epoch"`
+	Holder   string    `bson:"holder"`
+	Renewed  time.Time `bson:"renewed"`
+	Absorbed int64     `bson:"absorbed"`
+}
+
+const (
+	leaseID       = "primary"
+	segmentPrefix = "journal_"
+	maxBatch      = 2000
+)
+
+// JournalDatabase is the name of the database that holds the journal and the lease of
+// database name.
+func JournalDatabase(name string) string { return name + "_shoal" }
+
+// OpenJournal takes the next epoch in the lease document, reads the records of every epoch not
+// yet absorbed (Preload applies them), and starts the writer. Close stops it.
+func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, error) {
+	jdb := d.client.Database(JournalDatabase(d.db.Name()))
+	j := &Journal{
+		db: jdb, lease: jdb.Collection("lease"), store: d.Runs, holder: opts.Holder,
+		now: opts.Now, logger: d.logger.With("component", "journal"), metrics: d.metrics,
+		segMax: opts.SegmentRecords, segAge: opts.SegmentAge,
+		wake: make(chan struct{}, 1), covered: map[ObjectID]Position{}, done: make(chan struct{}),
+	}
+	if j.now == nil {
+		j.now = time.Now
+	}
+	if j.segMax <= 0 {
+		j.segMax = 20_000
+	}
+	if j.segAge <= 0 {
+		j.segAge = 10 * time.Second
+	}
+	var lease leaseDoc
+	err := j.lease.FindOneAndUpdate(ctx, idFilter(leaseID),
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "epoch", Value: int64(1)}}},
+			{Key: "$set", Value: bson.D{{Key: "holder", Value: j.holder}, {Key: "renewed", Value: j.now()}}}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&lease)
+	if err != nil {
+		return nil, fmt.Errorf("journal: take an epoch: %w", err)
+	}
+	j.epoch, j.absorbed = lease.Epoch, lease.Absorbed
+	if err := j.read(ctx); err != nil {
+		return nil, err
+	}
+	j.segments = []*segment{j.newSegment(0)}
+	d.metrics.WatchJournal(j.Depth)
+	go j.write()
+	return j, nil
+}
+
+// Epoch is this primary's epoch.
+func (j *Journal) Epoch() int64 { return j.epoch }
+
+func (j *Journal) newSegment(n int) *segment {
+	return &segment{name: fmt.Sprintf("%s%d_%d", segmentPrefix, j.epoch, n), n: n, started: j.now(),
+		pins: map[ObjectID]Position{}}
+}
+
+// segmentEpoch parses journal_<epoch>_<n>.
+func segmentEpoch(name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, segmentPrefix)
+	if !ok {
+		return 0, false
+	}
+	e, _, ok := strings.Cut(rest, "_")
+	if !ok {
+		return 0, false
+	}
+	epoch, err := strconv.ParseInt(e, 10, 64)
+	return epoch, err == nil
+}
+
+// read loads the records of every segment of an epoch not yet absorbed, by run, in order.
+func (j *Journal) read(ctx context.Context) error {
+	names, err := j.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("journal: list segments: %w", err)
+	}
+	j.replay = map[ObjectID][]*journalRecord{}
+	n := 0
+	for _, name := range names {
+		epoch, ok := segmentEpoch(name)
+		if !ok {
+			continue
+		}
+		j.stale = append(j.stale, name)
+		if epoch <= j.absorbed || epoch >= j.epoch {
+			// Absorbed already, or written by a primary that lost its lease to one that
+			// absorbed it; or (>= ours) impossible, since epochs only grow.
+			continue
+		}
+		cur, err := j.db.Collection(name).Find(ctx, bson.D{})
+		if err != nil {
+			return fmt.Errorf("journal: read %s: %w", name, err)
+		}
+		for cur.Next(ctx) {
+			rec := new(journalRecord)
+			if err := j.store.decodeDoc(cur.Current, rec); err != nil {
+				cur.Close(ctx)
+				return fmt.Errorf("journal: decode a record of %s: %w", name, err)
+			}
+			j.replay[rec.Run] = append(j.replay[rec.Run], rec)
+			n++
+		}
+		err = cur.Err()
+		cur.Close(ctx)
+		if err != nil {
+			return fmt.Errorf("journal: read %s: %w", name, err)
+		}
+	}
+	for _, recs := range j.replay {
+		slices.SortFunc(recs, func(a, b *journalRecord) int {
+			switch {
+			case a.pos().After(b.pos()):
+				return 1
+			case b.pos().After(a.pos()):
+				return -1
+			}
+			return 0
+		})
+	}
+	j.logger.Info("journal open", "epoch", j.epoch, "records_to_replay", n, "runs", len(j.replay), "old_segments", len(j.stale))
+	return nil
+}
+
+// mark is what record needs of a run from before a change: where its tasks and history ended.
+type mark struct{ tasks, history int }
+
+func markOf(r *Run) mark {
+	m := mark{tasks: len(r.Tasks)}
+	if r.Args.SPSA != nil {
+		m.history = len(r.Args.SPSA.ParamHistory)
+	}
+	return m
+}
+
+// record makes r's next journal record: task (if it exists), the tasks appended since m, and the
+// SPSA state, and queues it. The caller holds r's lock, so records of one run are queued in
+// their order. Its channel receives the write's outcome.
+func (j *Journal) record(r *Run, task int, m mark) (<-chan error, error) {
+	rec := &journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, LastUpdated: r.LastUpdated}
+	if task >= 0 && task < m.tasks && task < len(r.Tasks) {
+		rec.Tasks = append(rec.Tasks, journalTask{Index: task, Task: r.Tasks[task]})
+	}
+	for i := m.tasks; i < len(r.Tasks); i++ {
+		rec.Tasks = append(rec.Tasks, journalTask{Index: i, Task: r.Tasks[i]})
+	}
+	if s := r.Args.SPSA; s != nil {
+		js := &journalSPSA{Iter: s.Iter, Theta: make([]float64, len(s.Params)), HistoryFrom: min(m.history, len(s.ParamHistory))}
+		for i, p := range s.Params {
+			js.Theta[i] = p.Theta
+		}
+		js.History = s.ParamHistory[js.HistoryFrom:]
+		rec.SPSA = js
+	}
+	doc, err := j.store.encodeDoc(rec)
+	if err != nil {
+		return nil, fmt.Errorf("journal: encode a record of run %s: %w", r.ID, err)
+	}
+	r.JournalEpoch, r.JournalSeq = rec.Epoch, rec.Seq
+	return j.enqueue(r.ID, rec.pos(), doc), nil
+}
+
+func (j *Journal) enqueue(run ObjectID, p Position, doc []byte) <-chan error {
+	e := &journalEntry{run: run, pos: p, doc: doc, done: make(chan error, 1)}
+	j.mu.Lock()
+	if j.closing {
+		j.mu.Unlock()
+		e.done <- errors.New("journal: closed")
+		return e.done
+	}
+	j.queue = append(j.queue, e)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	return e.done
+}
+
+// write is the writer: it takes every queued record (up to maxBatch), writes them with one
+// insertMany, checks the lease and tells each waiter; then it drops the segments no run needs.
+func (j *Journal) write() {
+	defer close(j.done)
+	for {
+		<-j.wake
+		for {
+			j.mu.Lock()
+			n := min(len(j.queue), maxBatch)
+			batch := slices.Clone(j.queue[:n])
+			j.queue = j.queue[n:]
+			closing := j.closing
+			seg := j.currentSegment()
+			j.mu.Unlock()
+			if n == 0 {
+				j.dropCovered()
+				if closing {
+					return
+				}
+				break
+			}
+			err := j.writeBatch(seg, batch)
+			for _, e := range batch {
+				e.done <- err
+			}
+		}
+	}
+}
+
+// currentSegment returns the segment new records go to, starting the next one when the
+// current one is full or old. j.mu must be held.
+func (j *Journal) currentSegment() *segment {
+	cur := j.segments[len(j.segments)-1]
+	if cur.records >= j.segMax || (cur.records > 0 && j.now().Sub(cur.started) >= j.segAge) {
+		cur = j.newSegment(cur.n + 1)
+		j.segments = append(j.segments, cur)
+	}
+	return cur
+}
+
+func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	docs := make([]any, len(batch))
+	for i, e := range batch {
+		docs[i] = bson.Raw(e.doc)
+	}
+	_, err := j.db.Collection(seg.name).InsertMany(ctx, docs)
+	if err == nil {
+		err = j.checkLease(ctx)
+	}
+	j.metrics.ObserveJournalWrite(time.Since(start), len(batch), err)
+	if err != nil {
+		if !errors.Is(err, ErrFenced) {
+			err = fmt.Errorf("journal: write %d records: %w", len(batch), err)
+		}
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range batch {
+		seg.records++
+		j.records++
+		if c, ok := j.covered[e.run]; ok && !e.pos.After(c) {
+			continue // a document written meanwhile covers it
+		}
+		if p, ok := seg.pins[e.run]; !ok || e.pos.After(p) {
+			seg.pins[e.run] = e.pos
+		}
+	}
+	return nil
+}
+
+// checkLease returns ErrFenced unless the lease still names this primary's epoch.
+func (j *Journal) checkLease(ctx context.Context) error {
+	var lease leaseDoc
+	if err := j.lease.FindOne(ctx, idFilter(leaseID)).Decode(&lease); err != nil {
+		return fmt.Errorf("journal: read the lease: %w", err)
+	}
+	if lease.Epoch != j.epoch {
+		return fmt.Errorf("%w: epoch %d holds the lease, this primary has %d", ErrFenced, lease.Epoch, j.epoch)
+	}
+	return nil
+}
+
+// Covered tells the journal that run's document, as written, covers its records up to p, so
+// that segments holding only covered records can be dropped.
+func (j *Journal) Covered(run ObjectID, p Position) {
+	j.mu.Lock()
+	if c, ok := j.covered[run]; !ok || p.After(c) {
+		j.covered[run] = p
+	}
+	wake := false
+	for _, s := range j.segments {
+		if q, ok := s.pins[run]; ok && !q.After(p) {
+			delete(s.pins, run)
+			wake = wake || len(s.pins) == 0
+		}
+	}
+	j.mu.Unlock()
+	if wake {
+		select {
+		case j.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// dropCovered drops the segments, but the current one, whose records are all covered.
+func (j *Journal) dropCovered() {
+	j.mu.Lock()
+	var drop []*segment
+	keep := j.segments[:0:0]
+	for i, s := range j.segments {
+		if i < len(j.segments)-1 && len(s.pins) == 0 {
+			drop = append(drop, s)
+			j.records -= s.records
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	j.segments = keep
+	j.mu.Unlock()
+	for _, s := range drop {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := j.db.Collection(s.name).Drop(ctx); err != nil {
+			j.logger.Warn("drop a covered journal segment; it is dropped at the next start", "segment", s.name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// Depth returns the records in this epoch's live segments, and those queued for the next write.
+func (j *Journal) Depth() (records, queued int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.records, len(j.queue)
+}
+
+// Close writes what is queued and stops the writer. Records queued later are refused.
+func (j *Journal) Close() {
+	j.mu.Lock()
+	if j.closing {
+		j.mu.Unlock()
+		<-j.done
+		return
+	}
+	j.closing = true
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	<-j.done
+}
+
+// replayInto applies to r, in order, the records of its run found at open that are newer than
+// its document, and returns how many it applied and which tasks and history rows they touched.
+func (j *Journal) replayInto(r *Run) (applied int, touched map[int]bool, historyFrom int) {
+	touched = map[int]bool{}
+	historyFrom = -1
+	for _, rec := range j.replay[r.ID] {
+		if !rec.pos().After(pos(r)) {
+			continue
+		}
+		if err := applyRecord(r, rec); err != nil {
+			j.logger.Error("journal record not applied", "run_id", r.ID, "epoch", rec.Epoch, "seq", rec.Seq, "err", err)
+			continue
+		}
+		applied++
+		for _, t := range rec.Tasks {
+			touched[t.Index] = true
+		}
+		if rec.SPSA != nil && (historyFrom < 0 || rec.SPSA.HistoryFrom < historyFrom) {
+			historyFrom = rec.SPSA.HistoryFrom
+		}
+	}
+	return applied, touched, historyFrom
+}
+
+// applyRecord writes a record's after-images into r.
+func applyRecord(r *Run, rec *journalRecord) error {
+	for _, t := range rec.Tasks {
+		switch {
+		case t.Index < len(r.Tasks):
+			r.Tasks[t.Index] = t.Task
+		case t.Index == len(r.Tasks):
+			r.Tasks = append(r.Tasks, t.Task)
+		default:
+			return fmt.Errorf("task %d after only %d tasks", t.Index, len(r.Tasks))
+		}
+	}
+	if s, js := r.Args.SPSA, rec.SPSA; s != nil && js != nil {
+		if len(js.Theta) != len(s.Params) {
+			return fmt.Errorf("%d thetas for %d parameters", len(js.Theta), len(s.Params))
+		}
+		s.Iter = js.Iter
+		for i := range s.Params {
+			s.Params[i].Theta = js.Theta[i]
+		}
+		if js.HistoryFrom <= len(s.ParamHistory) {
+			s.ParamHistory = append(s.ParamHistory[:js.HistoryFrom], js.History...)
+		}
+	}
+	if rec.LastUpdated.After(r.LastUpdated) {
+		r.LastUpdated = rec.LastUpdated
+	}
+	r.JournalEpoch, r.JournalSeq = rec.Epoch, rec.Seq
+	return nil
+}
+
+// absorb writes, for each run the replay changed, one record of this epoch with everything the
+// replay applied, then records in the lease that every earlier epoch is absorbed and drops the
+// old segments. From then on a primary of an earlier epoch that still writes is ignored.
+func (j *Journal) absorb(ctx context.Context, entries []<-chan error) error {
+	for _, done := range entries {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	res, err := j.lease.UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: j.epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "absorbed", Value: j.epoch - 1}}}})
+	if err != nil {
+		return fmt.Errorf("journal: record the absorbed epochs: %w", err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%w: the lease moved on while this primary started", ErrFenced)
+	}
+	for _, name := range j.stale {
+		if err := j.db.Collection(name).Drop(ctx); err != nil {
+			j.logger.Warn("drop an absorbed journal segment", "segment", name, "err", err)
+		}
+	}
+	j.replay, j.stale = nil, nil
+	return nil
+}
+
+// compactRecord is the one record of this epoch that carries what replay applied to r: the
+// tasks it touched and the SPSA state with the history from historyFrom.
+func (j *Journal) compactRecord(r *Run, touched map[int]bool, historyFrom int) (<-chan error, error) {
+	idx := make([]int, 0, len(touched))
+	for i := range touched {
+		if i < len(r.Tasks) {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	rec := &journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, LastUpdated: r.LastUpdated}
+	for _, i := range idx {
+		rec.Tasks = append(rec.Tasks, journalTask{Index: i, Task: r.Tasks[i]})
+	}
+	if s := r.Args.SPSA; s != nil {
+		from := len(s.ParamHistory)
+		if historyFrom >= 0 {
+			from = min(historyFrom, from)
+		}
+		js := &journalSPSA{Iter: s.Iter, Theta: make([]float64, len(s.Params)), HistoryFrom: from, History: s.ParamHistory[from:]}
+		for i, p := range s.Params {
+			js.Theta[i] = p.Theta
+		}
+		rec.SPSA = js
+	}
+	doc, err := j.store.encodeDoc(rec)
+	if err != nil {
+		return nil, fmt.Errorf("journal: encode run %s's replayed state: %w", r.ID, err)
+	}
+	r.JournalEpoch, r.JournalSeq = rec.Epoch, rec.Seq
+	return j.enqueue(r.ID, rec.pos(), doc), nil
+}

@@ -1,0 +1,266 @@
+package rundb_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/rundbtest"
+)
+
+// primary is one life of a primary's run cache and journal on db: opening it takes the next
+// epoch and replays the journal, as a start does.
+type primary struct {
+	cache   *rundb.RunCache
+	journal *rundb.Journal
+}
+
+func startPrimary(t *testing.T, db *rundb.DB, opts rundb.JournalOptions) *primary {
+	t.Helper()
+	ctx := context.Background()
+	j, err := db.OpenJournal(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	c := rundb.NewRunCache(db.Runs, nil, slog.New(slog.DiscardHandler))
+	c.SetJournal(j)
+	if _, err := c.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &primary{cache: c, journal: j}
+}
+
+// journalRun is a small unfinished SPSA run with one active task.
+func journalRun(t *testing.T, db *rundb.DB) rundb.ObjectID {
+	t.Helper()
+	r := sampleRun()
+	r.Finished = false
+	r.BadTasks = nil
+	if err := db.Runs.Insert(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
+}
+
+// report is what a worker's update does to task i: its cumulative stats, and an SPSA step.
+func report(i, wins int, theta float64, history bool) func(*rundb.Run) (rundb.Prio, error) {
+	return func(r *rundb.Run) (rundb.Prio, error) {
+		r.Tasks[i].Stats.Wins = wins
+		r.Args.SPSA.Iter++
+		r.Args.SPSA.Params[0].Theta = theta
+		if history {
+			r.Args.SPSA.ParamHistory = append(r.Args.SPSA.ParamHistory, []rundb.SPSAHistoryPoint{{Theta: theta, R: 0.001, C: 10}})
+		}
+		return rundb.PrioNormal, nil
+	}
+}
+
+func newTask(games int) func(*rundb.Run) (rundb.Prio, error) {
+	return func(r *rundb.Run) (rundb.Prio, error) {
+		r.Tasks = append(r.Tasks, rundb.Task{NumGames: games, Active: true, Stats: rundb.NewResults(),
+			WorkerInfo: r.Tasks[1].WorkerInfo})
+		return rundb.PrioHigh, nil
+	}
+}
+
+// state is what the test compares of a run: its tasks' games and wins, and its SPSA state.
+type state struct {
+	Tasks   []int
+	Wins    []int
+	Iter    int
+	Theta   float64
+	History int
+}
+
+func stateOf(r *rundb.Run) state {
+	s := state{Iter: r.Args.SPSA.Iter, Theta: r.Args.SPSA.Params[0].Theta, History: len(r.Args.SPSA.ParamHistory)}
+	for _, t := range r.Tasks {
+		s.Tasks = append(s.Tasks, t.NumGames)
+		s.Wins = append(s.Wins, t.Stats.Wins)
+	}
+	return s
+}
+
+func cachedState(t *testing.T, c *rundb.RunCache, id rundb.ObjectID) state {
+	t.Helper()
+	var s state
+	if err := c.View(context.Background(), id, func(r *rundb.Run) { s = stateOf(r) }); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func journalSegments(t *testing.T, db *rundb.DB) []string {
+	t.Helper()
+	coll := rundbtest.Collection(t, db, "x")
+	names, err := coll.Database().Client().Database(rundb.JournalDatabase(db.Name())).ListCollectionNames(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "journal_") {
+			segs = append(segs, n)
+		}
+	}
+	slices.Sort(segs)
+	return segs
+}
+
+// A change ModifyDurable acknowledged survives a crash that leaves the run's document behind:
+// the next primary finds it in the journal; and replaying again (a crash during that start, or
+// after it) changes nothing more.
+func TestJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T) {
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	id := journalRun(t, db)
+
+	p1 := startPrimary(t, db, rundb.JournalOptions{})
+	if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102.5, false)); err != nil {
+		t.Fatal(err)
+	}
+	// The document is written here: the records so far are covered by it.
+	if err := p1.cache.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		task   int
+		change func(*rundb.Run) (rundb.Prio, error)
+	}{
+		{-1, newTask(64)}, {2, report(2, 10, 103.5, true)}, {1, report(1, 130, 104.0, false)},
+	} {
+		if err := p1.cache.ModifyDurable(ctx, id, step.task, step.change); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := cachedState(t, p1.cache, id)
+	stored, err := db.Runs.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stateOf(stored); slices.Equal(got.Wins, want.Wins) {
+		t.Fatalf("the document already holds the last changes (%+v); the test shows nothing", got)
+	}
+	p1.journal.Close() // the crash: the run is never written again
+
+	p2 := startPrimary(t, db, rundb.JournalOptions{})
+	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
+		t.Fatalf("after the crash the run is\n %+v, want\n %+v", got, want)
+	}
+	if p2.journal.Epoch() != p1.journal.Epoch()+1 {
+		t.Errorf("epochs %d then %d, want consecutive", p1.journal.Epoch(), p2.journal.Epoch())
+	}
+	// The first epoch's segment is gone: what it held now lives in the second's.
+	for _, s := range journalSegments(t, db) {
+		if strings.HasPrefix(s, "journal_1_") {
+			t.Errorf("segment %s of the absorbed epoch is still there", s)
+		}
+	}
+	p2.journal.Close() // a second crash, before the run is written
+
+	p3 := startPrimary(t, db, rundb.JournalOptions{})
+	if got := cachedState(t, p3.cache, id); !equalState(got, want) {
+		t.Fatalf("after a second replay the run is\n %+v, want\n %+v", got, want)
+	}
+	// Once the run is written, its records are no longer needed.
+	if err := p3.cache.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored, err = db.Runs.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stateOf(stored); !equalState(got, want) {
+		t.Fatalf("written run %+v, want %+v", got, want)
+	}
+}
+
+func equalState(a, b state) bool {
+	return slices.Equal(a.Tasks, b.Tasks) && slices.Equal(a.Wins, b.Wins) && a.Iter == b.Iter && a.Theta == b.Theta && a.History == b.History
+}
+
+// Segments whose records every run's document covers are dropped, so the journal stays the size
+// of what is not yet written.
+func TestJournalDropsCoveredSegments(t *testing.T) {
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	id := journalRun(t, db)
+	p := startPrimary(t, db, rundb.JournalOptions{SegmentRecords: 2})
+	for i := range 5 {
+		if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if records, _ := p.journal.Depth(); records != 5 {
+		t.Fatalf("journal depth %d before the write, want 5", records)
+	}
+	if n := len(journalSegments(t, db)); n != 3 {
+		t.Fatalf("%d segments for 5 records of at most 2, want 3", n)
+	}
+	if err := p.cache.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One more record wakes the writer, which drops the covered segments (not the current one).
+	if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 200, 99, false)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(journalSegments(t, db)) > 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if segs := journalSegments(t, db); len(segs) != 1 {
+		t.Fatalf("segments after the run was written: %v, want only the current one", segs)
+	}
+}
+
+// A primary whose epoch was overtaken can no longer acknowledge a change nor write a run over
+// its successor's, and what it wrote after the successor took over is never replayed.
+func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	id := journalRun(t, db)
+	old := startPrimary(t, db, rundb.JournalOptions{})
+	if err := old.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102, false)); err != nil {
+		t.Fatal(err)
+	}
+
+	successor := startPrimary(t, db, rundb.JournalOptions{})
+	want := cachedState(t, successor.cache, id)
+	if want.Wins[1] != 120 {
+		t.Fatalf("the successor did not replay the acknowledged change: %+v", want)
+	}
+
+	// The old primary, resumed, goes on as if nothing happened.
+	err := old.cache.ModifyDurable(ctx, id, 1, report(1, 150, 107, false))
+	if !errors.Is(err, rundb.ErrFenced) {
+		t.Fatalf("a change of the overtaken primary: %v, want ErrFenced", err)
+	}
+	if err := successor.cache.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.cache.FlushAll(ctx); !errors.Is(err, rundb.ErrFenced) {
+		t.Fatalf("the overtaken primary's run write: %v, want ErrFenced", err)
+	}
+	stored, err := db.Runs.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stateOf(stored); !equalState(got, want) {
+		t.Fatalf("stored run %+v, want the successor's %+v", got, want)
+	}
+
+	// A third primary replays the successor's journal, not the refused record.
+	successor.journal.Close()
+	third := startPrimary(t, db, rundb.JournalOptions{})
+	if got := cachedState(t, third.cache, id); !equalState(got, want) {
+		t.Fatalf("third primary sees %+v, want %+v", got, want)
+	}
+}
