@@ -43,6 +43,8 @@ type RunCache struct {
 	logger  *slog.Logger
 	metrics *metrics.Metrics // set once by SetMetrics, before use
 	journal *Journal         // set once by SetJournal, before use; nil without one
+	// beforeWrite, if set, is called as each run write begins (fault-injection tests).
+	beforeWrite func()
 
 	mu      sync.Mutex
 	entries map[ObjectID]*cacheEntry
@@ -92,6 +94,10 @@ func (c *RunCache) SetMetrics(m *metrics.Metrics) {
 // with the journal's epoch, and replay the journal when it preloads. Call it before the cache is
 // used.
 func (c *RunCache) SetJournal(j *Journal) { c.journal = j }
+
+// SetWriteHook makes the cache call fn as each run write begins, for tests that crash the
+// server in the middle of one. Call it before the cache is used.
+func (c *RunCache) SetWriteHook(fn func()) { c.beforeWrite = fn }
 
 // acquire returns the cache entry for id, loading the run from the database on a miss, and pins
 // it against eviction until release.
@@ -378,6 +384,9 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 	covers := pos(e.run)
 	doc, err := c.store.encode(e.run)
 	e.mu.Unlock()
+	if err == nil && c.beforeWrite != nil {
+		c.beforeWrite()
+	}
 	if err == nil {
 		if c.journal != nil {
 			err = c.store.replaceFenced(ctx, id, doc, c.journal.epoch)

@@ -16,7 +16,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -156,6 +158,9 @@ func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(
 	} else {
 		logger.Warn("journal off: results acknowledged since a run's last write are lost if the server crashes")
 	}
+	if n, err := strconv.Atoi(getenv(crashInWriteEnv)); err == nil && n > 0 {
+		runs.SetWriteHook(crashInWrite(n, logger))
+	}
 	sched := scheduler.New(scheduler.Config{
 		Metrics:           m,
 		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
@@ -184,6 +189,22 @@ func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(
 		},
 	})...)
 	return nil
+}
+
+// crashInWriteEnv, for the crash tests only, makes the server kill itself (SIGKILL) during its
+// Nth run write, so that a test can show what a crash in the middle of one leaves.
+const crashInWriteEnv = "SHOAL_TEST_CRASH_IN_RUN_WRITE"
+
+// crashInWrite returns a run-cache write hook that, at the nth write, sends the process a
+// SIGKILL as the write goes to the database.
+func crashInWrite(n int, logger *slog.Logger) func() {
+	var writes atomic.Int64
+	logger.Warn("fault injection: this server kills itself during a run write", "write", n)
+	return func() {
+		if writes.Add(1) == int64(n) {
+			go func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }()
+		}
+	}
 }
 
 // stopJobs stops the primary's periodic jobs and its start-up work, if any.
