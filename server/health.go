@@ -23,10 +23,7 @@ func (s *Server) healthz(c *gin.Context) {
 // its role is known, and it is not shutting down (shutdownGuard answers 503 then). A failed
 // check is a 503 naming it, so a load balancer takes the instance out until it recovers.
 func (s *Server) readyz(c *gin.Context) {
-	role := "secondary"
-	if s.deps.Scheduler != nil {
-		role = "primary"
-	}
+	role := s.Role()
 	if s.deps.DB == nil {
 		apiError(c, http.StatusServiceUnavailable, "no database")
 		return
@@ -39,5 +36,5 @@ func (s *Server) readyz(c *gin.Context) {
 		apiError(c, http.StatusServiceUnavailable, "the database does not answer")
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "role": role, "instance": s.deps.Instance, "version": s.deps.Version})
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "role": role, "instance": s.instance(), "version": s.deps.Version})
 }

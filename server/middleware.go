@@ -19,8 +19,8 @@ const expectedRefusalKey = "shoal.expectedRefusal"
 func (s *Server) stamp(c *gin.Context) {
 	c.Set(startedKey, time.Now())
 	c.Header("X-Content-Type-Options", "nosniff")
-	if s.deps.Instance != "" {
-		c.Header("X-Shoal-Instance", s.deps.Instance)
+	if inst := s.instance(); inst != "" {
+		c.Header("X-Shoal-Instance", inst)
 	}
 	c.Next()
 }

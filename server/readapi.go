@@ -370,7 +370,7 @@ func (s *Server) snapshotRun(c *gin.Context, id string) (*rundb.Run, error) {
 	var r *rundb.Run
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		r, err = s.deps.Runs.Snapshot(ctx, oid)
+		r, err = s.role().runs.Snapshot(ctx, oid)
 		return err
 	})
 	return r, err

@@ -106,6 +106,7 @@ type Server struct {
 	taskLimits   *taskLimiter     // request_task calls per account and per address
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
+	current      atomic.Pointer[role] // see role.go
 }
 
 // New builds the server, parsing every template so that a broken one fails here.
@@ -128,6 +129,7 @@ func New(deps Deps) (*Server, error) {
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
 		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now), apiGood: newKnownGood(10*time.Minute, 200_000),
 		live: newLiveLimits(), uploads: tokenpool.New(maxConcurrentUploads)}
+	s.current.Store(initialRole(deps))
 	s.authLog = newThrottledLog(s.logger, time.Minute, 100_000)
 	s.heavy = tokenpool.New(heavyReadSlots)
 	s.taskLimits = newTaskLimiter(deps.HeartbeatPeriod)

@@ -72,7 +72,7 @@ func (s *Server) createRun(c *gin.Context) {
 	s.loginChecked(c, "submit api", body.Username, err)
 	if err == nil {
 		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-			r, err := s.deps.Scheduler.CreateRun(ctx, *body.Run, u.Username)
+			r, err := s.scheduler().CreateRun(ctx, *body.Run, u.Username)
 			if err == nil {
 				id = r.ID
 			}
@@ -124,7 +124,7 @@ func (s *Server) approveRun(c *gin.Context) {
 		err = errNotApprover
 	default:
 		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-			return s.deps.Scheduler.ApproveRun(ctx, id, u.Username)
+			return s.scheduler().ApproveRun(ctx, id, u.Username)
 		})
 	}
 	switch {

@@ -434,7 +434,7 @@ const layoutTokenWait = 250 * time.Millisecond
 // unknown path's 404) there is no session, and so no user, token or flashes.
 func (s *Server) page(c *gin.Context, title string) page {
 	p := page{Title: title, Version: s.deps.Version, Path: c.Request.URL.Path,
-		Primary: s.deps.Scheduler != nil}
+		Primary: s.scheduler() != nil}
 	if _, ok := c.Get(sessions.DefaultKey); ok {
 		p.User, p.CSRF, p.Flashes = currentUser(c), s.csrfToken(c), s.takeFlashes(c)
 	}
@@ -517,7 +517,7 @@ func (s *Server) uiError(c *gin.Context, err error) {
 // requirePrimaryPage refuses a state-changing form on a secondary instance, where the
 // scheduler (and so the run cache) is not.
 func (s *Server) requirePrimaryPage(c *gin.Context) bool {
-	if s.deps.Scheduler != nil {
+	if s.scheduler() != nil {
 		return true
 	}
 	s.pageError(c, http.StatusServiceUnavailable, "This instance only serves pages; changes are made on the primary instance. Try again in a moment.")

@@ -42,8 +42,8 @@ func (s *Server) tuningPage(c *gin.Context) {
 		// waited it is an upper bound, which is the side to err on.
 		d.AvgWait = roundDuration(st.WaitTime / time.Duration(st.Waited))
 	}
-	if s.deps.Scheduler != nil {
-		d.TaskSemaphoreSize = s.deps.Scheduler.TaskSemaphoreSize()
+	if sched := s.scheduler(); sched != nil {
+		d.TaskSemaphoreSize = sched.TaskSemaphoreSize()
 	}
 	d.page = s.page(c, "Tuning")
 	s.render(c, http.StatusOK, "admin", d)

@@ -149,10 +149,10 @@ func (s *Server) liveBlocks(pageName string, data any, blocks ...[2]string) ([]l
 // liveChanged returns the channel closed at the next change of any run, or nil (never ready)
 // where there is no run cache to ask.
 func (s *Server) liveChanged() <-chan struct{} {
-	if s.deps.Changed == nil {
+	if s.role().changed == nil {
 		return nil
 	}
-	return s.deps.Changed()
+	return s.role().changed()
 }
 
 // liveWriteEvent writes one event; data may span lines, each of which becomes a data line.
@@ -402,7 +402,7 @@ func (s *Server) runEvents(c *gin.Context) {
 		s.pageError(c, http.StatusNotFound, "There is no such stream: for= takes live_elo or stats.")
 		return
 	}
-	primary := s.deps.Scheduler != nil
+	primary := s.scheduler() != nil
 	csrf := liveCSRF(c)
 	var charts viewCharts
 	var chartsAt time.Time

@@ -706,7 +706,7 @@ func (s *Server) newRunSubmit(c *gin.Context) {
 	var run *rundb.Run
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		run, err = s.deps.Scheduler.CreateRun(ctx, req, u.Username)
+		run, err = s.scheduler().CreateRun(ctx, req, u.Username)
 		return err
 	})
 	var fe *scheduler.FieldError
@@ -735,7 +735,7 @@ func (s *Server) rescheduledRun(c *gin.Context, from string) *rundb.Run {
 	}
 	var rerun *rundb.Run
 	_ = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		r, err := s.deps.Runs.Snapshot(ctx, id)
+		r, err := s.role().runs.Snapshot(ctx, id)
 		if err == nil {
 			rerun = r
 		}
@@ -776,7 +776,7 @@ func (s *Server) formRun(c *gin.Context, raw string) (*rundb.Run, bool) {
 	var r *rundb.Run
 	ok := s.uiDo(c, func(ctx context.Context) error {
 		var err error
-		r, err = s.deps.Runs.Snapshot(ctx, id)
+		r, err = s.role().runs.Snapshot(ctx, id)
 		return err
 	})
 	return r, ok
@@ -800,7 +800,7 @@ func (s *Server) stopRunSubmit(c *gin.Context) {
 		return
 	}
 	if !s.uiDo(c, func(ctx context.Context) error {
-		return s.deps.Scheduler.StopRunByUser(ctx, r.ID, u.Username)
+		return s.scheduler().StopRunByUser(ctx, r.ID, u.Username)
 	}) {
 		return
 	}
@@ -819,7 +819,7 @@ func (s *Server) approveRunSubmit(c *gin.Context) {
 		return
 	}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		return s.deps.Scheduler.ApproveRun(ctx, r.ID, u.Username)
+		return s.scheduler().ApproveRun(ctx, r.ID, u.Username)
 	})
 	switch {
 	case errors.Is(err, scheduler.ErrSelfApproval):
@@ -846,7 +846,7 @@ func (s *Server) purgeRunSubmit(c *gin.Context) {
 	var msg string
 	if !s.uiDo(c, func(ctx context.Context) error {
 		var err error
-		msg, err = s.deps.Scheduler.PurgeRunByUser(ctx, r.ID, u.Username)
+		msg, err = s.scheduler().PurgeRunByUser(ctx, r.ID, u.Username)
 		return err
 	}) {
 		return
@@ -866,7 +866,7 @@ func (s *Server) deleteRunSubmit(c *gin.Context) {
 		return
 	}
 	if !s.uiDo(c, func(ctx context.Context) error {
-		return s.deps.Scheduler.DeleteRun(ctx, r.ID, u.Username)
+		return s.scheduler().DeleteRun(ctx, r.ID, u.Username)
 	}) {
 		return
 	}
@@ -916,7 +916,7 @@ func (s *Server) modifyRunSubmit(c *gin.Context) {
 	var res scheduler.ModifyResult
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		res, err = s.deps.Scheduler.ModifyRun(ctx, r.ID, u.Username, u.IsApprover(), m)
+		res, err = s.scheduler().ModifyRun(ctx, r.ID, u.Username, u.IsApprover(), m)
 		return err
 	})
 	var fe *scheduler.FieldError

@@ -400,8 +400,8 @@ func runsClip(s string, n int) string {
 // scheduler on the primary (reading each run in place; unfinished is not used there), else by
 // reading each run that may have workers from the database (active runs are few).
 func (s *Server) runsMachinesOf(ctx context.Context, unfinished []*rundb.Run) ([]runsMachine, error) {
-	if s.deps.Scheduler != nil {
-		tasks, err := s.deps.Scheduler.ActiveTasks(ctx)
+	if sched := s.scheduler(); sched != nil {
+		tasks, err := sched.ActiveTasks(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -416,7 +416,7 @@ func (s *Server) runsMachinesOf(ctx context.Context, unfinished []*rundb.Run) ([
 		if !lr.Approved && lr.Workers == 0 {
 			continue // never handed out a task
 		}
-		r, err := s.deps.Runs.Snapshot(ctx, lr.ID)
+		r, err := s.role().runs.Snapshot(ctx, lr.ID)
 		if errors.Is(err, rundb.ErrNotFound) {
 			continue // deleted since the listing
 		}
@@ -540,8 +540,8 @@ type testsPageData struct {
 // unfinishedRuns lists the unfinished runs without their tasks: from the scheduler's run cache
 // on the primary (the database lags it by the write-behind), from the database on a secondary.
 func (s *Server) unfinishedRuns(ctx context.Context, db *rundb.DB) ([]*rundb.Run, error) {
-	if s.deps.Scheduler != nil {
-		return s.deps.Scheduler.UnfinishedRuns(ctx)
+	if sched := s.scheduler(); sched != nil {
+		return sched.UnfinishedRuns(ctx)
 	}
 	return db.Runs.Active(ctx)
 }
@@ -851,7 +851,7 @@ func (s *Server) machinesPage(c *gin.Context) {
 	ok := s.uiDo(c, func(ctx context.Context) error {
 		var unfinished []*rundb.Run
 		var err error
-		if s.deps.Scheduler == nil { // the primary's scheduler lists the tasks without them
+		if s.scheduler() == nil { // the primary's scheduler lists the tasks without them
 			if unfinished, err = s.unfinishedRuns(ctx, db); err != nil {
 				return err
 			}

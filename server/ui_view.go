@@ -31,14 +31,14 @@ const tasksPageSize = 25
 // viewRun reads the run of the :id parameter from the run source (the run cache on the
 // primary). An id that is not a run id is a run that does not exist.
 func (s *Server) viewRun(ctx context.Context, id string) (*rundb.Run, error) {
-	if s.deps.Runs == nil {
+	if s.role().runs == nil {
 		return nil, errNoDatabase
 	}
 	oid, err := rundb.ParseObjectID(id)
 	if err != nil {
 		return nil, fmt.Errorf("run %q: %w", id, rundb.ErrNotFound)
 	}
-	return s.deps.Runs.Snapshot(ctx, oid)
+	return s.role().runs.Snapshot(ctx, oid)
 }
 
 // viewLoad reads the run of the request for a page; false once the error page is sent.

@@ -74,11 +74,22 @@ var workerPaths = map[string]bool{"/api/request_version": true, "/api/request_ta
 // here, which its worker takes as final; behind nginx a 503 also sends the call on to the next
 // upstream.
 func (s *Server) primaryOnly(c *gin.Context) {
-	if s.deps.Scheduler == nil {
+	sched := s.scheduler()
+	if sched == nil {
 		retryLater(c, primaryRequired)
 		return
 	}
+	// The handler uses this scheduler even if the instance steps down meanwhile.
+	c.Set(schedulerKey, sched)
 	c.Next()
+}
+
+// schedulerKey is where primaryOnly keeps the scheduler a worker call is handled by.
+const schedulerKey = "shoal.scheduler"
+
+// primaryOf is the scheduler primaryOnly let the worker call c in with.
+func primaryOf(c *gin.Context) *scheduler.Scheduler {
+	return c.MustGet(schedulerKey).(*scheduler.Scheduler)
 }
 
 // retryLater answers a worker call that this instance cannot take now, shutting down or not the
@@ -215,8 +226,8 @@ func (s *Server) workerCall(limit int64, handle func(*gin.Context, *workerReques
 			return
 		}
 		var legacy func(string) bool
-		if s.deps.Scheduler != nil {
-			legacy = s.deps.Scheduler.LegacyUsername
+		if sched := s.scheduler(); sched != nil {
+			legacy = sched.LegacyUsername
 		}
 		req, err := protocol.DecodeRequest(body, legacy)
 		if err != nil {
@@ -272,7 +283,7 @@ func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (r
 	var owner rundb.WorkerInfo
 	var tasks int
 	err := s.memoryOrDB(id)(ctx, func(ctx context.Context) error {
-		if sched := s.deps.Scheduler; sched != nil {
+		if sched := s.scheduler(); sched != nil {
 			t := -1
 			if taskID != nil {
 				t = *taskID
@@ -287,7 +298,7 @@ func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (r
 			owner, tasks = wi, t+1
 			return nil
 		}
-		r, err := s.deps.Runs.Snapshot(ctx, id)
+		r, err := s.role().runs.Snapshot(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -326,7 +337,7 @@ func toWorkerInfo(w protocol.WorkerInfo) rundb.WorkerInfo {
 // requirePrimary answers a 503 in the API's error shape with msg when this instance does not
 // schedule (a secondary): the JSON endpoints that submit work (worker calls use primaryOnly).
 func (s *Server) requirePrimary(c *gin.Context, msg string) bool {
-	if s.deps.Scheduler == nil {
+	if s.scheduler() == nil {
 		apiError(c, http.StatusServiceUnavailable, msg)
 		return false
 	}
@@ -362,7 +373,7 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		reply, err = s.deps.Scheduler.RequestTask(ctx, w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)
+		reply, err = primaryOf(c).RequestTask(ctx, w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)
 		return err
 	})
 	if err != nil {
@@ -427,7 +438,7 @@ type gate func(ctx context.Context, fn func(context.Context) error) error
 // flood of calls waiting for the database must not hold up these), a token otherwise.
 func (s *Server) memoryOrDB(id rundb.ObjectID) gate {
 	return func(ctx context.Context, fn func(context.Context) error) error {
-		if sched := s.deps.Scheduler; sched != nil && sched.Cached(id) {
+		if sched := s.scheduler(); sched != nil && sched.Cached(id) {
 			return fn(ctx)
 		}
 		return s.deps.Tokens.Do(ctx, fn)
@@ -470,7 +481,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 		}
 	}
 	s.schedulerCall(c, s.deps.Tokens.Do, updateReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return s.deps.Scheduler.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
+		return primaryOf(c).UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
 	})
 }
 
@@ -479,7 +490,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 		return
 	}
 	s.schedulerCall(c, s.memoryOrDB(w.run), updateReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return s.deps.Scheduler.Beat(ctx, w.run, w.taskID())
+		return primaryOf(c).Beat(ctx, w.run, w.taskID())
 	})
 }
 
@@ -488,7 +499,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 		return
 	}
 	s.schedulerCall(c, s.memoryOrDB(w.run), spsaReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return s.deps.Scheduler.RequestSPSA(ctx, w.run, w.taskID())
+		return primaryOf(c).RequestSPSA(ctx, w.run, w.taskID())
 	})
 }
 
@@ -497,7 +508,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 		return
 	}
 	s.schedulerCall(c, s.deps.Tokens.Do, failedReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return s.deps.Scheduler.FailedTask(ctx, w.run, w.taskID(), w.message())
+		return primaryOf(c).FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }
 
@@ -515,7 +526,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		case !errors.Is(err, rundb.ErrNotFound):
 			return err
 		}
-		return s.deps.Scheduler.StopRunByWorker(ctx, w.info, w.run, w.taskID(), msg, hours)
+		return primaryOf(c).StopRunByWorker(ctx, w.info, w.run, w.taskID(), msg, hours)
 	})
 	var msgErr string
 	switch {
@@ -569,7 +580,7 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 		Time: float64(time.Now().UnixMicro()) / 1e6, Message: w.message()}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		if w.run != (rundb.ObjectID{}) {
-			label, err := s.deps.Scheduler.RunLabel(ctx, w.run) // worker_log is primary-only
+			label, err := primaryOf(c).RunLabel(ctx, w.run) // worker_log is primary-only
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"strings"
+
+	"github.com/shoal-chess/shoal/scheduler"
+)
+
+// role is what this instance does now. A standby becomes the primary at run time, and a
+// primary that lost its lease steps down, so handlers read the role once per request
+// (s.role()) rather than from Deps.
+type role struct {
+	name string // "primary", "secondary" or "standby"
+	// sched is the primary's scheduler, nil otherwise.
+	sched *scheduler.Scheduler
+	// runs serves runs: the primary's cache, or the database.
+	runs RunSource
+	// changed is the primary's RunCache.Changed, nil otherwise (live pages then poll).
+	changed func() <-chan struct{}
+}
+
+// initialRole is the role Deps describe: the primary's if they hold a scheduler, otherwise the
+// one Deps.Instance names ("standby@..."), or a secondary.
+func initialRole(d Deps) *role {
+	r := &role{name: "secondary", sched: d.Scheduler, runs: d.Runs, changed: d.Changed}
+	switch name, _, _ := strings.Cut(d.Instance, "@"); {
+	case d.Scheduler != nil:
+		r.name = "primary"
+	case name == "standby":
+		r.name = name
+	}
+	return r
+}
+
+func (s *Server) role() *role { return s.current.Load() }
+
+// scheduler is the primary's scheduler, or nil on any other instance.
+func (s *Server) scheduler() *scheduler.Scheduler { return s.role().sched }
+
+// Promote makes this instance the primary, scheduling with sched and serving runs from runs
+// (its run cache), with changed for live pages. Requests already running finish in the role
+// they started in.
+func (s *Server) Promote(sched *scheduler.Scheduler, runs RunSource, changed func() <-chan struct{}) {
+	s.current.Store(&role{name: "primary", sched: sched, runs: runs, changed: changed})
+	s.logger.Info("serving as the primary")
+}
+
+// Demote makes this instance serve as name ("standby" or "secondary") from runs (the
+// database): worker calls are told to retry elsewhere.
+func (s *Server) Demote(name string, runs RunSource) {
+	s.current.Store(&role{name: name, runs: runs})
+	s.logger.Info("serving as " + name)
+}
+
+// Role is this instance's role now: "primary", "secondary" or "standby".
+func (s *Server) Role() string { return s.role().name }
+
+// instance is the X-Shoal-Instance name: the role now and the address of Deps.Instance.
+func (s *Server) instance() string {
+	if s.deps.Instance == "" {
+		return ""
+	}
+	_, addr, ok := strings.Cut(s.deps.Instance, "@")
+	if !ok {
+		return s.deps.Instance
+	}
+	return s.role().name + "@" + addr
+}
+
+// LeaseInfo says which instance holds the primary's lease, for /healthz and the admin page.
+type LeaseInfo struct {
+	Holder string  `json:"holder"`
+	Epoch  int64   `json:"epoch"`
+	AgeS   float64 `json:"age_s"`
+}
+
+// LeaseReader reads the primary's lease (rundb.DB.Lease); nil means no lease is kept.
+type LeaseReader func(ctx context.Context) (LeaseInfo, error)
