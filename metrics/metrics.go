@@ -101,6 +101,9 @@ type Metrics struct {
 	journalErrors   prometheus.Counter
 	journalReplay   prometheus.Gauge
 	journalReplayed prometheus.Gauge
+	leaseEpoch      prometheus.Gauge
+	leaseAge        atomic.Pointer[func() time.Duration]
+	primary         prometheus.Gauge
 
 	dbDuration *prometheus.HistogramVec
 	dbErrors   *prometheus.CounterVec
@@ -224,6 +227,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "shoal_journal_replayed_records",
 		Help: "Journal records the last start applied to the runs.",
 	})
+	m.leaseEpoch = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shoal_lease_epoch",
+		Help: "The epoch of the primary's lease this instance holds (0: it holds none). Each takeover adds one.",
+	})
+	m.primary = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shoal_instance_primary",
+		Help: "1 while this instance is the primary (holds the lease and schedules), 0 as a standby or secondary.",
+	})
 	journalDepth := func(queued bool) func() float64 {
 		return func() float64 {
 			f := m.journal.Load()
@@ -292,6 +303,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "shoal_journal_records",
 			Help: "Journal records not yet dropped: those whose runs' documents do not cover them yet, and the rest of their segments.",
 		}, journalDepth(false)),
+		m.leaseEpoch, m.primary,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_lease_age_seconds",
+			Help: "Time since this primary last renewed its lease (a standby takes it over once this passes the lease's time to live).",
+		}, func() float64 {
+			if f := m.leaseAge.Load(); f != nil {
+				return (*f)().Seconds()
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shoal_journal_queued_records",
 			Help: "Journal records waiting for the next batch.",
@@ -467,6 +488,32 @@ func (m *Metrics) WatchJournal(depth func() (records, queued int)) {
 		return
 	}
 	m.journal.Store(&depth)
+}
+
+// WatchLease records the epoch of the lease this instance now holds, and makes the lease-age
+// gauge read age at each scrape.
+func (m *Metrics) WatchLease(epoch int64, age func() time.Duration) {
+	if m == nil {
+		return
+	}
+	m.leaseEpoch.Set(float64(epoch))
+	if age != nil {
+		m.leaseAge.Store(&age)
+	}
+}
+
+// SetPrimary records whether this instance is the primary now; when it is not, it holds no lease.
+func (m *Metrics) SetPrimary(primary bool) {
+	if m == nil {
+		return
+	}
+	if primary {
+		m.primary.Set(1)
+		return
+	}
+	m.primary.Set(0)
+	m.leaseEpoch.Set(0)
+	m.leaseAge.Store(nil)
 }
 
 // ObserveDBOperation records one database command (the driver's name for it: "find",

@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/shoal-chess/shoal/metrics"
 )
@@ -54,8 +54,17 @@ var ErrFenced = errors.New("another primary took over (newer epoch)")
 
 // JournalOptions configures OpenJournal.
 type JournalOptions struct {
-	// Holder names this instance in the lease document (an address, say).
+	// Lease is the primary's lease, taken with AcquireLease; a zero Lease makes OpenJournal
+	// take it for Holder.
+	Lease Lease
+	// Holder names this instance in the lease document (its address, say).
 	Holder string
+	// LeaseTTL is the lease's time to live (DefaultLeaseTTL if zero); the journal renews it
+	// every fifth of that.
+	LeaseTTL time.Duration
+	// OnFenced is called, once, when the journal finds that a newer epoch holds the lease: the
+	// primary must step down.
+	OnFenced func(error)
 	// SegmentRecords and SegmentAge bound a segment before the next one starts; zero means
 	// 20,000 records and 10 seconds.
 	SegmentRecords int
@@ -76,6 +85,14 @@ type Journal struct {
 	metrics *metrics.Metrics
 	segMax  int
 	segAge  time.Duration
+	ttl     time.Duration
+	db0     *DB
+
+	onFenced   func(error)
+	fencedOnce sync.Once
+	renewed    atomic.Int64 // unix nanoseconds of the last renewal
+	stopRenew  chan struct{}
+	renewDone  chan struct{}
 
 	// replay holds, until Preload takes it, the records found at open, by run, in order.
 	replay map[ObjectID][]*journalRecord
@@ -175,8 +192,9 @@ func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, er
 	j := &Journal{
 		db: jdb, lease: jdb.Collection("lease"), store: d.Runs, holder: opts.Holder,
 		now: opts.Now, logger: d.logger.With("component", "journal"), metrics: d.metrics,
-		segMax: opts.SegmentRecords, segAge: opts.SegmentAge,
+		segMax: opts.SegmentRecords, segAge: opts.SegmentAge, ttl: opts.LeaseTTL, db0: d, onFenced: opts.OnFenced,
 		wake: make(chan struct{}, 1), covered: map[ObjectID]Position{}, done: make(chan struct{}),
+		stopRenew: make(chan struct{}), renewDone: make(chan struct{}),
 	}
 	if j.now == nil {
 		j.now = time.Now
@@ -187,22 +205,70 @@ func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, er
 	if j.segAge <= 0 {
 		j.segAge = 10 * time.Second
 	}
-	var lease leaseDoc
-	err := j.lease.FindOneAndUpdate(ctx, idFilter(leaseID),
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "epoch", Value: int64(1)}}},
-			{Key: "$set", Value: bson.D{{Key: "holder", Value: j.holder}, {Key: "renewed", Value: j.now()}}}},
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&lease)
-	if err != nil {
-		return nil, fmt.Errorf("journal: take an epoch: %w", err)
+	if j.ttl <= 0 {
+		j.ttl = DefaultLeaseTTL
+	}
+	lease := opts.Lease
+	if lease.Epoch == 0 {
+		var err error
+		if lease, err = d.AcquireLease(ctx, opts.Holder, j.ttl, j.now()); err != nil {
+			return nil, err
+		}
 	}
 	j.epoch, j.absorbed = lease.Epoch, lease.Absorbed
+	j.renewed.Store(lease.Renewed.UnixNano())
 	if err := j.read(ctx); err != nil {
 		return nil, err
 	}
 	j.segments = []*segment{j.newSegment(0)}
 	d.metrics.WatchJournal(j.Depth)
+	d.metrics.WatchLease(j.epoch, j.LeaseAge)
 	go j.write()
+	go j.renew()
 	return j, nil
+}
+
+// renew renews the lease every fifth of its time to live until Close, and reports a lease
+// found taken by a newer epoch.
+func (j *Journal) renew() {
+	defer close(j.renewDone)
+	t := time.NewTicker(j.ttl / 5)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.stopRenew:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), j.ttl/2)
+		now := j.now()
+		err := j.db0.RenewLease(ctx, j.epoch, now)
+		cancel()
+		switch {
+		case err == nil:
+			j.renewed.Store(now.UnixNano())
+		case errors.Is(err, ErrFenced):
+			j.fenced(err)
+			return
+		default:
+			j.logger.Warn("lease not renewed", "epoch", j.epoch, "age", j.LeaseAge().Round(time.Millisecond), "err", err)
+		}
+	}
+}
+
+// fenced reports, once, that a newer epoch holds the lease.
+func (j *Journal) fenced(err error) {
+	j.fencedOnce.Do(func() {
+		j.logger.Error("this primary lost its lease: stepping down", "epoch", j.epoch, "err", err)
+		if j.onFenced != nil {
+			go j.onFenced(err)
+		}
+	})
+}
+
+// LeaseAge is the time since this primary last renewed its lease.
+func (j *Journal) LeaseAge() time.Duration {
+	return j.now().Sub(time.Unix(0, j.renewed.Load()))
 }
 
 // Epoch is this primary's epoch.
@@ -388,11 +454,12 @@ func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
 		err = j.checkLease(ctx)
 	}
 	j.metrics.ObserveJournalWrite(time.Since(start), len(batch), err)
-	if err != nil {
-		if !errors.Is(err, ErrFenced) {
-			err = fmt.Errorf("journal: write %d records: %w", len(batch), err)
-		}
+	if errors.Is(err, ErrFenced) {
+		j.fenced(err)
 		return err
+	}
+	if err != nil {
+		return fmt.Errorf("journal: write %d records: %w", len(batch), err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -475,16 +542,20 @@ func (j *Journal) Depth() (records, queued int) {
 	return j.records, len(j.queue)
 }
 
-// Close writes what is queued and stops the writer. Records queued later are refused.
+// Close writes what is queued and stops the writer and the lease's renewal (the lease then
+// lapses, unless the same holder takes it again). Records queued later are refused.
 func (j *Journal) Close() {
 	j.mu.Lock()
 	if j.closing {
 		j.mu.Unlock()
 		<-j.done
+		<-j.renewDone
 		return
 	}
 	j.closing = true
 	j.mu.Unlock()
+	close(j.stopRenew)
+	<-j.renewDone
 	select {
 	case j.wake <- struct{}{}:
 	default:

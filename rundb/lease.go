@@ -1,0 +1,92 @@
+package rundb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// The primary's lease is one document in the journal's database. The primary renews it every
+// few seconds; an instance may take it once it has gone unrenewed for the lease's time to live
+// (or when it names the instance itself: a restart), and taking it increments the epoch that
+// fences the previous holder's writes (see Journal).
+
+// DefaultLeaseTTL is how long an unrenewed lease stays the holder's; the holder renews it every
+// fifth of that.
+const DefaultLeaseTTL = 10 * time.Second
+
+// ErrLeaseHeld means another live instance holds the primary's lease.
+var ErrLeaseHeld = errors.New("another instance holds the primary's lease")
+
+// Lease is the lease document as stored.
+type Lease struct {
+	Epoch   int64
+	Holder  string
+	Renewed time.Time
+	// Absorbed is the newest epoch whose journal a later primary has taken over.
+	Absorbed int64
+}
+
+func (d *DB) leaseColl() *mongo.Collection {
+	return d.client.Database(JournalDatabase(d.db.Name())).Collection("lease")
+}
+
+// AcquireLease takes the primary's lease for holder, at now, if it is free: never taken, not
+// renewed for ttl, or held by holder itself. It returns the lease with its new epoch (one more
+// than the last); ErrLeaseHeld, with the holder, if another instance holds it.
+func (d *DB) AcquireLease(ctx context.Context, holder string, ttl time.Duration, now time.Time) (Lease, error) {
+	filter := bson.D{{Key: "_id", Value: leaseID}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "renewed", Value: bson.D{{Key: "$lt", Value: now.Add(-ttl)}}}},
+		bson.D{{Key: "holder", Value: holder}},
+	}}}
+	update := bson.D{{Key: "$inc", Value: bson.D{{Key: "epoch", Value: int64(1)}}},
+		{Key: "$set", Value: bson.D{{Key: "holder", Value: holder}, {Key: "renewed", Value: now}}}}
+	var doc leaseDoc
+	err := d.leaseColl().FindOneAndUpdate(ctx, filter, update,
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+	if mongo.IsDuplicateKeyError(err) {
+		// The lease exists and matched neither condition: it is live and someone else's.
+		cur, rerr := d.ReadLease(ctx)
+		if rerr != nil {
+			return Lease{}, fmt.Errorf("%w (and reading it: %v)", ErrLeaseHeld, rerr)
+		}
+		return cur, fmt.Errorf("%w: %s, epoch %d, renewed %s ago", ErrLeaseHeld, cur.Holder, cur.Epoch,
+			now.Sub(cur.Renewed).Round(time.Millisecond))
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("take the primary's lease: %w", err)
+	}
+	return doc.lease(), nil
+}
+
+// RenewLease records that the holder of epoch is alive at now; ErrFenced if the lease has a
+// newer epoch.
+func (d *DB) RenewLease(ctx context.Context, epoch int64, now time.Time) error {
+	res, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "renewed", Value: now}}}})
+	if err != nil {
+		return fmt.Errorf("renew the primary's lease: %w", err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%w: the lease is no longer epoch %d's", ErrFenced, epoch)
+	}
+	return nil
+}
+
+// ReadLease returns the lease as stored; ErrNotFound if no primary ever took it.
+func (d *DB) ReadLease(ctx context.Context) (Lease, error) {
+	var doc leaseDoc
+	if err := d.leaseColl().FindOne(ctx, idFilter(leaseID)).Decode(&doc); err != nil {
+		return Lease{}, mapError(err)
+	}
+	return doc.lease(), nil
+}
+
+func (l leaseDoc) lease() Lease {
+	return Lease{Epoch: l.Epoch, Holder: l.Holder, Renewed: l.Renewed, Absorbed: l.Absorbed}
+}
