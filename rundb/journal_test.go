@@ -227,19 +227,27 @@ func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
 	ctx := context.Background()
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
-	old := startPrimary(t, db, rundb.JournalOptions{})
+	clock := newFakeClock()
+	old := startPrimary(t, db, rundb.JournalOptions{Holder: "old", Now: clock.Now})
 	if err := old.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102, false)); err != nil {
 		t.Fatal(err)
 	}
 
-	successor := startPrimary(t, db, rundb.JournalOptions{})
+	// The old primary stands still (paused, or cut off) while its lease lapses; another
+	// instance takes it over.
+	clock.Advance(time.Minute)
+	lease, err := db.AcquireLease(ctx, "new", rundb.DefaultLeaseTTL, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	successor := startPrimary(t, db, rundb.JournalOptions{Holder: "new", Lease: lease, Now: clock.Now})
 	want := cachedState(t, successor.cache, id)
 	if want.Wins[1] != 120 {
 		t.Fatalf("the successor did not replay the acknowledged change: %+v", want)
 	}
 
 	// The old primary, resumed, goes on as if nothing happened.
-	err := old.cache.ModifyDurable(ctx, id, 1, report(1, 150, 107, false))
+	err = old.cache.ModifyDurable(ctx, id, 1, report(1, 150, 107, false))
 	if !errors.Is(err, rundb.ErrFenced) {
 		t.Fatalf("a change of the overtaken primary: %v, want ErrFenced", err)
 	}
@@ -259,7 +267,7 @@ func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
 
 	// A third primary replays the successor's journal, not the refused record.
 	successor.journal.Close()
-	third := startPrimary(t, db, rundb.JournalOptions{})
+	third := startPrimary(t, db, rundb.JournalOptions{Holder: "new", Now: clock.Now})
 	if got := cachedState(t, third.cache, id); !equalState(got, want) {
 		t.Fatalf("third primary sees %+v, want %+v", got, want)
 	}
