@@ -41,10 +41,10 @@ import (
 // has had a newer document written; dropping a collection is cheap where deleting records one
 // by one would scan it.
 //
-// Fencing: the primary takes its epoch from the lease document (one more than the last), and
-// every journal batch is acknowledged only after the lease still names that epoch, and every run
-// document is written only over one of an epoch no newer than its own. A primary whose epoch
-// was overtaken gets ErrFenced and must stop writing. Its batches that landed after the
+// Fencing: the primary takes its epoch from the lease document (one more than the last, see
+// AcquireLease); every journal batch is acknowledged, and every run document written, only while
+// the lease still names that epoch (checkLease). A primary whose epoch was overtaken gets
+// ErrFenced and must stop writing. Its batches that landed after the
 // successor read the journal are never replayed: the successor writes what it replayed into its
 // own first segment and then records the epochs it absorbed, whose segments are ignored from
 // then on.
@@ -455,7 +455,6 @@ func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
 	}
 	j.metrics.ObserveJournalWrite(time.Since(start), len(batch), err)
 	if errors.Is(err, ErrFenced) {
-		j.fenced(err)
 		return err
 	}
 	if err != nil {
@@ -490,7 +489,9 @@ func (j *Journal) checkLease(ctx context.Context) error {
 		return fmt.Errorf("journal: read the lease: %w", err)
 	}
 	if lease.Epoch != j.epoch {
-		return fmt.Errorf("%w: epoch %d holds the lease, this primary has %d", ErrFenced, lease.Epoch, j.epoch)
+		err := fmt.Errorf("%w: epoch %d holds the lease, this primary has %d", ErrFenced, lease.Epoch, j.epoch)
+		j.fenced(err)
+		return err
 	}
 	return nil
 }

@@ -457,24 +457,6 @@ func (s *RunStore) replaceRaw(ctx context.Context, id ObjectID, doc []byte, upse
 	return nil
 }
 
-// replaceFenced writes a run document of a primary of epoch, creating it if missing, unless
-// the stored one was written by a primary of a newer epoch: then ErrFenced.
-func (s *RunStore) replaceFenced(ctx context.Context, id ObjectID, doc []byte, epoch int64) error {
-	filter := bson.D{{Key: "_id", Value: id}, {Key: "$or", Value: bson.A{
-		bson.D{{Key: "journal_epoch", Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "journal_epoch", Value: bson.D{{Key: "$lte", Value: epoch}}}},
-	}}}
-	_, err := s.coll.ReplaceOne(ctx, filter, bson.Raw(doc), options.Replace().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) {
-		// No match, so the upsert tried to insert: the document is a newer epoch's.
-		return fmt.Errorf("replace run %s: %w", id, ErrFenced)
-	}
-	if err != nil {
-		return fmt.Errorf("replace run %s: %w", id, mapError(err))
-	}
-	return nil
-}
-
 // Unfinished returns every run that is not finished, oldest first. The scheduler rebuilds its
 // state from them at start-up.
 func (s *RunStore) Unfinished(ctx context.Context) ([]*Run, error) {
