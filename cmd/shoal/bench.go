@@ -30,7 +30,7 @@ import (
 	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
-const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section] [--out DIR] [--quick]
+const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability] [--out DIR] [--quick]
 
 Measures Shoal (issue 8): starts the server as a separate process on a temporary
 embedded database (or --mongo-uri, in a fresh database), drives it with a
@@ -41,16 +41,22 @@ simulated fleet from this process, and writes report.json and report.md to
   storm             W workers arriving within 10 s: time until all hold a task
   ceiling           a bare net/http JSON handler's requests/s, and beat's
   critical-section  go test -bench of request_task's critical section (needs go)
+  durability        steady four times, journal off, on, on, off: what storing each
+                    acknowledged change before the reply costs (not in the default set)
 
 Flags:
 `
 
-// benchScenarios are the scenarios in the order they run and are reported.
-var benchScenarios = []string{"steady", "storm", "ceiling", "critical-section"}
+// benchScenarios are the scenarios in the order they run and are reported, and
+// optionalScenarios those that run only when asked for (they take several steady runs).
+var (
+	benchScenarios    = []string{"steady", "storm", "ceiling", "critical-section"}
+	optionalScenarios = []string{"durability"}
+)
 
 // reportedScenarios are the report's sections in order: the scenarios, and the baseline's run
 // of steady (--baseline) before steady.
-var reportedScenarios = []string{baselineScenario, "steady", "storm", "ceiling", "critical-section"}
+var reportedScenarios = append([]string{baselineScenario, "steady", "storm", "ceiling", "critical-section", "durability"}, durabilityLegs()...)
 
 // benchSettings are a bench's sizes: the issue's by default, smaller with --quick.
 type benchSettings struct {
@@ -77,6 +83,8 @@ type benchSettings struct {
 	profiles string
 	// keep leaves each server's directory (its log and embedded database) in place.
 	keep bool
+	// serveArgs are extra `shoal serve` flags (the durability scenario's --journal).
+	serveArgs []string
 }
 
 // benchReport is report.json.
@@ -205,8 +213,8 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return errors.New("bench: --time-scale must be at least 1")
 	}
 	for _, s := range splitList(*scenarios) {
-		if !slices.Contains(benchScenarios, s) {
-			return fmt.Errorf("bench: unknown scenario %q (want %s)", s, strings.Join(benchScenarios, ","))
+		if !slices.Contains(benchScenarios, s) && !slices.Contains(optionalScenarios, s) {
+			return fmt.Errorf("bench: unknown scenario %q (want %s)", s, strings.Join(append(benchScenarios, optionalScenarios...), ","))
 		}
 		if !slices.Contains(set.Scenarios, s) {
 			set.Scenarios = append(set.Scenarios, s)
@@ -259,6 +267,8 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 			err = benchCeiling(ctx, set, sc, stderr)
 		case "critical-section":
 			err = benchCriticalSection(ctx, sc)
+		case "durability":
+			err = benchDurability(ctx, set, sc, rep, stdout, stderr)
 		}
 		if err != nil {
 			sc.Error = err.Error()
@@ -344,6 +354,7 @@ func startBenchServer(ctx context.Context, set benchSettings, machineLimit int, 
 	args := append([]string{"serve", "--addr", addr, "--log-level", "warn",
 		"--heartbeat-period", cfg.HeartbeatPeriod.String(), "--dead-task-timeout", cfg.DeadTaskTimeout.String(),
 		"--scavenge-period", cfg.ScavengePeriod.String(), "--duplicate-worker-window", cfg.DuplicateWorkerWindow.String()}, db...)
+	args = append(args, set.serveArgs...)
 	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
 	s.cmd = exec.Command(set.serverExe, args...)
 	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr, s.cmd.Dir = env, s.log, s.log, dir
@@ -861,6 +872,15 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 		if flushes > 0 {
 			sc.figure("steady: run writes (run cache flushes)", flushes, "writes")
 			sc.figure("steady: run write mean duration", flushSecs/flushes*1000, "ms")
+		}
+		delta := func(name string) float64 { return metricSum(win.metricsUntil, name) - metricSum(win.metricsFrom, name) }
+		if batches := delta("shoal_journal_write_duration_seconds_count"); batches > 0 {
+			sc.figure("steady: journal batches", batches, "writes")
+			sc.figure("steady: journal batch mean duration", delta("shoal_journal_write_duration_seconds_sum")/batches*1000, "ms")
+			sc.figure("steady: journal records per batch (mean)", delta("shoal_journal_batch_records_sum")/batches, "records")
+			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_journal_write_duration_seconds", 0.99); ok {
+				sc.figure("steady: journal batch p99 (bucket upper bound)", q*1000, "ms")
+			}
 		}
 	}
 	if e, ok := windowEndpoint(rep, "beat"); ok {
