@@ -52,6 +52,10 @@ import (
 // ErrFenced means another primary, of a newer epoch, owns the runs: this one must step down.
 var ErrFenced = errors.New("another primary took over (newer epoch)")
 
+// ErrNotStored wraps every reason a journal record was not stored (ErrFenced among them): the
+// change it records is made in memory but must not be acknowledged. The caller may retry.
+var ErrNotStored = errors.New("the change was not stored")
+
 // JournalOptions configures OpenJournal.
 type JournalOptions struct {
 	// Lease is the primary's lease, taken with AcquireLease; a zero Lease makes OpenJournal
@@ -378,7 +382,7 @@ func (j *Journal) record(r *Run, task int, m mark) (<-chan error, error) {
 	}
 	doc, err := j.store.encodeDoc(rec)
 	if err != nil {
-		return nil, fmt.Errorf("journal: encode a record of run %s: %w", r.ID, err)
+		return nil, fmt.Errorf("%w: journal: encode a record of run %s: %w", ErrNotStored, r.ID, err)
 	}
 	r.JournalEpoch, r.JournalSeq = rec.Epoch, rec.Seq
 	return j.enqueue(r.ID, rec.pos(), doc), nil
@@ -389,7 +393,7 @@ func (j *Journal) enqueue(run ObjectID, p Position, doc []byte) <-chan error {
 	j.mu.Lock()
 	if j.closing {
 		j.mu.Unlock()
-		e.done <- errors.New("journal: closed")
+		e.done <- fmt.Errorf("%w: the journal is closed (the primary is stopping)", ErrNotStored)
 		return e.done
 	}
 	j.queue = append(j.queue, e)
@@ -449,16 +453,22 @@ func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
 	for i, e := range batch {
 		docs[i] = bson.Raw(e.doc)
 	}
-	_, err := j.db.Collection(seg.name).InsertMany(ctx, docs)
+	// Checked before the write too, so that a primary resumed after a long pause (whose lease
+	// is then old) writes nothing; after it, so that nothing written after a takeover is
+	// acknowledged.
+	err := j.checkLease(ctx)
+	if err == nil {
+		_, err = j.db.Collection(seg.name).InsertMany(ctx, docs)
+	}
 	if err == nil {
 		err = j.checkLease(ctx)
 	}
 	j.metrics.ObserveJournalWrite(time.Since(start), len(batch), err)
 	if errors.Is(err, ErrFenced) {
-		return err
+		return fmt.Errorf("%w: %w", ErrNotStored, err)
 	}
 	if err != nil {
-		return fmt.Errorf("journal: write %d records: %w", len(batch), err)
+		return fmt.Errorf("%w: journal: write %d records: %w", ErrNotStored, len(batch), err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -549,6 +559,10 @@ func (j *Journal) Depth() (records, queued int) {
 	defer j.mu.Unlock()
 	return j.records, len(j.queue)
 }
+
+// Release gives the lease up, for a graceful stop once everything is written: a standby takes
+// over at once. Call it after Close.
+func (j *Journal) Release(ctx context.Context) error { return j.db0.ReleaseLease(ctx, j.epoch) }
 
 // Close writes what is queued and stops the writer and the lease's renewal (the lease then
 // lapses, unless the same holder takes it again). Records queued later are refused.

@@ -78,6 +78,17 @@ func (d *DB) RenewLease(ctx context.Context, epoch int64, now time.Time) error {
 	return nil
 }
 
+// ReleaseLease gives up the lease of epoch, so that a standby takes it at once rather than
+// after its time to live: a graceful stop. Nothing if a newer epoch holds it.
+func (d *DB) ReleaseLease(ctx context.Context, epoch int64) error {
+	_, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "renewed", Value: time.Time{}}}}})
+	if err != nil {
+		return fmt.Errorf("release the primary's lease: %w", err)
+	}
+	return nil
+}
+
 // ReadLease returns the lease as stored; ErrNotFound if no primary ever took it.
 func (d *DB) ReadLease(ctx context.Context) (Lease, error) {
 	var doc leaseDoc

@@ -277,7 +277,7 @@ func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bo
 		case err := <-stored:
 			return err
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("%w: %w", ErrNotStored, ctx.Err())
 		}
 	}
 	return nil

@@ -377,7 +377,7 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		return err
 	})
 	if err != nil {
-		s.internalError(c, err)
+		s.workerFailure(c, err)
 		return
 	}
 	if reply.Waiting {
@@ -460,10 +460,23 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Con
 	case errors.Is(err, scheduler.ErrTaskNotFound), errors.Is(err, scheduler.ErrRunNotFound), errors.Is(err, scheduler.ErrNotSPSA):
 		apiError(c, http.StatusBadRequest, err.Error())
 	case err != nil:
-		s.internalError(c, err)
+		s.workerFailure(c, err)
 	default:
 		c.JSON(http.StatusOK, shape(c, reply))
 	}
+}
+
+// workerFailure answers a worker call that failed here. A change the journal did not store
+// (the database failed, or this primary lost its lease and is stepping down) is made in memory
+// but not acknowledged: the worker is told to retry, which is harmless (a repeated update is
+// not counted twice) and, behind nginx, reaches the new primary. Anything else is a 500.
+func (s *Server) workerFailure(c *gin.Context, err error) {
+	if errors.Is(err, rundb.ErrNotStored) {
+		s.logger.Warn("worker call not acknowledged: its change was not stored", "path", c.Request.URL.Path, "err", err)
+		retryLater(c, "the change could not be stored")
+		return
+	}
+	s.internalError(c, err)
 }
 
 func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
@@ -538,7 +551,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		apiError(c, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
-		s.internalError(c, err)
+		s.workerFailure(c, err)
 		return
 	}
 	if msgErr != "" {

@@ -79,9 +79,13 @@ type Config struct {
 	// public one.
 	SessionSecret string
 	// Role is "primary" (schedules tasks, owns the run cache), "secondary" (serves pages, the
-	// read API and PGN uploads from the shared database) or "auto": primary when the listen
-	// port is PrimaryPort, as fishtest decides.
+	// read API and PGN uploads from the shared database), "standby" (a secondary that takes
+	// over when the primary's lease lapses) or "auto": primary when the listen port is
+	// PrimaryPort, as fishtest decides.
 	Role string
+	// LeaseTTL is how long the primary's lease lasts unrenewed: a standby takes over that long
+	// after the primary's last renewal (it renews every fifth of it).
+	LeaseTTL time.Duration
 	// PrimaryPort is the primary's port, for Role "auto".
 	PrimaryPort int
 	// InsecureDev allows development shortcuts that must never reach production: today, the
@@ -135,6 +139,7 @@ func DefaultConfig() Config {
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           1 * time.Second,
 		Journal:               true,
+		LeaseTTL:              rundb.DefaultLeaseTTL,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
 		ReadTimeout:           30 * time.Second,
@@ -236,6 +241,13 @@ func (c Config) Validate() error {
 	if !c.IsPrimary() && c.MongoURI == "" {
 		return fmt.Errorf("invalid mongo_uri \"\" (from %s) for role %q (from %s): a secondary uses the primary's database: give --mongo-uri (the primary logs its embedded database's mongodb:// address)",
 			c.source("mongo_uri"), c.Role, c.source("role"))
+	}
+	if c.Role == "standby" && !c.Journal {
+		return fmt.Errorf("invalid journal false (from %s) for role standby (from %s): a standby takes over from the journal",
+			c.source("journal"), c.source("role"))
+	}
+	if c.LeaseTTL < time.Second {
+		return fmt.Errorf("invalid lease_ttl %q (from %s): at least 1s", c.LeaseTTL, c.source("lease_ttl"))
 	}
 	if c.DeadTaskTimeout <= c.HeartbeatPeriod {
 		return fmt.Errorf("invalid dead_task_timeout %q (from %s): must be greater than heartbeat_period %q (from %s)",
@@ -442,8 +454,10 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
 		durationOption("task_duration", "amount of work handed out in one task",
 			func(c *Config) *time.Duration { return &c.TaskDuration }),
-		stringOption("role", "primary, secondary, or auto (primary when the listen port is primary_port)",
+		stringOption("role", "primary, secondary, standby (takes over when the primary's lease lapses), or auto (primary when the listen port is primary_port)",
 			func(c *Config) *string { return &c.Role }, checkRole),
+		durationOption("lease_ttl", "how long the primary's lease lasts unrenewed before a standby takes over",
+			func(c *Config) *time.Duration { return &c.LeaseTTL }),
 		intOption("primary_port", "the primary's port, for role auto",
 			func(c *Config) *int { return &c.PrimaryPort }),
 		stringOption("session_secret", "secret (32+ characters) for the web UI's session cookies; empty: generated into the data directory",
@@ -734,13 +748,25 @@ func checkSessionSecret(s string) error {
 	return nil
 }
 
-// checkRole accepts the three roles.
+// checkRole accepts the four roles.
 func checkRole(s string) error {
 	switch s {
-	case "primary", "secondary", "auto":
+	case "primary", "secondary", "standby", "auto":
 		return nil
 	}
-	return errors.New("must be primary, secondary or auto")
+	return errors.New("must be primary, secondary, standby or auto")
+}
+
+// StartRole is the role the instance starts in: "primary", "secondary" or "standby" (auto
+// resolved).
+func (c Config) StartRole() string {
+	switch {
+	case c.Role == "standby":
+		return "standby"
+	case c.IsPrimary():
+		return "primary"
+	}
+	return "secondary"
 }
 
 // IsPrimary resolves the role: auto means primary exactly when the listen port is
@@ -749,7 +775,7 @@ func (c Config) IsPrimary() bool {
 	switch c.Role {
 	case "primary":
 		return true
-	case "secondary":
+	case "secondary", "standby":
 		return false
 	}
 	_, port, err := net.SplitHostPort(c.Addr)

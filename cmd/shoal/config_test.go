@@ -101,6 +101,7 @@ func TestDefaultConfig(t *testing.T) {
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           time.Second,
 		Journal:               true,
+		LeaseTTL:              10 * time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
 		Role:                  "primary",
@@ -158,6 +159,7 @@ func TestOptionTable(t *testing.T) {
 		"task_duration":               "task-duration",
 		"session_secret":              "session-secret",
 		"role":                        "role",
+		"lease_ttl":                   "lease-ttl",
 		"primary_port":                "primary-port",
 		"insecure_dev":                "insecure-dev",
 		"pprof_addr":                  "pprof-addr",
@@ -794,7 +796,9 @@ func TestRole(t *testing.T) {
 		{"auto", "127.0.0.1:8001", "mongodb://127.0.0.1:40000/", false, ""},
 		{"secondary", "127.0.0.1:8001", "", false, "a secondary uses the primary's database"},
 		{"auto", "127.0.0.1:8001", "", false, "a secondary uses the primary's database"},
-		{"replica", "127.0.0.1:8001", "", false, "must be primary, secondary or auto"},
+		{"standby", "127.0.0.1:8000", "mongodb://127.0.0.1:40000/", false, ""},
+		{"standby", "127.0.0.1:8003", "", false, "a secondary uses the primary's database"},
+		{"replica", "127.0.0.1:8001", "", false, "must be primary, secondary, standby or auto"},
 	} {
 		args := []string{"--role", c.role, "--addr", c.addr}
 		if c.mongo != "" {

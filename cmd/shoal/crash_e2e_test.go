@@ -28,6 +28,9 @@ func storedGamesOf(t *testing.T, bin, dir string, env []string, runs []string) i
 	t.Helper()
 	addr := freeAddr(t)
 	p := startShoal(t, bin, dir, addr, env)
+	// Another instance than the one that crashed: it waits, as a standby, for the crashed
+	// one's lease to lapse, then takes over as a new primary would.
+	waitRole(t, "http://"+addr, "primary", 30*time.Second)
 	total := 0
 	for _, id := range runs {
 		resp, err := http.Get("http://" + addr + "/api/get_run/" + id)
@@ -53,6 +56,20 @@ func storedGamesOf(t *testing.T, bin, dir string, env []string, runs []string) i
 	return total
 }
 
+// waitRole waits until the instance at base says (on /readyz) it has role.
+func waitRole(t *testing.T, base, role string, within time.Duration) {
+	t.Helper()
+	waitFor(t, within, base+" serving as the "+role, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var ready struct{ Role string }
+		return json.NewDecoder(resp.Body).Decode(&ready) == nil && ready.Role == role
+	})
+}
+
 // killed reports whether a process ended by SIGKILL.
 func killed(p *shoalProc) bool {
 	return p.cmd.ProcessState != nil && strings.Contains(p.cmd.ProcessState.String(), "killed")
@@ -75,7 +92,9 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 	addr := freeAddr(t)
 	base := "http://" + addr
 	// Runs are written behind often, so crashes find them at every stage of being written.
-	env := e2eServeEnv(data, "SHOAL_FLUSH_PERIOD=50ms", "SHOAL_DEAD_TASK_TIMEOUT=60s")
+	// A short lease: the server that checks each crash's runs takes over from the crashed one
+	// in 2 s (the crashed one restarted takes its own lease back at once).
+	env := e2eServeEnv(data, "SHOAL_FLUSH_PERIOD=50ms", "SHOAL_DEAD_TASK_TIMEOUT=60s", "SHOAL_LEASE_TTL=2s")
 	srv := startShoal(t, bin, dir, addr, env)
 
 	var ids []string
@@ -108,7 +127,7 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 	}()
 	var rep *fleet.Report
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			if rep != nil {
 				var b strings.Builder
 				_ = rep.WriteText(&b)

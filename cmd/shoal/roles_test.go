@@ -42,7 +42,7 @@ func TestPrimaryAndSecondary(t *testing.T) {
 	scfg := pcfg
 	scfg.Role, scfg.MongoURI = "secondary", primary.db.URI()
 	secondary := startTestInstance(t, scfg, io.Discard)
-	if secondary.sched != nil || secondary.runs != nil || secondary.jobs != nil {
+	if secondary.currentPrimary() != nil {
 		t.Fatal("the secondary runs a scheduler, a run cache or jobs")
 	}
 	pbase, sbase := "http://"+primary.addr, "http://"+secondary.addr

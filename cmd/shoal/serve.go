@@ -16,15 +16,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
@@ -95,8 +92,8 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 		return
 	}
 	inst.logger.Info("reload: applying", "threadpool_tokens", next.ThreadpoolTokens, "task_semaphore_size", next.TaskSemaphoreSize)
-	if inst.sched != nil {
-		inst.sched.SetTaskSemaphoreSize(next.TaskSemaphoreSize)
+	if p := inst.currentPrimary(); p != nil {
+		p.sched.SetTaskSemaphoreSize(next.TaskSemaphoreSize)
 	}
 	// A shrink waits for tokens in use to come back, and holds up new callers meanwhile: give
 	// up (keeping the old size) rather than wait on a stuck request for long.
@@ -117,19 +114,19 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 	}
 }
 
-// instance is a running server and everything it owns. Only a primary has runs, sched and
-// jobs: a secondary's are nil.
+// instance is a running server and everything it owns. Its role can change at run time: a
+// standby becomes the primary when the primary's lease lapses, and a primary that loses its
+// lease steps down (failover.go).
 type instance struct {
 	logger  *slog.Logger
+	cfg     Config
+	getenv  func(string) string
+	metrics *metrics.Metrics
 	addr    string
 	db      *rundb.DB
-	runs    *rundb.RunCache
-	sched   *scheduler.Scheduler
 	srv     *server.Server
 	httpSrv *http.Server
-	jobs    *scheduler.Periodic
-	journal *rundb.Journal // the primary's, or nil
-	served  chan error     // receives Serve's error if it stops by itself
+	served  chan error // receives Serve's error if it stops by itself
 	tokens  *tokenpool.Pool
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
@@ -137,92 +134,53 @@ type instance struct {
 	// plaintext passwords); shutdown cancels it with stopOnce and waits for it.
 	once     sync.WaitGroup
 	stopOnce context.CancelFunc
+
+	roleMu   sync.Mutex
+	primary  *primaryRole       // while this instance is the primary
+	watching context.CancelFunc // stops the standby's lease watch, while it runs
+	watchers sync.WaitGroup
+	stopping bool // shutdown has begun: no more role changes
 }
 
-// startPrimary sets up what only the primary has: the first admin, the run cache, the
-// scheduler and the periodic jobs, and gives the server its scheduler.
-func (inst *instance) startPrimary(ctx context.Context, cfg Config, getenv func(string) string, stdout io.Writer, deps *server.Deps, m *metrics.Metrics) error {
-	logger, db := inst.logger, inst.db
-	if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
-		return err
-	}
-	runs := rundb.NewRunCache(db.Runs, time.Now, logger.With("component", "runcache"))
-	runs.SetMetrics(m)
-	if cfg.Journal {
-		j, err := db.OpenJournal(ctx, rundb.JournalOptions{Holder: inst.addr})
-		if err != nil {
-			return err
-		}
-		inst.journal = j
-		runs.SetJournal(j)
-	} else {
-		logger.Warn("journal off: results acknowledged since a run's last write are lost if the server crashes")
-	}
-	if n, err := strconv.Atoi(getenv(crashInWriteEnv)); err == nil && n > 0 {
-		runs.SetWriteHook(crashInWrite(n, logger))
-	}
-	sched := scheduler.New(scheduler.Config{
-		Metrics:           m,
-		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
-		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
-		BooksURL: cfg.BooksURL,
-	}, db, runs, logger.With("component", "scheduler"))
-	if err := sched.Load(ctx); err != nil {
-		return fmt.Errorf("load unfinished runs: %w", err)
-	}
-	logger.Info("run cache loaded", "cached_runs", runs.Len())
-	inst.runs, inst.sched = runs, sched
-	inst.hashLegacyPasswords(ctx)
-	deps.Runs, deps.Scheduler, deps.Changed = sched, sched, runs.Changed
-	inst.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), append(sched.Jobs(), scheduler.Job{
-		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
-		Run: func(ctx context.Context) error {
-			_, _, err := runs.FlushOne(ctx)
-			return err
-		},
-	}, scheduler.Job{
-		Name: "evict idle runs", Period: cacheCleanPeriod, Jitter: 0.05,
-		Run: func(context.Context) error {
-			runs.Evict(cacheIdle)
-			return nil
-		},
-	})...)
-	return nil
+// currentPrimary is the running primary role, or nil.
+func (inst *instance) currentPrimary() *primaryRole {
+	inst.roleMu.Lock()
+	defer inst.roleMu.Unlock()
+	return inst.primary
 }
 
-// crashInWriteEnv, for the crash tests only, makes the server kill itself (SIGKILL) during its
-// Nth run write, so that a test can show what a crash in the middle of one leaves.
-const crashInWriteEnv = "SHOAL_TEST_CRASH_IN_RUN_WRITE"
-
-// crashInWrite returns a run-cache write hook that, at the nth write, sends the process a
-// SIGKILL as the write goes to the database.
-func crashInWrite(n int, logger *slog.Logger) func() {
-	var writes atomic.Int64
-	logger.Warn("fault injection: this server kills itself during a run write", "write", n)
-	return func() {
-		if writes.Add(1) == int64(n) {
-			go func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }()
-		}
+// stopRoles ends role changes, stops the standby's lease watch and the start-up work, and
+// returns the primary role, if any, for the caller to stop.
+func (inst *instance) stopRoles() *primaryRole {
+	inst.roleMu.Lock()
+	inst.stopping = true
+	p := inst.primary
+	inst.primary = nil
+	if inst.watching != nil {
+		inst.watching()
+		inst.watching = nil
 	}
-}
-
-// stopJobs stops the primary's periodic jobs and its start-up work, if any.
-func (inst *instance) stopJobs() {
-	if inst.jobs != nil {
-		inst.jobs.Stop()
-	}
-	if inst.stopOnce != nil {
-		inst.stopOnce()
+	stopOnce := inst.stopOnce
+	inst.roleMu.Unlock()
+	inst.watchers.Wait()
+	if stopOnce != nil {
+		stopOnce()
 	}
 	inst.once.Wait()
+	return p
 }
 
 // hashLegacyPasswords replaces, in the background, every plaintext password a database imported
 // from fishtest holds with its hash (a bcrypt hash each, so a large import takes minutes: the
 // server serves meanwhile, and a plaintext still logs in, and is hashed, at its first login).
 func (inst *instance) hashLegacyPasswords(ctx context.Context) {
+	inst.roleMu.Lock()
+	if inst.stopping || inst.stopOnce != nil {
+		inst.roleMu.Unlock()
+		return // shutting down, or started already
+	}
 	ctx, inst.stopOnce = context.WithCancel(context.WithoutCancel(ctx))
+	inst.roleMu.Unlock()
 	inst.once.Add(1)
 	go func() {
 		defer inst.once.Done()
@@ -265,9 +223,8 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 			return
 		}
 		if inst != nil {
-			inst.stopJobs()
-			if inst.journal != nil {
-				inst.journal.Close()
+			if p := inst.stopRoles(); p != nil {
+				p.stop(context.Background(), inst, false)
 			}
 		}
 		ln.Close()
@@ -294,12 +251,8 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		// directory, and the TCP front (embedded_db_addr) checks who connects.
 		logger.Info("instances of this user on this machine can share the embedded database", "mongo_uri", db.SharedURI())
 	}
-	primary := cfg.IsPrimary()
-	role := "secondary"
-	if primary {
-		role = "primary"
-	}
-	secret, err := sessionSecret(cfg, primary, logger)
+	role := cfg.StartRole()
+	secret, err := sessionSecret(cfg, role == "primary", logger)
 	if err != nil {
 		return nil, err
 	}
@@ -311,24 +264,49 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		Version: version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir, TransferTimeout: cfg.TransferTimeout,
 		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		Instance: role + "@" + ln.Addr().String(),
 	}
-	inst = &instance{logger: logger, addr: ln.Addr().String(), db: db, served: make(chan error, 1), tokens: tokens}
-	if primary {
-		if err := inst.startPrimary(ctx, cfg, getenv, stdout, &deps, m); err != nil {
+	inst = &instance{logger: logger, cfg: cfg, getenv: getenv, metrics: m, addr: ln.Addr().String(), db: db,
+		served: make(chan error, 1), tokens: tokens}
+	if role == "primary" {
+		if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
 			return nil, err
 		}
-	} else {
-		// A secondary schedules nothing and caches nothing: runs come from the database, where
-		// the primary writes them behind its cache.
+		var lease rundb.Lease
+		if cfg.Journal {
+			lease, err = db.AcquireLease(ctx, inst.holder(), cfg.LeaseTTL, time.Now())
+			if errors.Is(err, rundb.ErrLeaseHeld) {
+				// Another primary is alive: this one waits to take over from it.
+				logger.Warn("another instance holds the primary's lease: serving as a standby", "err", err)
+				role = "standby"
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		if role == "primary" {
+			p, err := inst.becomePrimary(ctx, lease)
+			if err != nil {
+				return nil, err
+			}
+			inst.primary = p
+			deps.Runs, deps.Scheduler, deps.Changed = p.sched, p.sched, p.runs.Changed
+			inst.hashLegacyPasswords(ctx)
+		}
+	}
+	deps.Instance = role + "@" + ln.Addr().String()
+	if role != "primary" {
+		// A secondary or a standby schedules nothing and caches nothing: runs come from the
+		// database, where the primary writes them behind its cache.
 		deps.Runs = dbRuns{db}
-		logger.Info("secondary: serving pages, the read API and PGN uploads; the primary schedules")
+		logger.Info(role+": serving pages, the read API and PGN uploads; the primary schedules", "role", role)
 	}
 	srv, err := server.New(deps)
 	if err != nil {
 		return nil, err
 	}
 	inst.srv = srv
+	if role == "standby" {
+		inst.watchLease()
+	}
 	inst.httpSrv = &http.Server{Handler: srv.Handler(),
 		ReadHeaderTimeout: min(headerTimeout, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
@@ -368,16 +346,13 @@ func (inst *instance) shutdown() error {
 	if inst.pprofSrv != nil {
 		_ = inst.pprofSrv.Close()
 	}
-	inst.stopJobs()
+	p := inst.stopRoles()
 
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	var errs []error
-	if inst.sched != nil {
-		errs = append(errs, inst.saveRuns(ctx)...)
-	}
-	if inst.journal != nil {
-		inst.journal.Close()
+	if p != nil {
+		errs = append(errs, p.stop(ctx, inst, true)...)
 	}
 	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
 	if err := inst.db.Close(ctx); err != nil {
@@ -389,19 +364,19 @@ func (inst *instance) shutdown() error {
 
 // saveRuns writes the primary's worker_runs record and every dirty run, as the last thing
 // before the database closes.
-func (inst *instance) saveRuns(ctx context.Context) []error {
+func (inst *instance) saveRuns(ctx context.Context, p *primaryRole) []error {
 	var errs []error
-	if err := inst.sched.SaveWorkerRuns(ctx); err != nil {
+	if err := p.sched.SaveWorkerRuns(ctx); err != nil {
 		inst.logger.Warn("save worker_runs", "err", err)
 	}
 	// A failed write keeps its run dirty; try again while the deadline allows, since whatever
 	// is still dirty when the process exits is lost.
 	for attempt := 1; ; attempt++ {
-		err := inst.runs.FlushAll(ctx)
+		err := p.runs.FlushAll(ctx)
 		if err == nil {
 			break
 		}
-		inst.logger.Error("writing runs at shutdown failed", "attempt", attempt, "dirty", inst.runs.Dirty(), "err", err)
+		inst.logger.Error("writing runs at shutdown failed", "attempt", attempt, "dirty", p.runs.Dirty(), "err", err)
 		if attempt == 3 || ctx.Err() != nil {
 			errs = append(errs, fmt.Errorf("flush runs: %w", err))
 			break

@@ -299,10 +299,10 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 	var ids []rundb.ObjectID
 	for i := range 3 {
 		r := &rundb.Run{ID: rundb.NewObjectID()}
-		if err := inst.runs.Create(ctx, r); err != nil {
+		if err := inst.primary.runs.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := inst.runs.Update(ctx, r.ID, rundb.Prio(i), func(r *rundb.Run) error {
+		if err := inst.primary.runs.Update(ctx, r.ID, rundb.Prio(i), func(r *rundb.Run) error {
 			r.CommittedGames = 100 + i
 			return nil
 		}); err != nil {
@@ -310,7 +310,7 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 		}
 		ids = append(ids, r.ID)
 	}
-	if got := inst.runs.Dirty(); got != 3 {
+	if got := inst.primary.runs.Dirty(); got != 3 {
 		t.Fatalf("Dirty() = %d before shutdown, want 3", got)
 	}
 	if err := inst.shutdown(); err != nil {

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
+)
+
+// primaryRole is what an instance runs while it is the primary: the journal (and with it the
+// lease), the run cache, the scheduler and its periodic jobs. It starts when the instance takes
+// the lease (at start or as a standby) and stops when the instance shuts down or loses the lease.
+type primaryRole struct {
+	journal *rundb.Journal // nil with journal = false (no lease, no failover)
+	runs    *rundb.RunCache
+	sched   *scheduler.Scheduler
+	jobs    *scheduler.Periodic
+}
+
+// leasePoll is how often a standby looks at the primary's lease.
+const leasePoll = time.Second
+
+// holder names this instance in the lease: its host and address, so that the same instance
+// restarted takes its own lease back at once, and any other waits for it to lapse.
+func (inst *instance) holder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return host + "/" + inst.addr
+}
+
+// becomePrimary loads the runs and starts the scheduler under lease (from AcquireLease; unused
+// without a journal): the journal replays what the runs' documents lack, the scheduler rebuilds
+// its state, and the periodic jobs start. It returns the running role; the caller gives the
+// server its scheduler.
+func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *primaryRole, err error) {
+	cfg, logger := inst.cfg, inst.logger
+	start := time.Now()
+	p := &primaryRole{runs: rundb.NewRunCache(inst.db.Runs, time.Now, logger.With("component", "runcache"))}
+	p.runs.SetMetrics(inst.metrics)
+	defer func() {
+		if err != nil && p.journal != nil {
+			p.journal.Close()
+		}
+	}()
+	if cfg.Journal {
+		p.journal, err = inst.db.OpenJournal(ctx, rundb.JournalOptions{Lease: lease, Holder: inst.holder(),
+			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.stepDown})
+		if err != nil {
+			return nil, err
+		}
+		p.runs.SetJournal(p.journal)
+	} else {
+		logger.Warn("journal off: results acknowledged since a run's last write are lost if the server crashes, and no standby can take over")
+	}
+	if n, err := strconv.Atoi(inst.getenv(crashInWriteEnv)); err == nil && n > 0 {
+		p.runs.SetWriteHook(crashInWrite(n, inst))
+	}
+	p.sched = scheduler.New(scheduler.Config{
+		Metrics:           inst.metrics,
+		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
+		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
+		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
+		BooksURL: cfg.BooksURL,
+	}, inst.db, p.runs, logger.With("component", "scheduler"))
+	if err := p.sched.Load(ctx); err != nil {
+		return nil, fmt.Errorf("load unfinished runs: %w", err)
+	}
+	runs := p.runs
+	p.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), append(p.sched.Jobs(), scheduler.Job{
+		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
+		Run: func(ctx context.Context) error {
+			_, _, err := runs.FlushOne(ctx)
+			return err
+		},
+	}, scheduler.Job{
+		Name: "evict idle runs", Period: cacheCleanPeriod, Jitter: 0.05,
+		Run: func(context.Context) error {
+			runs.Evict(cacheIdle)
+			return nil
+		},
+	})...)
+	epoch := int64(0)
+	if p.journal != nil {
+		epoch = p.journal.Epoch()
+	}
+	logger.Info("primary: runs loaded, scheduler started", "cached_runs", runs.Len(), "epoch", epoch,
+		"took", time.Since(start).Round(time.Millisecond))
+	inst.metrics.SetPrimary(true)
+	return p, nil
+}
+
+// stop stops the role's jobs; with save, it then writes worker_runs and every changed run (a
+// shutdown), without, it writes nothing (a primary that lost its lease: its writes would be
+// refused). Then the journal closes. Nothing of the role writes to the database afterwards.
+func (p *primaryRole) stop(ctx context.Context, inst *instance, save bool) []error {
+	p.jobs.Stop()
+	var errs []error
+	if save {
+		errs = inst.saveRuns(ctx, p)
+	}
+	if p.journal != nil {
+		p.journal.Close()
+		if save && len(errs) == 0 {
+			// Everything is written: a standby may take over at once.
+			if err := p.journal.Release(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	inst.metrics.SetPrimary(false)
+	return errs
+}
+
+// stepDown is the journal's OnFenced: another instance took the lease. The server stops
+// scheduling at once (worker calls are told to retry, and nginx sends them on to the new
+// primary), the role stops without writing, and the instance waits as a standby.
+func (inst *instance) stepDown(err error) {
+	inst.roleMu.Lock()
+	p := inst.primary
+	inst.primary = nil
+	stopping := inst.stopping
+	inst.roleMu.Unlock()
+	if p == nil {
+		return
+	}
+	inst.logger.Error("stepping down: another instance is the primary now", "err", err)
+	inst.srv.Demote("standby", dbRuns{inst.db})
+	p.stop(context.Background(), inst, false)
+	if !stopping {
+		inst.watchLease()
+	}
+}
+
+// watchLease starts the standby's loop: every leasePoll it tries to take the primary's lease,
+// which succeeds once the lease has gone unrenewed for its time to live; then the instance
+// becomes the primary. Shutdown stops the loop.
+func (inst *instance) watchLease() {
+	inst.roleMu.Lock()
+	defer inst.roleMu.Unlock()
+	if inst.stopping || inst.watching != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	inst.watching = cancel
+	inst.watchers.Add(1)
+	go func() {
+		defer inst.watchers.Done()
+		inst.followLease(ctx)
+	}()
+}
+
+func (inst *instance) followLease(ctx context.Context) {
+	t := time.NewTicker(leasePoll)
+	defer t.Stop()
+	var lastHolder string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lease, err := inst.db.AcquireLease(ctx, inst.holder(), inst.cfg.LeaseTTL, time.Now())
+		if errors.Is(err, rundb.ErrLeaseHeld) {
+			if lease.Holder != lastHolder {
+				inst.logger.Info("standby: the primary holds its lease", "primary", lease.Holder, "epoch", lease.Epoch)
+				lastHolder = lease.Holder
+			}
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				inst.logger.Warn("standby: cannot read the primary's lease", "err", err)
+			}
+			continue
+		}
+		inst.logger.Warn("standby: the primary's lease lapsed; taking over", "previous", lastHolder, "epoch", lease.Epoch)
+		p, err := inst.becomePrimary(ctx, lease)
+		if err != nil {
+			// The lease is ours but goes unrenewed: another standby (or this one, next
+			// time round) takes it once it lapses.
+			inst.logger.Error("standby: taking over failed", "err", err)
+			continue
+		}
+		inst.roleMu.Lock()
+		if inst.stopping {
+			inst.roleMu.Unlock()
+			p.stop(context.Background(), inst, true)
+			return
+		}
+		inst.primary, inst.watching = p, nil
+		inst.roleMu.Unlock()
+		inst.srv.Promote(p.sched, p.sched, p.runs.Changed)
+		inst.hashLegacyPasswords(context.Background())
+		inst.logger.Warn("serving as the primary", "epoch", lease.Epoch)
+		return
+	}
+}
+
+// crashInWriteEnv, for the crash tests only, makes the server kill itself (SIGKILL) during its
+// Nth run write, so that a test can show what a crash in the middle of one leaves.
+const crashInWriteEnv = "SHOAL_TEST_CRASH_IN_RUN_WRITE"
+
+// crashInWrite returns a run-cache write hook that, at the nth write, sends the process a
+// SIGKILL as the write goes to the database.
+func crashInWrite(n int, inst *instance) func() {
+	var writes atomic.Int64
+	inst.logger.Warn("fault injection: this server kills itself during a run write", "write", n)
+	return func() {
+		if writes.Add(1) == int64(n) {
+			go func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }()
+		}
+	}
+}
