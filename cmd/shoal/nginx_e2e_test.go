@@ -55,6 +55,7 @@ func findNginx(t *testing.T) string {
 // nginxPorts are the test's replacements for the shipped file's addresses.
 type nginxPorts struct {
 	primary, secondary1, secondary2 string // instances' HOST:PORT, for 127.0.0.1:8000, 8001, 8002
+	standby                         string // for 127.0.0.1:8003
 	https, http                     int    // loopback ports for the 443 and 80 servers
 	nnDir                           string // for /var/lib/shoal/nn/
 }
@@ -79,6 +80,7 @@ func rewriteNginxConf(conf string, p nginxPorts) (string, error) {
 		"the primary's address":           {match: has("127.0.0.1:8000"), rewrite: replace("127.0.0.1:8000", p.primary), want: 3},
 		"the first secondary's address":   {match: has("127.0.0.1:8001"), rewrite: replace("127.0.0.1:8001", p.secondary1), want: 1},
 		"the second secondary's address":  {match: has("127.0.0.1:8002"), rewrite: replace("127.0.0.1:8002", p.secondary2), want: 1},
+		"the standby's address":           {match: has("127.0.0.1:8003"), rewrite: replace("127.0.0.1:8003", p.standby), want: 3},
 		"listen 443 ssl http2;":           {match: func(l string) bool { return l == "listen 443 ssl http2;" }, rewrite: func(string) string { return fmt.Sprintf("listen 127.0.0.1:%d;", p.https) }, want: 1},
 		"listen 80;":                      {match: func(l string) bool { return l == "listen 80;" }, rewrite: func(string) string { return fmt.Sprintf("listen 127.0.0.1:%d;", p.http) }, want: 1},
 		"listen [::]:... (dropped)":       {match: func(l string) bool { return strings.HasPrefix(l, "listen [::]:") }, want: 2},
@@ -309,8 +311,13 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	scfg := pcfg
 	scfg.Role, scfg.MongoURI = "secondary", primary.db.URI()
 	secondary1, secondary2 := startTestInstance(t, scfg, log), startTestInstance(t, scfg, log)
+	// The standby shares the primary's routes: nginx tries it for them too, and it sends each
+	// on with a 503.
+	bcfg := scfg
+	bcfg.Role = "standby"
+	standby := startTestInstance(t, bcfg, log)
 	names := map[string]string{primary.addr: "primary", secondary1.addr: "secondary 8001",
-		secondary2.addr: "secondary 8002", "-": "nginx itself"}
+		secondary2.addr: "secondary 8002", standby.addr: "standby", "-": "nginx itself"}
 	instanceOf := func(hdr string) string {
 		_, addr, _ := strings.Cut(hdr, "@")
 		if name, ok := names[addr]; ok {
@@ -335,7 +342,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	}
 
 	ngx := startNginx(t, exe, nginxPorts{primary: primary.addr, secondary1: secondary1.addr,
-		secondary2: secondary2.addr, nnDir: filepath.Join(dir, "nn")})
+		secondary2: secondary2.addr, standby: standby.addr, nnDir: filepath.Join(dir, "nn")})
 	t.Logf("nginx on %s in front of the primary %s and secondaries %s, %s (ready after %v)", ngx.base,
 		primary.addr, secondary1.addr, secondary2.addr, time.Since(started).Round(10*time.Millisecond))
 
@@ -588,13 +595,20 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 
 	// (a) Every worker call went to the primary, by nginx's own account.
 	lines := ngx.readAccessLog(t)
-	perInstance, perWorkerPath, uploads := map[string]int{}, map[string]int{}, 0
+	perInstance, perWorkerPath, uploads, viaStandby := map[string]int{}, map[string]int{}, 0, 0
 	for _, l := range lines {
-		perInstance[names[l.upstream]]++
+		// nginx lists every server it tried, the one that answered last.
+		tried := strings.Split(l.upstream, ", ")
+		answered := tried[len(tried)-1]
+		perInstance[names[answered]]++
 		if slices.Contains(workerPaths, l.uri) {
 			perWorkerPath[l.uri]++
-			if l.upstream != primary.addr {
-				t.Errorf("%s %s (%s) went to %q, want only the primary %s", l.method, l.uri, l.status, l.upstream, primary.addr)
+			if answered != primary.addr || slices.ContainsFunc(tried[:len(tried)-1], func(a string) bool { return a != standby.addr }) {
+				t.Errorf("%s %s (%s) went to %q, want the primary %s (after the standby, if nginx tried it first)",
+					l.method, l.uri, l.status, l.upstream, primary.addr)
+			}
+			if len(tried) > 1 {
+				viaStandby++
 			}
 		}
 		if l.uri == "/api/upload_pgn" {
@@ -603,8 +617,10 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 				t.Errorf("POST /api/upload_pgn went to %q, want the secondary %s", l.upstream, secondary2.addr)
 			}
 		}
-		if _, known := names[l.upstream]; !known {
-			t.Errorf("%s %s went to %q: no single instance", l.method, l.uri, l.upstream)
+		for _, a := range tried {
+			if _, known := names[a]; !known {
+				t.Errorf("%s %s went to %q: no single instance", l.method, l.uri, l.upstream)
+			}
 		}
 	}
 	for _, path := range []string{"/api/request_version", "/api/request_task", "/api/update_task", "/api/beat"} {
@@ -623,8 +639,8 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	if fleetUploads := rep.Endpoints["upload_pgn"].Requests; fleetUploads == 0 || int64(uploads) < fleetUploads+1 {
 		t.Errorf("nginx sent %d PGN uploads to the secondary, the fleet made %d; want them all there", uploads, fleetUploads)
 	}
-	t.Logf("requests by instance (nginx's access log): %v; worker calls, all to the primary: %v; PGN uploads to secondary 8002: %d",
-		perInstance, perWorkerPath, uploads)
+	t.Logf("requests by instance (nginx's access log): %v; worker calls, all answered by the primary: %v (%d tried the standby first); PGN uploads to secondary 8002: %d",
+		perInstance, perWorkerPath, viaStandby, uploads)
 
 	// (c) The results a secondary reads from the database, once the primary has written them,
 	// are what the fleet saw accepted.
