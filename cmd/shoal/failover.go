@@ -25,7 +25,7 @@ type primaryRole struct {
 }
 
 // leasePoll is how often a standby looks at the primary's lease.
-const leasePoll = time.Second
+const leasePoll = 500 * time.Millisecond
 
 // holder names this instance in the lease: its host and address, so that the same instance
 // restarted takes its own lease back at once, and any other waits for it to lapse.
