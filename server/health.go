@@ -14,9 +14,28 @@ const readyTimeout = 2 * time.Second
 
 // healthz answers 200 while the process serves (liveness): requests are answered only once the
 // database is ready (connections made earlier wait in the listen backlog), and shutdownGuard
-// answers 503 once shutdown has begun.
+// answers 503 once shutdown has begun. It says what this instance is now and, when the
+// database tells within a second, which instance holds the primary's lease.
 func (s *Server) healthz(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"status": "ok", "version": s.deps.Version})
+	h := gin.H{"status": "ok", "version": s.deps.Version, "role": s.Role()}
+	if inst := s.instance(); inst != "" {
+		h["instance"] = inst
+	}
+	if l, ok := s.lease(c.Request.Context()); ok {
+		h["primary"] = l
+	}
+	c.JSON(http.StatusOK, h)
+}
+
+// lease reads who holds the primary's lease, within a second; false if it cannot be told.
+func (s *Server) lease(ctx context.Context) (LeaseInfo, bool) {
+	if s.deps.Lease == nil {
+		return LeaseInfo{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	l, err := s.deps.Lease(ctx)
+	return l, err == nil
 }
 
 // readyz answers 200 when this instance should get traffic (readiness): its database answers,

@@ -51,6 +51,9 @@ type Deps struct {
 	Runs RunSource
 	// Scheduler owns the primary's scheduling state; nil on a secondary.
 	Scheduler *scheduler.Scheduler
+	// Lease reads who holds the primary's lease, for /healthz and the admin page; nil: not
+	// shown.
+	Lease LeaseReader
 	// NNURL is where /api/nn/{name} redirects ("" means the request's own scheme and host).
 	NNURL string
 

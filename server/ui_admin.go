@@ -24,6 +24,11 @@ type tuningData struct {
 	TaskSemaphoreSize int
 	// PID is this process's id, for the reload command.
 	PID int
+	// Role is this instance's role now; Lease who holds the primary's lease (nil: unknown),
+	// LeaseAge how long ago it was renewed.
+	Role     string
+	Lease    *LeaseInfo
+	LeaseAge string
 }
 
 // tuningPage shows approvers the live sizes and how to change them: edit the config and send
@@ -44,6 +49,10 @@ func (s *Server) tuningPage(c *gin.Context) {
 	}
 	if sched := s.scheduler(); sched != nil {
 		d.TaskSemaphoreSize = sched.TaskSemaphoreSize()
+	}
+	d.Role = s.Role()
+	if l, ok := s.lease(c.Request.Context()); ok {
+		d.Lease, d.LeaseAge = &l, roundDuration(time.Duration(l.AgeS*float64(time.Second)))
 	}
 	d.page = s.page(c, "Tuning")
 	s.render(c, http.StatusOK, "admin", d)

@@ -74,6 +74,8 @@ type benchSettings struct {
 	// Baseline is the shoal binary the steady scenario also runs against, in the same bench
 	// run, for this build's ratios to it ("": none).
 	Baseline string `json:"baseline,omitempty"`
+	// Pinning says where the server and the fleet run.
+	Pinning string `json:"pinning"`
 
 	duration, ceilingDuration time.Duration
 	mongoURI, exe             string
@@ -85,6 +87,8 @@ type benchSettings struct {
 	keep bool
 	// serveArgs are extra `shoal serve` flags (the durability scenario's --journal).
 	serveArgs []string
+	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).
+	taskset string
 }
 
 // benchReport is report.json.
@@ -178,6 +182,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	keep := fs.Bool("keep", false, "keep each server's directory (server.log, the embedded database) and print where it is")
 	profiles := fs.String("profiles", "", "directory for the server's CPU and allocation profiles (default OUT/profiles; \"off\": none)")
 	baseline := fs.String("baseline", "", "steady: also run against this shoal binary (say, built from the commit before a change) and report the ratios")
+	pin := fs.Bool("pin", true, "run the server on CPU 0 and the fleet on the other CPUs (needs 2 CPUs and taskset)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -243,6 +248,20 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("bench: %w", err)
 	}
 
+	set.Pinning = "not pinned (--pin=false)"
+	if *pin {
+		taskset, why := benchPinning()
+		switch {
+		case taskset == "":
+			set.Pinning = why
+		case pinSelf(1) != nil:
+			set.Pinning = "not pinned: setting this process's CPUs failed"
+		default:
+			set.taskset = taskset
+			set.Pinning = fmt.Sprintf("server on CPU 0, fleet on CPUs 1-%d", runtime.NumCPU()-1)
+		}
+	}
+	fmt.Fprintf(stdout, "bench: %s\n", set.Pinning)
 	rep := &benchReport{Started: time.Now().UTC().Truncate(time.Second), Machine: readMachine(), Commit: gitDescribe(),
 		Version: version, Settings: set, Scenarios: map[string]*scenarioReport{}}
 	var failed []string
@@ -357,6 +376,10 @@ func startBenchServer(ctx context.Context, set benchSettings, machineLimit int, 
 	args = append(args, set.serveArgs...)
 	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
 	s.cmd = exec.Command(set.serverExe, args...)
+	if set.taskset != "" {
+		// taskset execs the server in its place: the process (and its pid) is the server's.
+		s.cmd = exec.Command(set.taskset, append([]string{"-c", "0", set.serverExe}, args...)...)
+	}
 	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr, s.cmd.Dir = env, s.log, s.log, dir
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start shoal serve: %w", err)
@@ -1265,7 +1288,7 @@ func benchMarkdown(rep *benchReport) string {
 	if set.Quick {
 		b.WriteString(" (**--quick**: not the issue's sizes)")
 	}
-	b.WriteString(".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run in the bench process, on the same machine.\n")
+	fmt.Fprintf(&b, ".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run in the bench process, on the same machine (%s).\n", set.Pinning)
 	if set.Baseline != "" {
 		fmt.Fprintf(&b, "\n**Baseline:** the steady scenario ran first against `%s` (section %s), then against this build, in the same bench run; steady's figures named \"ratio to the baseline\" are this build's over the baseline's.\n", set.Baseline, baselineScenario)
 	}

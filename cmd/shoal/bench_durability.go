@@ -4,7 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // durabilityOrder is the journal setting of each leg of the durability scenario: off, on, on,
@@ -38,11 +47,19 @@ var durabilityFigures = []string{"steady: update_task p99", "steady: beat p99", 
 // mean of those without. The journal's target is the issue's: update_task p99 at most 1.5 times
 // what it is without; beat, which writes no record, should not move beyond the noise.
 func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
-	updateRatio, beatRatio := (*float64)(nil), (*float64)(nil)
+	updateRatio, beatRatio, takeover := (*float64)(nil), (*float64)(nil), (*float64)(nil)
 	defer func() {
 		sc.target("update_task p99, journal on / off", updateRatio, "x", "<= 1.5", func(v float64) bool { return v <= 1.5 })
 		sc.target("beat p99, journal on / off", beatRatio, "x", "<= 1.5", func(v float64) bool { return v <= 1.5 })
+		sc.target("takeover: worker API served again after SIGKILL of the primary", takeover, "s", "<= 15", func(v float64) bool { return v <= 15 })
 	}()
+	fmt.Fprintf(stdout, "bench: durability: takeover of a killed primary by a standby...\n")
+	if d, err := benchTakeover(ctx, set); err != nil {
+		sc.Error = "takeover: " + err.Error()
+	} else {
+		takeover = ref(d.Seconds())
+		sc.figure("takeover: worker API served again after SIGKILL of the primary (default lease)", d.Seconds(), "s")
+	}
 	legs := make([]*scenarioReport, len(durabilityOrder))
 	for i, on := range durabilityOrder {
 		leg := &scenarioReport{}
@@ -115,4 +132,77 @@ func unitOf(legs []*scenarioReport, name string) string {
 		}
 	}
 	return ""
+}
+
+// benchTakeover measures a failover with the default settings: a primary and a standby on one
+// database (held by the bench, as `shoal db` would), the primary killed (SIGKILL) two lease
+// renewals after its start, and the time until the standby answers a worker call.
+func benchTakeover(ctx context.Context, set benchSettings) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "shoal-bench-takeover-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	db, err := rundb.Open(ctx, rundb.Options{DataDir: filepath.Join(dir, "db"), EmbeddedAddr: "127.0.0.1:0"})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close(context.Background())
+	users, err := createDemoUsers(ctx, db, 10)
+	if err != nil {
+		return 0, err
+	}
+	start := func(role string) (*exec.Cmd, string, error) {
+		port, err := loopbackPort()
+		if err != nil {
+			return nil, "", err
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		cmd := exec.Command(set.serverExe, "serve", "--addr", addr, "--role", role, "--mongo-uri", db.SharedURI(),
+			"--data", filepath.Join(dir, "data"), "--log-level", "warn")
+		if err := cmd.Start(); err != nil {
+			return nil, "", err
+		}
+		for deadline := time.Now().Add(60 * time.Second); ; {
+			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return cmd, "http://" + addr, nil
+				}
+			}
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				return nil, "", fmt.Errorf("%s not ready after 60 s", role)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	primary, _, err := start("primary")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = primary.Process.Kill(); _ = primary.Wait() }()
+	standby, sbase, err := start("standby")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = standby.Process.Signal(os.Interrupt); _ = standby.Wait() }()
+	time.Sleep(2 * rundb.DefaultLeaseTTL / 5) // the lease renewed at least once
+	if err := primary.Process.Kill(); err != nil {
+		return 0, err
+	}
+	killed := time.Now()
+	for time.Since(killed) < time.Minute {
+		body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, users.workers.password, users.workers.name)
+		resp, err := http.Post(sbase+"/api/request_version", "application/json", strings.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(killed), nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("the standby did not serve the worker API within a minute of the kill")
 }

@@ -25,18 +25,6 @@ import (
 // default lease (10 s).
 const takeoverLimit = 15 * time.Second
 
-// workerAPIAnswers reports whether a worker call through base gets a JSON answer from a primary
-// (request_version, with the fleet's account).
-func workerAPIAnswers(base string, u demoUsers) bool {
-	body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, u.workers.password, u.workers.name)
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Post(base+"/api/request_version", "application/json", strings.NewReader(body))
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("X-Shoal-Instance"), "primary@")
-}
-
 // runDocs reads every run document as stored, by id.
 func runDocs(t *testing.T, coll *mongo.Collection) map[string]bson.Raw {
 	t.Helper()

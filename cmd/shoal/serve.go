@@ -293,6 +293,13 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		}
 	}
 	deps.Instance = role + "@" + ln.Addr().String()
+	deps.Lease = func(ctx context.Context) (server.LeaseInfo, error) {
+		l, err := db.ReadLease(ctx)
+		if err != nil {
+			return server.LeaseInfo{}, err
+		}
+		return server.LeaseInfo{Holder: l.Holder, Epoch: l.Epoch, AgeS: time.Since(l.Renewed).Seconds()}, nil
+	}
 	if role != "primary" {
 		// A secondary or a standby schedules nothing and caches nothing: runs come from the
 		// database, where the primary writes them behind its cache.
