@@ -166,6 +166,10 @@ func (d *DB) Describe() string {
 		return fmt.Sprintf("embedded database (FerretDB, SQLite) in %s at %s, database %q",
 			d.embedded.dir, d.uri, d.db.Name())
 	}
+	if d.ferret {
+		return fmt.Sprintf("FerretDB (shoal db, or another Shoal's embedded database) at %s, database %q",
+			RedactURI(d.uri), d.db.Name())
+	}
 	return fmt.Sprintf("MongoDB at %s, database %q", RedactURI(d.uri), d.db.Name())
 }
 
