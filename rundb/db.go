@@ -57,7 +57,7 @@ type Options struct {
 type DB struct {
 	client   *mongo.Client
 	db       *mongo.Database
-	embedded *embedded
+	embedded *Embedded
 	ferret   bool // the server is FerretDB: Shoal's embedded database, here or reached by URI
 	uri      string
 	logger   *slog.Logger
@@ -86,12 +86,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	d := &DB{logger: logger, uri: opts.URI, metrics: opts.Metrics}
 	if opts.URI == "" {
-		e, err := startEmbedded(opts.DataDir, opts.EmbeddedAddr, logger)
+		e, err := StartEmbedded(opts.DataDir, opts.EmbeddedAddr, logger)
 		if err != nil {
 			return nil, err
 		}
 		d.embedded = e
-		d.uri = e.uri
+		d.uri = e.URI()
 	}
 	clientOpts := options.Client().
 		ApplyURI(d.uri).
@@ -111,7 +111,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	if err != nil {
 		if d.embedded != nil {
-			d.embedded.close()
+			d.embedded.Close()
 		}
 		return nil, fmt.Errorf("connect to %s: %w", RedactURI(d.uri), err)
 	}
@@ -167,6 +167,10 @@ func (d *DB) Describe() string {
 		return fmt.Sprintf("embedded database (FerretDB, SQLite) in %s at %s, database %q",
 			d.embedded.dir, d.uri, d.db.Name())
 	}
+	if d.ferret {
+		return fmt.Sprintf("FerretDB (shoal db, or another Shoal's embedded database) at %s, database %q",
+			RedactURI(d.uri), d.db.Name())
+	}
 	return fmt.Sprintf("MongoDB at %s, database %q", RedactURI(d.uri), d.db.Name())
 }
 
@@ -178,13 +182,10 @@ func (d *DB) URI() string { return d.uri }
 // database: its TCP front when one was asked for (Options.EmbeddedAddr), else its Unix socket's
 // URI; "" when the database is not embedded.
 func (d *DB) SharedURI() string {
-	switch {
-	case d.embedded == nil:
+	if d.embedded == nil {
 		return ""
-	case d.embedded.tcpURI != "":
-		return d.embedded.tcpURI
 	}
-	return d.uri
+	return d.embedded.SharedURI()
 }
 
 // Embedded reports whether this DB started the embedded database.
@@ -208,7 +209,7 @@ func (d *DB) Drop(ctx context.Context) error {
 func (d *DB) Close(ctx context.Context) error {
 	err := d.client.Disconnect(ctx)
 	if d.embedded != nil {
-		d.embedded.close()
+		d.embedded.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("disconnect from database: %w", err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,16 +18,25 @@ import (
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
 
-// ErrDatabaseInUse means another process (normally a running `shoal serve`) holds the embedded
-// database in the data directory.
-var ErrDatabaseInUse = errors.New("the embedded database is in use by another process (a running Shoal server?)")
+// ErrDatabaseInUse means another process (a running `shoal serve` on the embedded database, or
+// `shoal db`) holds the embedded database in the data directory.
+var ErrDatabaseInUse = errors.New("the embedded database is in use by another process (a running shoal serve or shoal db?)")
 
-// embedded is an in-process FerretDB with the SQLite handler. It listens on a Unix socket in
-// its own directory (mode 0700), so only this operating-system user reaches it, and on a
-// loopback TCP address only when one is given, through a front that admits only connections
-// from processes of the same user (peerFront). Its data directory is locked for as long as it
-// runs, because two FerretDB processes writing the same SQLite files would corrupt them.
-type embedded struct {
+// ErrNotLoopback means the embedded database was asked to listen on an address other machines
+// could reach. FerretDB's SQLite handler checks no users or passwords, so the embedded database
+// listens on loopback only, where its front admits only Shoal's own operating-system user.
+var ErrNotLoopback = errors.New("the embedded database has no passwords, so it listens only on a loopback address " +
+	"(127.0.0.1, ::1, localhost); to reach it from another machine, forward a port or socket there through SSH " +
+	"as the user that runs it (docs/SECURITY.md)")
+
+// Embedded is Shoal's embedded database: FerretDB with the SQLite handler, running in this
+// process, either inside `shoal serve` (Open starts it) or on its own as `shoal db`. It listens
+// on a Unix socket in its own directory (mode 0700), so only this operating-system user reaches
+// it, and on a loopback TCP address only when one is given, through a front that admits only
+// connections from processes of the same user (peerFront): FerretDB's SQLite handler has no
+// users or passwords. Its data directory is locked for as long as it runs, because two FerretDB
+// processes writing the same SQLite files would corrupt them. Safe for concurrent use.
+type Embedded struct {
 	dir    string
 	uri    string // the socket's; tcpURI is the TCP front's, or ""
 	tcpURI string
@@ -46,10 +57,21 @@ const socketName = "mongodb.sock"
 // maxSocketPath is the longest Unix socket path Linux takes (sun_path, 108 bytes with its NUL).
 const maxSocketPath = 107
 
-// startEmbedded locks dataDir, starts FerretDB on a Unix socket with its SQLite files under
-// dataDir/db (both in that directory, mode 0700), and, if addr (a loopback HOST:PORT) is given,
-// a TCP front for other processes of this user. It returns once FerretDB accepts connections.
-func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error) {
+// StartEmbedded locks dataDir, starts FerretDB on a Unix socket with its SQLite files under
+// dataDir/db (both in that directory, mode 0700), and, if addr (a loopback HOST:PORT; port 0
+// picks a free one) is given, a TCP front for other processes of this user. It returns once
+// FerretDB accepts connections; Close stops it. An empty dataDir means "data". The error is
+// ErrDatabaseInUse (naming the pid) when another process holds dataDir, and ErrNotLoopback
+// when addr is not a loopback address.
+func StartEmbedded(dataDir, addr string, logger *slog.Logger) (*Embedded, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if addr != "" {
+		if err := checkLoopback(addr); err != nil {
+			return nil, err
+		}
+	}
 	if dataDir == "" {
 		dataDir = "data"
 	}
@@ -98,7 +120,7 @@ func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error)
 		return nil, fmt.Errorf("start embedded database on %s: %w", sock, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &embedded{dir: abs, lock: lock, cancel: cancel, done: make(chan struct{})}
+	e := &Embedded{dir: abs, lock: lock, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
 		_ = f.Run(ctx)
@@ -118,9 +140,24 @@ func startEmbedded(dataDir, addr string, logger *slog.Logger) (*embedded, error)
 	return e, nil
 }
 
-// close stops FerretDB, waits for it to close its files, then releases the lock. It is safe to
+// Dir is the data directory, as an absolute path.
+func (e *Embedded) Dir() string { return e.dir }
+
+// URI is the mongodb:// address of the database's Unix socket.
+func (e *Embedded) URI() string { return e.uri }
+
+// SharedURI is the address other processes of this machine and user use to share the
+// database: its TCP front when one was asked for, else its Unix socket's URI.
+func (e *Embedded) SharedURI() string {
+	if e.tcpURI != "" {
+		return e.tcpURI
+	}
+	return e.uri
+}
+
+// Close stops FerretDB, waits for it to close its files, then releases the lock. It is safe to
 // call more than once.
-func (e *embedded) close() {
+func (e *Embedded) Close() {
 	e.once.Do(func() {
 		if e.front != nil {
 			e.front.close()
@@ -129,6 +166,20 @@ func (e *embedded) close() {
 		<-e.done
 		unlockDataDir(e.lock)
 	})
+}
+
+// checkLoopback refuses, before anything listens, an address that is not loopback: an IP
+// address of another interface, or none (every interface). A host name passes here; the front
+// checks the address it resolved to once it listens.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("embedded database address %q: %w", addr, err)
+	}
+	if ip, perr := netip.ParseAddr(host); host == "" || (perr == nil && !ip.Unmap().IsLoopback()) {
+		return fmt.Errorf("embedded database address %q: %w", addr, ErrNotLoopback)
+	}
+	return nil
 }
 
 // lockDataDir takes an exclusive, non-blocking flock on dir's lock file. The kernel releases it

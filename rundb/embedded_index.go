@@ -3,7 +3,10 @@ package rundb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -25,15 +28,41 @@ const idExpr = `_ferretdb_sjson->'$._id'`
 // idIndexSuffix names the index on a table: <table>_shoal_id.
 const idIndexSuffix = "_shoal_id"
 
+// IndexIDLookups creates the _id lookup index on every collection, of every database the
+// embedded database holds, that lacks it; where nothing lacks one it only reads. `shoal db`
+// runs it every few seconds: the servers that create its collections reach it by URI and
+// cannot touch its files. (A server that started the database itself indexes its database in
+// EnsureIndexes.) A database dropped meanwhile is skipped.
+func (e *Embedded) IndexIDLookups(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(e.dir, "db", "*"+sqliteExt))
+	if err != nil {
+		return fmt.Errorf("list the embedded database's files: %w", err)
+	}
+	var errs []error
+	for _, f := range files {
+		if err := e.indexIDLookups(ctx, strings.TrimSuffix(filepath.Base(f), sqliteExt)); err != nil {
+			if _, statErr := os.Stat(f); errors.Is(statErr, fs.ErrNotExist) {
+				continue // dropped meanwhile
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sqliteExt ends the name of each database's file (FerretDB's SQLite backend names it so).
+const sqliteExt = ".sqlite"
+
 // indexIDLookups creates the _id lookup index on every collection of database that lacks it.
 // It is idempotent; collections created afterwards get theirs on the next call.
-func (e *embedded) indexIDLookups(ctx context.Context, database string) error {
+func (e *Embedded) indexIDLookups(ctx context.Context, database string) error {
 	conn, err := e.sqlite(database)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	rows, err := conn.QueryContext(ctx, `SELECT table_name FROM _ferretdb_collections`)
+	rows, err := conn.QueryContext(ctx, `SELECT table_name FROM _ferretdb_collections
+		WHERE table_name || '`+idIndexSuffix+`' NOT IN (SELECT name FROM sqlite_master WHERE type = 'index')`)
 	if err != nil {
 		if strings.Contains(err.Error(), "no such table") {
 			return nil // no collection yet
@@ -63,10 +92,11 @@ func (e *embedded) indexIDLookups(ctx context.Context, database string) error {
 }
 
 // sqlite opens a connection of our own to database's SQLite file, next to FerretDB's: the file
-// is in WAL mode, and a busy timeout waits out FerretDB's writes.
-func (e *embedded) sqlite(database string) (*sql.DB, error) {
-	path := filepath.Join(e.dir, "db", database+".sqlite")
-	conn, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+// is in WAL mode, and a busy timeout waits out FerretDB's writes. It never creates the file
+// (mode=rw): a database FerretDB dropped must stay dropped.
+func (e *Embedded) sqlite(database string) (*sql.DB, error) {
+	path := filepath.Join(e.dir, "db", database+sqliteExt)
+	conn, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -127,3 +127,88 @@ func TestEmbeddedDatabaseIndexesIDLookups(t *testing.T) {
 		}
 	}
 }
+
+// The embedded database started on its own (as `shoal db` does) serves clients by URI, and
+// indexes _id lookups of the collections they create: those clients cannot touch its files.
+func TestStartEmbeddedServesClientsByURIAndIndexesTheirCollections(t *testing.T) {
+	if os.Getenv("SHOAL_TEST_MONGO_URI") != "" {
+		t.Skip("tests the embedded database")
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := rundb.StartEmbedded(dir, "127.0.0.1:0", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !strings.HasPrefix(e.SharedURI(), "mongodb://127.0.0.1:") || !strings.Contains(e.URI(), "mongodb.sock") {
+		t.Errorf("SharedURI %q, URI %q: want the TCP front and the socket", e.SharedURI(), e.URI())
+	}
+	db, err := rundb.Open(ctx, rundb.Options{URI: e.SharedURI(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if db.Embedded() {
+		t.Error("a client by URI says it started the embedded database")
+	}
+	r := &rundb.Run{ID: rundb.NewObjectID(), Args: rundb.RunArgs{Username: "alice", NumGames: 1000}}
+	if err := db.Runs.Insert(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Runs.Get(ctx, r.ID); err != nil || got.Args.NumGames != 1000 {
+		t.Fatalf("the run read back: %+v, %v", got, err)
+	}
+
+	runsIndexed := func() bool {
+		conn, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "db", db.Name()+".sqlite")+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var n int
+		err = conn.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name =
+			(SELECT table_name || '_shoal_id' FROM _ferretdb_collections WHERE name = 'runs')`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if runsIndexed() {
+		t.Fatal("the runs collection is indexed before IndexIDLookups: the test proves nothing")
+	}
+	if err := e.IndexIDLookups(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !runsIndexed() {
+		t.Error("IndexIDLookups left the runs collection without its _id lookup index")
+	}
+	if err := e.IndexIDLookups(ctx); err != nil { // again, as every period does
+		t.Errorf("a second IndexIDLookups: %v", err)
+	}
+	if got, err := db.Runs.Get(ctx, r.ID); err != nil || got.Args.NumGames != 1000 {
+		t.Errorf("the run after indexing: %+v, %v", got, err)
+	}
+}
+
+// Asked to listen where another machine could connect, the embedded database refuses before
+// it creates or locks anything, and says how to reach it safely instead.
+func TestStartEmbeddedRefusesNonLoopbackAddresses(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:27017", "[2001:db8::1]:27017"} {
+		t.Run(addr, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			e, err := rundb.StartEmbedded(dir, addr, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err == nil {
+				e.Close()
+				t.Fatal("it started")
+			}
+			if !errors.Is(err, rundb.ErrNotLoopback) || !strings.Contains(err.Error(), "SSH") {
+				t.Errorf("error %q: want ErrNotLoopback, saying to use SSH", err)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the data directory was created: %v", err)
+			}
+		})
+	}
+}

@@ -41,8 +41,9 @@ func startPeerFront(addr, sock string, uid int, logger *slog.Logger) (*peerFront
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err != nil || !ap.Addr().IsLoopback() {
+		got := ln.Addr().String()
 		ln.Close()
-		return nil, fmt.Errorf("listen on %s: not a loopback address", addr)
+		return nil, fmt.Errorf("listen on %s (%s): %w", addr, got, ErrNotLoopback)
 	}
 	f := &peerFront{ln: ln, sock: sock, uid: uid, logger: logger, conns: map[net.Conn]bool{}}
 	f.wg.Add(1)

@@ -123,3 +123,25 @@ func TestEmbeddedSocketURIWithAwkwardPath(t *testing.T) {
 		t.Errorf("connect to %s: %v", db.URI(), err)
 	}
 }
+
+// The premise of the loopback-only rule (docs/SECURITY.md): FerretDB's SQLite handler, as
+// embedded, accepts any user and password, and offers no mechanism that checks one. If an
+// upgrade makes this fail, the database may be able to face other machines with a password.
+func TestEmbeddedDatabaseChecksNoPasswords(t *testing.T) {
+	if os.Getenv("SHOAL_TEST_MONGO_URI") != "" {
+		t.Skip("tests the embedded database")
+	}
+	e, err := StartEmbedded(t.TempDir(), "127.0.0.1:0", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	hostPort := strings.TrimSuffix(strings.TrimPrefix(e.SharedURI(), "mongodb://"), "/")
+	if err := pingURI("mongodb://nobody:made-up@" + hostPort + "/?authMechanism=PLAIN"); err != nil {
+		t.Errorf("a made-up user and password (PLAIN) were refused: %v; FerretDB checks passwords now", err)
+	}
+	err = pingURI("mongodb://nobody:made-up@" + hostPort + "/?authMechanism=SCRAM-SHA-256")
+	if err == nil || !strings.Contains(err.Error(), "Unsupported authentication mechanism") {
+		t.Errorf("SCRAM-SHA-256: %v; want it unsupported, as in FerretDB 1.24 embedded", err)
+	}
+}

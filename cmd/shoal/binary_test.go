@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -115,5 +116,72 @@ func TestBinaryServesStopsOnSignalAndKeepsData(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("serve exited with %v after SIGINT, want 0", err)
+	}
+}
+
+// `shoal db` runs as a process of its own: servers and tools reach it by the URI it prints, a
+// tool on its data directory is refused while it runs, and SIGTERM stops it cleanly (exit 0)
+// and releases the directory with its data in it.
+func TestBinaryDBStopsOnSIGTERMAndReleasesItsDirectory(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cmd := exec.Command(bin, "db", "--data", data, "--addr", "127.0.0.1:0")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	seen := &lockedBuffer{}
+	found := make(chan string, 1)
+	go func() { // the only reader of stdout, to its end
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			fmt.Fprintln(seen, sc.Text())
+			if m := dbReadyLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		close(found)
+	}()
+	var uri string
+	select {
+	case u, ok := <-found:
+		if !ok {
+			t.Fatalf("db exited before it was ready:\n%s", seen.String())
+		}
+		uri = u
+	case <-time.After(60 * time.Second):
+		t.Fatalf("db not ready after 60 s:\n%s", seen.String())
+	}
+
+	out, err := exec.Command(bin, "user", "add", "--mongo-uri", uri, "--username", "bob", "--password", "bob-password-1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("user add through shoal db: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "user", "add", "--data", data, "--username", "carol", "--password", "carol-password-1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use") {
+		t.Errorf("user add on the data directory of a running shoal db: %v\n%s", err, out)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("db exited with %v after SIGTERM, want 0\n%s", err, seen.String())
+	}
+	if !strings.Contains(seen.String(), "msg=stopped") {
+		t.Errorf("db did not say it stopped:\n%s", seen.String())
+	}
+	db := openStopped(t, data) // the lock is free, and bob is there
+	if _, err := db.Users.Authenticate(context.Background(), "bob", "bob-password-1"); err != nil {
+		t.Errorf("bob after shoal db stopped: %v", err)
 	}
 }

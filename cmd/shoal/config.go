@@ -431,7 +431,7 @@ func options() []option {
 		stringOption("database", "MongoDB database name",
 			func(c *Config) *string { return &c.Database }, checkDatabase),
 		stringOption("embedded_db_addr", "loopback HOST:PORT where the embedded database also listens, for this OS user's other processes only; empty: its Unix socket alone",
-			func(c *Config) *string { return &c.EmbeddedDBAddr }, optional(checkLoopbackAddr)),
+			func(c *Config) *string { return &c.EmbeddedDBAddr }, optional(checkEmbeddedDBAddr)),
 		stringOption("log_level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
 		stringOption("books_url", "URL of the books.json metadata refreshed every 15 minutes; empty: only the database's",
@@ -678,6 +678,18 @@ func checkLoopbackAddr(s string) error {
 		return nil
 	}
 	return errors.New("host must be a loopback address such as 127.0.0.1, ::1 or localhost")
+}
+
+// checkEmbeddedDBAddr is checkLoopbackAddr for the embedded database's address; its refusal
+// also says how to reach the database from another machine.
+func checkEmbeddedDBAddr(s string) error {
+	if _, err := splitAddr(s); err != nil {
+		return err
+	}
+	if err := checkLoopbackAddr(s); err != nil {
+		return fmt.Errorf("%w: the embedded database has no passwords; from another machine, reach it through SSH port forwarding as the user that runs it (docs/SECURITY.md)", err)
+	}
+	return nil
 }
 
 // splitAddr splits HOST:PORT and checks the port, returning the host.

@@ -1,5 +1,5 @@
-// Command shoal is the whole of Shoal in one binary: the server, the user tool and (as they are
-// built) the worker, the fleet simulator and the benchmark.
+// Command shoal is the whole of Shoal in one binary: the server, its database run on its own,
+// the user tool, the worker, the fleet simulator and the benchmark.
 package main
 
 import (
@@ -37,6 +37,7 @@ const usage = `Shoal coordinates a fleet of chess-engine test workers.
 
 Usage:
   shoal serve [flags]      run the server (embedded database unless --mongo-uri)
+  shoal db [flags]         run the embedded database on its own, for servers given --mongo-uri
   shoal user add [flags]   create an accepted user while the server is stopped
   shoal run new|approve    submit or approve a test through the API
   shoal worker [flags]     run one worker (simulated games) for a server
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve":
 		err = serve(ctx, rest, getenv, stdout, stderr)
+	case "db":
+		err = dbCmd(ctx, rest, getenv, stdout, stderr)
 	case "user":
 		err = user(ctx, rest, getenv, stdout, stderr)
 	case "run":

@@ -243,6 +243,9 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	reg := newMetricsRegistry()
 	m := metrics.New(reg)
 	if db, err = openDB(ctx, cfg, logger, m); err != nil {
+		if errors.Is(err, rundb.ErrDatabaseInUse) {
+			return nil, fmt.Errorf("%w; if that is shoal db, give this server --mongo-uri with the address it printed", err)
+		}
 		return nil, err
 	}
 	logger.Info("database ready", "database", db.Describe())
