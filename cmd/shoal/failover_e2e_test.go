@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -24,6 +25,42 @@ import (
 // takeoverLimit is the issue's bound on the worker API's outage when the primary dies, with the
 // default lease (10 s).
 const takeoverLimit = 15 * time.Second
+
+// startDBProcess runs `shoal db` on data, stopped when the test ends, and returns the URI it
+// prints.
+func startDBProcess(t *testing.T, bin, data string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "db", "--data", data, "--addr", "127.0.0.1:0")
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.After(60 * time.Second)
+	for {
+		if m := dbReadyLine.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("shoal db exited before it was ready: %v\n%s", err, out)
+		case <-deadline:
+			t.Fatalf("shoal db not ready after 60 s:\n%s", out)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
 
 // runDocs reads every run document as stored, by id.
 func runDocs(t *testing.T, coll *mongo.Collection) map[string]bson.Raw {
@@ -63,7 +100,7 @@ func journalRecords(t *testing.T, jdb *mongo.Database, epoch int64) int64 {
 	return n
 }
 
-// A primary and a standby on one shared database, nginx in front, a fleet working through it.
+// `shoal db`, and a primary and a standby on it, nginx in front, a fleet working through it.
 // SIGKILL of the primary mid-fleet: the standby serves the worker API within 15 s, the fleet
 // finishes its runs, the exactly-once check holds and no task was held by two workers. The
 // old primary, restarted, joins as a standby. Then the new primary is frozen (SIGSTOP) with
@@ -80,8 +117,9 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	ctx := context.Background()
 
-	// The database outlives every instance: the test process holds it, as `shoal db` would.
-	db, err := rundb.Open(ctx, rundb.Options{DataDir: filepath.Join(dir, "db"), EmbeddedAddr: "127.0.0.1:0"})
+	// The database outlives every instance: `shoal db`, a process of its own.
+	uri := startDBProcess(t, bin, filepath.Join(dir, "db"))
+	db, err := rundb.Open(ctx, rundb.Options{URI: uri})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +129,7 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := mongo.Connect(mongooptions.Client().ApplyURI(db.SharedURI()))
+	client, err := mongo.Connect(mongooptions.Client().ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +140,7 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	// One run is written behind per second: what the runs' documents lack at a takeover comes
 	// from the journal, and a frozen primary has a write due the moment it resumes. Default
 	// lease (10 s).
-	env := e2eServeEnv(data, "SHOAL_MONGO_URI="+db.SharedURI(), "SHOAL_FLUSH_PERIOD=1s", "SHOAL_DEAD_TASK_TIMEOUT=120s")
+	env := e2eServeEnv(data, "SHOAL_MONGO_URI="+uri, "SHOAL_FLUSH_PERIOD=1s", "SHOAL_DEAD_TASK_TIMEOUT=120s")
 	primaryAddr, standbyAddr, secondaryAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	first := startShoal(t, bin, dir, primaryAddr, append(env, "SHOAL_ROLE=primary"))
 	second := startShoal(t, bin, dir, standbyAddr, append(env, "SHOAL_ROLE=standby"))
