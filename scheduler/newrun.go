@@ -716,6 +716,10 @@ var (
 // server, stores it and logs a new_run action. It returns the caller's own copy of the stored
 // run. Errors: a *FieldError for an invalid request, or a database error.
 func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username string) (*rundb.Run, error) {
+	if err := s.calls.enter(); err != nil {
+		return nil, err
+	}
+	defer s.calls.leave()
 	now := s.now()
 	r, err := BuildRun(req, username, now)
 	if err != nil {
@@ -772,6 +776,10 @@ func (s *Scheduler) checkNetsUploaded(ctx context.Context, args rundb.RunArgs) e
 // ErrRunNotFound, ErrSelfApproval (the run is approver's own), ErrAlreadyApproved, or a
 // database error. Whether approver may approve at all is the caller's check.
 func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error {
+	if err := s.calls.enter(); err != nil {
+		return err
+	}
+	defer s.calls.leave()
 	var label string
 	err := s.runs.Update(ctx, id, rundb.PrioSaveNow, func(r *rundb.Run) error {
 		switch {

@@ -62,6 +62,10 @@ type candidate struct {
 // machineLimit is the worker's user's limit of active tasks per IP address; hostURL goes into
 // the blocked-worker message.
 func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machineLimit int, hostURL string) (TaskReply, error) {
+	if err := s.calls.enter(); err != nil {
+		return TaskReply{}, err
+	}
+	defer s.calls.leave()
 	n := s.inside.Add(1)
 	defer s.inside.Add(-1)
 	if n > s.taskLimit.Load() {

@@ -36,6 +36,11 @@ type Config struct {
 // that only care whether something was missing need test for one error.
 var ErrRunNotFound = fmt.Errorf("run %w", rundb.ErrNotFound)
 
+// ErrStopped is the answer of a stopped scheduler to every call that would change something:
+// the instance is no longer the primary (or is shutting down), and the runs are another's to
+// change.
+var ErrStopped = errors.New("scheduler stopped: the instance stepped down or is shutting down")
+
 // taskRef names one task of one run.
 type taskRef struct {
 	run  rundb.ObjectID
@@ -61,6 +66,8 @@ type Scheduler struct {
 	inside, peakInside, taskLimit atomic.Int32
 	// requestMu serialises the choice of a run and the creation of its task.
 	requestMu sync.Mutex
+	// calls lets in the calls that change state until the scheduler stops; see callGate.
+	calls callGate
 
 	mu          sync.Mutex // guards the fields below
 	unfinished  map[rundb.ObjectID]bool
@@ -92,6 +99,7 @@ func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *S
 		bookSRI:     make(map[string]string),
 		legacy:      make(map[string]bool),
 	}
+	s.calls.idle = make(chan struct{})
 	s.taskLimit.Store(int32(cfg.TaskSemaphoreSize))
 	return s
 }
@@ -175,6 +183,10 @@ func (s *Scheduler) ActiveTasks(ctx context.Context) ([]ActiveTask, error) {
 
 // AddRun stores a new run (built by BuildRun) and makes it schedulable once approved.
 func (s *Scheduler) AddRun(ctx context.Context, r *rundb.Run) error {
+	if err := s.calls.enter(); err != nil {
+		return err
+	}
+	defer s.calls.leave()
 	if err := s.runs.Create(ctx, r); err != nil {
 		return err
 	}
@@ -233,5 +245,53 @@ func (s *Scheduler) writeActions(ctx context.Context, actions []*rundb.Action) {
 		if err := s.db.Actions.Insert(context.WithoutCancel(ctx), a); err != nil {
 			s.logger.Warn("write action", "action", a.Action, "run_id", a.RunID, "err", err)
 		}
+	}
+}
+
+// callGate counts the calls in progress that may change state (every exported method that
+// writes, from RequestTask to ModifyRun), so that stopping can turn new ones away and wait for
+// the rest: once close has returned, nothing the callers started writes to the database. Every
+// worker call passes it, so it takes no lock: an atomic count and a flag.
+//
+// The periodic jobs do not pass it: they belong to the Primary, which stops them itself.
+type callGate struct {
+	inside atomic.Int64
+	closed atomic.Bool
+	idle   chan struct{} // closed, once, when closed is set and no call is inside
+	once   sync.Once
+}
+
+// enter lets a call in, or returns ErrStopped once the gate is closed. A call let in must leave.
+func (g *callGate) enter() error {
+	g.inside.Add(1)
+	if g.closed.Load() {
+		g.leave()
+		return ErrStopped
+	}
+	return nil
+}
+
+// leave ends a call let in by enter.
+func (g *callGate) leave() {
+	// A call counted before closed was set has seen it clear and is running; one counted
+	// after sees it set and leaves at once. So a count of zero after close means nobody is
+	// inside.
+	if g.inside.Add(-1) == 0 && g.closed.Load() {
+		g.once.Do(func() { close(g.idle) })
+	}
+}
+
+// close turns every later call away and waits for those inside to leave, until ctx ends; then
+// it returns an error saying how many are still running. It may be called more than once.
+func (g *callGate) close(ctx context.Context) error {
+	g.closed.Store(true)
+	if g.inside.Load() == 0 {
+		g.once.Do(func() { close(g.idle) })
+	}
+	select {
+	case <-g.idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("scheduler calls still running at the deadline: %d: %w", g.inside.Load(), ctx.Err())
 	}
 }

@@ -85,6 +85,10 @@ type SPSAUpdate struct {
 // report is added to the run once, however often a report is repeated; the SPRT, the SPSA state
 // and the task's end follow; a decided run is stopped.
 func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, st rundb.Results, spsa *SPSAUpdate) (Reply, error) {
+	if err := s.calls.enter(); err != nil {
+		return Reply{}, err
+	}
+	defer s.calls.leave()
 	var reply Reply
 	ev := &events{}
 	now := s.now()
@@ -226,6 +230,10 @@ func (s *Scheduler) applySPSA(r *rundb.Run, t *rundb.Task, u *SPSAUpdate) error 
 
 // Beat records that the worker of a task is alive.
 func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) (Reply, error) {
+	if err := s.calls.enter(); err != nil {
+		return Reply{}, err
+	}
+	defer s.calls.leave()
 	var active bool
 	now := s.now()
 	// A beat only moves last_updated: not worth a journal record; a crash loses at most the
@@ -248,6 +256,10 @@ func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) 
 
 // FailedTask ends a task its worker gave up on, and logs why.
 func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID int, message string) (Reply, error) {
+	if err := s.calls.enter(); err != nil {
+		return Reply{}, err
+	}
+	defer s.calls.leave()
 	ev := &events{}
 	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, metrics.ReasonFailed, s.now(), ev)
 	s.writeActions(ctx, ev.actions)
@@ -286,6 +298,10 @@ const MinCPUHoursToStop = 1000
 // a user with enough CPU hours stops and fails the run; otherwise only the task ends. Either way
 // the report is logged.
 func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, message string, cpuHours float64) error {
+	if err := s.calls.enter(); err != nil {
+		return err
+	}
+	defer s.calls.leave()
 	authorized := cpuHours >= MinCPUHoursToStop
 	ev := &events{}
 	now := s.now()
@@ -331,6 +347,10 @@ var ErrNotSPSA = errors.New("not an SPSA run")
 // RequestSPSA hands the worker of an SPSA task the perturbation of its next batch and remembers
 // it, so the result can be applied with the same flips.
 func (s *Scheduler) RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskID int) (Reply, error) {
+	if err := s.calls.enter(); err != nil {
+		return Reply{}, err
+	}
+	defer s.calls.leave()
 	var reply Reply
 	var notSPSA bool
 	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {

@@ -34,6 +34,10 @@ var ErrRunTooOld = errors.New("run too old to be modified")
 // after the auto-purge's purge_run action. Stopping a finished run is not an error: as in
 // fishtest it is finished again and logged again. Errors: ErrRunNotFound, or a database error.
 func (s *Scheduler) StopRunByUser(ctx context.Context, id rundb.ObjectID, username string) error {
+	if err := s.calls.enter(); err != nil {
+		return err
+	}
+	defer s.calls.leave()
 	ev := &events{}
 	now := s.now()
 	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
@@ -64,6 +68,10 @@ func (s *Scheduler) StopRunByUser(ctx context.Context, id rundb.ObjectID, userna
 // logged, "Manual purge" or "Manual purge (not performed): <message>". Errors: ErrRunNotFound,
 // or a database error.
 func (s *Scheduler) PurgeRunByUser(ctx context.Context, id rundb.ObjectID, username string) (string, error) {
+	if err := s.calls.enter(); err != nil {
+		return "", err
+	}
+	defer s.calls.leave()
 	var msg string
 	var a *rundb.Action
 	now := s.now()
@@ -91,6 +99,10 @@ func (s *Scheduler) PurgeRunByUser(ctx context.Context, id rundb.ObjectID, usern
 // written before DeleteRun returns and logged as a delete_run action. Errors: ErrRunNotFound,
 // or a database error.
 func (s *Scheduler) DeleteRun(ctx context.Context, id rundb.ObjectID, username string) error {
+	if err := s.calls.enter(); err != nil {
+		return err
+	}
+	defer s.calls.leave()
 	var a *rundb.Action
 	now := s.now()
 	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
@@ -151,6 +163,10 @@ type ModifyResult struct {
 // Errors change nothing: ErrRunNotFound; ErrRunTooOld (started more than 30 days ago); a
 // *FieldError naming "num_games" or "throughput"; or a database error.
 func (s *Scheduler) ModifyRun(ctx context.Context, id rundb.ObjectID, username string, approver bool, m RunModification) (ModifyResult, error) {
+	if err := s.calls.enter(); err != nil {
+		return ModifyResult{}, err
+	}
+	defer s.calls.leave()
 	var res ModifyResult
 	ev := &events{}
 	now := s.now()
