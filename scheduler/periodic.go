@@ -1,6 +1,6 @@
-// Package scheduler runs the primary's scheduling work: for now the periodic jobs (the run-cache
-// flush); request_task selection, worker caps, itp and dead-task scavenging join it as they are
-// built.
+// Package scheduler runs the primary's scheduling work: request_task selection, worker caps,
+// results, itp, dead-task scavenging and the other periodic jobs. A Primary owns all of it for
+// as long as the instance is the primary: the run cache, the Scheduler and the jobs' goroutines.
 package scheduler
 
 import (
