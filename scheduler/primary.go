@@ -78,8 +78,8 @@ func NewPrimary(cfg PrimaryConfig, db *rundb.DB, logger *slog.Logger) *Primary {
 // Start creates the run cache and the scheduler, loads the unfinished runs into them, and
 // starts the periodic jobs and the start-up work. It returns once the scheduler can serve
 // request_task. ctx bounds the loading only; what Start leaves running lasts until Stop. A
-// Start that fails has written nothing since the loading (which corrects what it finds) and
-// left nothing running; the Primary is then stopped.
+// Start that fails leaves nothing running and the Primary stopped; what the loading wrote
+// before it failed (runs it corrected or found decided) stays written.
 func (p *Primary) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
