@@ -22,6 +22,12 @@ type PrimaryConfig struct {
 	// CacheIdle is how long a clean run nobody works on stays cached, looked for every
 	// CacheCleanPeriod; 0 means fishtest's values, 300 s and 60 s.
 	CacheIdle, CacheCleanPeriod time.Duration
+	// Journal, if set, makes the run cache journal what is acknowledged to workers, fence its
+	// writes with the journal's lease, and replay the journal as it loads (rundb.Journal). The
+	// Primary does not close it.
+	Journal *rundb.Journal
+	// WriteHook, if set, is called as each run write begins (fault-injection tests).
+	WriteHook func()
 }
 
 // stopCallsGrace is the longest Stop waits for scheduler calls in progress (requests still
@@ -97,6 +103,12 @@ func (p *Primary) Start(ctx context.Context) error {
 	schedLogger := p.logger.With("component", "scheduler")
 	runs := rundb.NewRunCache(p.db.Runs, time.Now, p.logger.With("component", "runcache"))
 	runs.SetMetrics(p.cfg.Metrics)
+	if p.cfg.Journal != nil {
+		runs.SetJournal(p.cfg.Journal)
+	}
+	if p.cfg.WriteHook != nil {
+		runs.SetWriteHook(p.cfg.WriteHook)
+	}
 	sched := New(p.cfg.Config, p.db, runs, schedLogger)
 	if err := sched.Load(ctx); err != nil {
 		p.stopped = true
@@ -160,7 +172,14 @@ func (p *Primary) RunCache() *rundb.RunCache { return p.runs.Load() }
 // calls that did not end in time; a worker_runs that cannot be written is only logged, as it
 // is rebuilt as workers come back. Stop may be called more than once, and on a Primary that
 // never started; only the first call does anything.
-func (p *Primary) Stop(ctx context.Context) error {
+func (p *Primary) Stop(ctx context.Context) error { return p.stop(ctx, true) }
+
+// Abandon is Stop for a primary that lost its lease: it stops every call and goroutine the same
+// way but writes nothing, since its successor owns the runs (what it acknowledged is in the
+// journal the successor replayed; its writes would be refused anyway).
+func (p *Primary) Abandon(ctx context.Context) error { return p.stop(ctx, false) }
+
+func (p *Primary) stop(ctx context.Context, write bool) error {
 	p.end()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -182,6 +201,9 @@ func (p *Primary) Stop(ctx context.Context) error {
 	}
 	p.jobs.Stop()
 	p.oneOff.Wait()
+	if !write {
+		return errors.Join(errs...)
+	}
 
 	if err := sched.SaveWorkerRuns(ctx); err != nil {
 		p.logger.Warn("save worker_runs", "err", err)

@@ -39,7 +39,12 @@ func newFleet(t testing.TB) *fleet {
 // newFleetWithPool is newFleet with the server's token pool given (to resize it while serving).
 func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
 	t.Helper()
-	db := rundbtest.Open(t)
+	return newFleetOn(t, pool, rundbtest.Open(t), nil)
+}
+
+// newFleetOn is newFleet on db, its run cache journaled by j if j is not nil.
+func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *rundb.Journal) *fleet {
+	t.Helper()
 	ctx := context.Background()
 	for _, u := range []rundb.NewUser{
 		{Username: "alice", Password: "alicepw", Accepted: true},
@@ -51,9 +56,13 @@ func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
 		}
 	}
 	logger := discardLogger()
+	cache := rundb.NewRunCache(db.Runs, nil, logger)
+	if j != nil {
+		cache.SetJournal(j)
+	}
 	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, HeartbeatPeriod: 120 * time.Second,
 		DeadTaskTimeout: 360 * time.Second, ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second,
-		TaskDuration: 1800 * time.Second}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
+		TaskDuration: 1800 * time.Second}, db, cache, logger)
 	if err := sched.Load(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -15,13 +14,14 @@ import (
 )
 
 // primaryRole is what an instance runs while it is the primary: the journal (and with it the
-// lease), the run cache, the scheduler and its periodic jobs. It starts when the instance takes
-// the lease (at start or as a standby) and stops when the instance shuts down or loses the lease.
+// lease) and the scheduler.Primary (run cache, scheduler, jobs). It starts when the instance
+// takes the lease (at start or as a standby) and stops when the instance shuts down or loses
+// the lease.
 type primaryRole struct {
 	journal *rundb.Journal // nil with journal = false (no lease, no failover)
-	runs    *rundb.RunCache
+	primary *scheduler.Primary
 	sched   *scheduler.Scheduler
-	jobs    *scheduler.Periodic
+	runs    *rundb.RunCache
 }
 
 // leasePoll is how often a standby looks at the primary's lease.
@@ -44,68 +44,59 @@ func (inst *instance) holder() string {
 func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *primaryRole, err error) {
 	cfg, logger := inst.cfg, inst.logger
 	start := time.Now()
-	p := &primaryRole{runs: rundb.NewRunCache(inst.db.Runs, time.Now, logger.With("component", "runcache"))}
-	p.runs.SetMetrics(inst.metrics)
+	p := &primaryRole{}
 	defer func() {
 		if err != nil && p.journal != nil {
 			p.journal.Close()
 		}
 	}()
+	pcfg := scheduler.PrimaryConfig{Config: scheduler.Config{
+		Metrics:           inst.metrics,
+		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
+		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
+		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
+		BooksURL: cfg.BooksURL,
+	}, FlushPeriod: cfg.FlushPeriod}
 	if cfg.Journal {
 		p.journal, err = inst.db.OpenJournal(ctx, rundb.JournalOptions{Lease: lease, Holder: inst.holder(),
 			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.stepDown})
 		if err != nil {
 			return nil, err
 		}
-		p.runs.SetJournal(p.journal)
+		pcfg.Journal = p.journal
 	} else {
 		logger.Warn("journal off: results acknowledged since a run's last write are lost if the server crashes, and no standby can take over")
 	}
 	if n, err := strconv.Atoi(inst.getenv(crashInWriteEnv)); err == nil && n > 0 {
-		p.runs.SetWriteHook(crashInWrite(n, inst))
+		pcfg.WriteHook = crashInWrite(n, inst)
 	}
-	p.sched = scheduler.New(scheduler.Config{
-		Metrics:           inst.metrics,
-		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
-		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
-		BooksURL: cfg.BooksURL,
-	}, inst.db, p.runs, logger.With("component", "scheduler"))
-	if err := p.sched.Load(ctx); err != nil {
-		return nil, fmt.Errorf("load unfinished runs: %w", err)
+	p.primary = scheduler.NewPrimary(pcfg, inst.db, logger)
+	if err := p.primary.Start(ctx); err != nil {
+		return nil, err
 	}
-	runs := p.runs
-	p.jobs = scheduler.Start(context.WithoutCancel(ctx), logger.With("component", "scheduler"), append(p.sched.Jobs(), scheduler.Job{
-		Name: "flush run cache", Period: cfg.FlushPeriod, MinDelay: cfg.FlushPeriod, Jitter: 0.05,
-		Run: func(ctx context.Context) error {
-			_, _, err := runs.FlushOne(ctx)
-			return err
-		},
-	}, scheduler.Job{
-		Name: "evict idle runs", Period: cacheCleanPeriod, Jitter: 0.05,
-		Run: func(context.Context) error {
-			runs.Evict(cacheIdle)
-			return nil
-		},
-	})...)
+	p.sched, p.runs = p.primary.Scheduler(), p.primary.RunCache()
 	epoch := int64(0)
 	if p.journal != nil {
 		epoch = p.journal.Epoch()
 	}
-	logger.Info("primary: runs loaded, scheduler started", "cached_runs", runs.Len(), "epoch", epoch,
+	logger.Info("primary: runs loaded, scheduler started", "cached_runs", p.runs.Len(), "epoch", epoch,
 		"took", time.Since(start).Round(time.Millisecond))
 	inst.metrics.SetPrimary(true)
 	return p, nil
 }
 
-// stop stops the role's jobs; with save, it then writes worker_runs and every changed run (a
-// shutdown), without, it writes nothing (a primary that lost its lease: its writes would be
-// refused). Then the journal closes. Nothing of the role writes to the database afterwards.
+// stop stops the role: with save (a shutdown) the Primary writes worker_runs and every changed
+// run and the lease is released, so that a standby takes over at once; without (a primary that
+// lost its lease) nothing is written, its writes would be refused. Then the journal closes.
+// Nothing of the role writes to the database afterwards.
 func (p *primaryRole) stop(ctx context.Context, inst *instance, save bool) []error {
-	p.jobs.Stop()
 	var errs []error
 	if save {
-		errs = inst.saveRuns(ctx, p)
+		if err := p.primary.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	} else if err := p.primary.Abandon(ctx); err != nil {
+		inst.logger.Warn("stepping down", "err", err)
 	}
 	if p.journal != nil {
 		p.journal.Close()
@@ -199,7 +190,6 @@ func (inst *instance) followLease(ctx context.Context) {
 		inst.primary, inst.watching = p, nil
 		inst.roleMu.Unlock()
 		inst.srv.Promote(p.sched, p.sched, p.runs.Changed)
-		inst.hashLegacyPasswords(context.Background())
 		inst.logger.Warn("serving as the primary", "epoch", lease.Epoch)
 		return
 	}

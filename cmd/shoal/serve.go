@@ -26,13 +26,6 @@ import (
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
-// The run cache drops a clean run nobody works on after cacheIdle, checking every
-// cacheCleanPeriod (fishtest's values).
-const (
-	cacheIdle        = 300 * time.Second
-	cacheCleanPeriod = 60 * time.Second
-)
-
 // shutdownGrace is how long in-flight requests get to finish once shutdown begins;
 // closeGrace is how long writing the dirty runs and closing the database may then take.
 // shutdownNotice is how long the server answers 503 before it stops listening;
@@ -130,11 +123,6 @@ type instance struct {
 	tokens  *tokenpool.Pool
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
-	// once runs the primary's one-off start-up work in the background (hashing imported
-	// plaintext passwords); shutdown cancels it with stopOnce and waits for it.
-	once     sync.WaitGroup
-	stopOnce context.CancelFunc
-
 	roleMu   sync.Mutex
 	primary  *primaryRole       // while this instance is the primary
 	watching context.CancelFunc // stops the standby's lease watch, while it runs
@@ -149,8 +137,8 @@ func (inst *instance) currentPrimary() *primaryRole {
 	return inst.primary
 }
 
-// stopRoles ends role changes, stops the standby's lease watch and the start-up work, and
-// returns the primary role, if any, for the caller to stop.
+// stopRoles ends role changes and stops the standby's lease watch, and returns the primary
+// role, if any, for the caller to stop.
 func (inst *instance) stopRoles() *primaryRole {
 	inst.roleMu.Lock()
 	inst.stopping = true
@@ -160,40 +148,9 @@ func (inst *instance) stopRoles() *primaryRole {
 		inst.watching()
 		inst.watching = nil
 	}
-	stopOnce := inst.stopOnce
 	inst.roleMu.Unlock()
 	inst.watchers.Wait()
-	if stopOnce != nil {
-		stopOnce()
-	}
-	inst.once.Wait()
 	return p
-}
-
-// hashLegacyPasswords replaces, in the background, every plaintext password a database imported
-// from fishtest holds with its hash (a bcrypt hash each, so a large import takes minutes: the
-// server serves meanwhile, and a plaintext still logs in, and is hashed, at its first login).
-func (inst *instance) hashLegacyPasswords(ctx context.Context) {
-	inst.roleMu.Lock()
-	if inst.stopping || inst.stopOnce != nil {
-		inst.roleMu.Unlock()
-		return // shutting down, or started already
-	}
-	ctx, inst.stopOnce = context.WithCancel(context.WithoutCancel(ctx))
-	inst.roleMu.Unlock()
-	inst.once.Add(1)
-	go func() {
-		defer inst.once.Done()
-		start := time.Now()
-		n, err := inst.db.Users.HashLegacyPasswords(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			inst.logger.Warn("hashing imported plaintext passwords stopped; the rest are hashed at their first login or the next start",
-				"hashed", n, "err", err)
-		case n > 0:
-			inst.logger.Info("hashed imported plaintext passwords", "users", n, "took", time.Since(start).Round(time.Millisecond))
-		}
-	}()
 }
 
 // dbRuns serves a secondary's runs from the database.
@@ -292,7 +249,6 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 			}
 			inst.primary = p
 			deps.Runs, deps.Scheduler, deps.Changed = p.sched, p.sched, p.runs.Changed
-			inst.hashLegacyPasswords(ctx)
 		}
 	}
 	deps.Instance = role + "@" + ln.Addr().String()
@@ -370,30 +326,6 @@ func (inst *instance) shutdown() error {
 	}
 	inst.logger.Info("stopped")
 	return errors.Join(errs...)
-}
-
-// saveRuns writes the primary's worker_runs record and every dirty run, as the last thing
-// before the database closes.
-func (inst *instance) saveRuns(ctx context.Context, p *primaryRole) []error {
-	var errs []error
-	if err := p.sched.SaveWorkerRuns(ctx); err != nil {
-		inst.logger.Warn("save worker_runs", "err", err)
-	}
-	// A failed write keeps its run dirty; try again while the deadline allows, since whatever
-	// is still dirty when the process exits is lost.
-	for attempt := 1; ; attempt++ {
-		err := p.runs.FlushAll(ctx)
-		if err == nil {
-			break
-		}
-		inst.logger.Error("writing runs at shutdown failed", "attempt", attempt, "dirty", p.runs.Dirty(), "err", err)
-		if attempt == 3 || ctx.Err() != nil {
-			errs = append(errs, fmt.Errorf("flush runs: %w", err))
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	return errs
 }
 
 // openDB opens the configured database and creates its indexes.
