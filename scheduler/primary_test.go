@@ -264,3 +264,32 @@ func TestPrimaryAfterStopChangesNothing(t *testing.T) {
 		t.Errorf("%d runs dirty after Stop", n)
 	}
 }
+
+// Abandon, for a primary that lost its lease, ends the Primary's calls and goroutines as Stop
+// does but writes nothing: neither the dirty run nor worker_runs.
+func TestPrimaryAbandonWritesNothing(t *testing.T) {
+	db := rundbtest.Open(t)
+	run := insertRun(t, db, runSpec{numGames: 1000, approved: true})
+	p := newTestPrimary(t, db)
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if task := request(t, p.Scheduler(), worker(1)); task.RunID != run.ID {
+		t.Fatalf("request_task: %+v", task)
+	}
+	if err := p.Abandon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitNoPrimaryGoroutines(t)
+	if stored, err := db.Runs.Get(ctx, run.ID); err != nil || len(stored.Tasks) != 0 {
+		t.Errorf("after Abandon the stored run has %d tasks (%v), want the document as it was", len(stored.Tasks), err)
+	}
+	var workerRuns map[string]map[string]any
+	if err := db.KV.Get(ctx, "worker_runs", &workerRuns); !errors.Is(err, rundb.ErrNotFound) {
+		t.Errorf("worker_runs after Abandon: %v, %v; want none written", workerRuns, err)
+	}
+	if _, err := p.Scheduler().RequestTask(ctx, rundb.WorkerInfo{}, 10, ""); !errors.Is(err, ErrStopped) {
+		t.Errorf("request_task after Abandon: %v, want ErrStopped", err)
+	}
+}
