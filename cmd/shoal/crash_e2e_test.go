@@ -109,33 +109,15 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 	}
 
 	var progress lockedBuffer
-	fleetCtx, stopFleet := context.WithCancel(context.Background())
-	defer stopFleet()
-	type fleetResult struct {
-		rep *fleet.Report
-		err error
-	}
-	done := make(chan fleetResult, 1)
-	go func() {
-		rep, err := fleet.Run(fleetCtx, fleet.Options{ServerURL: base, Username: users.workers.name,
-			Password: users.workers.password, Workers: crashWorkers, Concurrency: 1, TimeScale: e2eScale,
-			Arrival: fleet.Ramp, Ramp: 2 * time.Second, Elo: 2, DrawRatio: 0.6, Seed: 31,
-			Progress: &progress, ProgressPeriod: 100 * time.Millisecond,
-			// Retries 3 s apart span a restart, as fishtest's worker's minute spans a real one.
-			RetryDelay: 3 * time.Second, StopGrace: 15 * time.Second, UntilFinished: ids})
-		done <- fleetResult{rep, err}
-	}()
+	bg := startFleet(fleet.Options{ServerURL: base, Username: users.workers.name,
+		Password: users.workers.password, Workers: crashWorkers, Concurrency: 1, TimeScale: e2eScale,
+		Arrival: fleet.Ramp, Ramp: 2 * time.Second, Elo: 2, DrawRatio: 0.6, Seed: 31,
+		Progress: &progress, ProgressPeriod: 100 * time.Millisecond,
+		// Retries 3 s apart span a restart, as fishtest's worker's minute spans a real one.
+		RetryDelay: 3 * time.Second, StopGrace: 15 * time.Second, UntilFinished: ids})
+	defer bg.stop()
 	var rep *fleet.Report
-	t.Cleanup(func() {
-		if t.Failed() || testing.Verbose() {
-			if rep != nil {
-				var b strings.Builder
-				_ = rep.WriteText(&b)
-				t.Logf("fleet report:\n%s", &b)
-			}
-			t.Logf("fleet progress (last lines):\n%s", lastLines(progress.String(), 20))
-		}
-	})
+	logFleetOnFailure(t, &rep, &progress)
 	accepted := func() int { return progressCount(t, &progress, "games") }
 	// afterCrash checks that a crashed server's runs hold every acknowledged game.
 	afterCrash := func(moment string) {
@@ -184,17 +166,8 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 	srv = startShoal(t, bin, dir, addr, env)
 	before = accepted()
 	waitFor(t, 60*time.Second, "2000 more games after the last restart", func() bool { return accepted() >= before+2000 })
-	stopFleet()
-	var fr fleetResult
-	select {
-	case fr = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the fleet did not stop within 60 s")
-	}
-	if fr.err != nil {
-		t.Fatal(fr.err)
-	}
-	rep = fr.rep
+	bg.stop()
+	rep = bg.wait(t, 60*time.Second)
 
 	if len(rep.Runs) != crashRuns || !rep.ExactlyOnce || rep.SharedTasks != 0 {
 		t.Errorf("exactly-once check %v over %d runs (want %d), tasks held by two workers %d",

@@ -160,34 +160,16 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	}
 
 	var progress lockedBuffer
-	done := make(chan struct {
-		rep *fleet.Report
-		err error
-	}, 1)
-	go func() {
-		rep, err := fleet.Run(ctx, fleet.Options{ServerURL: ngx.base, Username: users.workers.name,
-			Password: users.workers.password, Workers: workers, Concurrency: 1, TimeScale: e2eScale,
-			Arrival: fleet.Ramp, Ramp: 2 * time.Second, Elo: 2, DrawRatio: 0.6, Seed: 41,
-			Progress: &progress, ProgressPeriod: 100 * time.Millisecond, UntilFinished: ids,
-			Duration: 3 * time.Minute,
-			// Five attempts 5 s apart outlast a takeover, as fishtest's worker's retries do.
-			RetryDelay: 5 * time.Second, StopGrace: 20 * time.Second})
-		done <- struct {
-			rep *fleet.Report
-			err error
-		}{rep, err}
-	}()
+	bg := startFleet(fleet.Options{ServerURL: ngx.base, Username: users.workers.name,
+		Password: users.workers.password, Workers: workers, Concurrency: 1, TimeScale: e2eScale,
+		Arrival: fleet.Ramp, Ramp: 2 * time.Second, Elo: 2, DrawRatio: 0.6, Seed: 41,
+		Progress: &progress, ProgressPeriod: 100 * time.Millisecond, UntilFinished: ids,
+		Duration: 3 * time.Minute,
+		// Five attempts 5 s apart outlast a takeover, as fishtest's worker's retries do.
+		RetryDelay: 5 * time.Second, StopGrace: 20 * time.Second})
+	defer bg.stop()
 	var rep *fleet.Report
-	t.Cleanup(func() {
-		if t.Failed() {
-			if rep != nil {
-				var b strings.Builder
-				_ = rep.WriteText(&b)
-				t.Logf("fleet report:\n%s", &b)
-			}
-			t.Logf("fleet progress (last lines):\n%s", lastLines(progress.String(), 20))
-		}
-	})
+	logFleetOnFailure(t, &rep, &progress)
 	accepted := func() int { return progressCount(t, &progress, "games") }
 
 	// 1. The primary dies mid-fleet.
@@ -208,19 +190,7 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	waitRole(t, "http://"+standbyAddr, "primary", time.Second)
 
 	// 2. The fleet finishes on the new primary.
-	var fr struct {
-		rep *fleet.Report
-		err error
-	}
-	select {
-	case fr = <-done:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the fleet did not finish within 3 minutes")
-	}
-	if fr.err != nil {
-		t.Fatal(fr.err)
-	}
-	rep = fr.rep
+	rep = bg.wait(t, 3*time.Minute)
 	if rep.StoppedBecause != "runs finished" || !rep.ExactlyOnce || len(rep.Runs) != len(ids) || rep.SharedTasks != 0 {
 		t.Errorf("fleet stopped because %q; exactly-once %v over %d runs (want %d); tasks held by two workers %d",
 			rep.StoppedBecause, rep.ExactlyOnce, len(rep.Runs), len(ids), rep.SharedTasks)
@@ -243,16 +213,12 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fctx, stopFleet := context.WithCancel(ctx)
-	small := make(chan struct{})
 	var smallProgress lockedBuffer
-	go func() {
-		defer close(small)
-		_, _ = fleet.Run(fctx, fleet.Options{ServerURL: "http://" + standbyAddr, Username: users.workers.name,
-			Password: users.workers.password, Workers: 10, Concurrency: 1, TimeScale: e2eScale, Seed: 42,
-			Duration: time.Minute, StopGrace: time.Second, HTTPTimeout: 2 * time.Second,
-			Progress: &smallProgress, ProgressPeriod: 50 * time.Millisecond})
-	}()
+	small := startFleet(fleet.Options{ServerURL: "http://" + standbyAddr, Username: users.workers.name,
+		Password: users.workers.password, Workers: 10, Concurrency: 1, TimeScale: e2eScale, Seed: 42,
+		Duration: time.Minute, StopGrace: time.Second, HTTPTimeout: 2 * time.Second,
+		Progress: &smallProgress, ProgressPeriod: 50 * time.Millisecond})
+	defer small.stop()
 	lease, err := db.ReadLease(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -277,8 +243,8 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	})
 	waitRole(t, "http://"+standbyAddr, "standby", 10*time.Second)
 	time.Sleep(2 * time.Second) // anything it would still write
-	stopFleet()
-	<-small
+	small.stop()
+	<-small.done
 	after := runDocs(t, runsColl)
 	for rid, doc := range after {
 		if bytes.Equal(doc, before[rid]) {

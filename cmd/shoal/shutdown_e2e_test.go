@@ -263,36 +263,18 @@ func TestE2EShutdownMidFleetLosesNoGames(t *testing.T) {
 	}
 
 	var progress lockedBuffer
-	fleetCtx, stopFleet := context.WithCancel(context.Background())
-	defer stopFleet()
-	type fleetResult struct {
-		rep *fleet.Report
-		err error
-	}
-	done := make(chan fleetResult, 1)
-	go func() {
-		rep, err := fleet.Run(fleetCtx, fleet.Options{ServerURL: base, Username: users.workers.name,
-			Password: users.workers.password, Workers: workers, Concurrency: 4, TimeScale: e2eScale,
-			// Arriving over one batch's time, the workers report at evenly spread moments, so
-			// that updates are in flight whenever the signal comes.
-			Arrival: fleet.Ramp, Ramp: 500 * time.Millisecond,
-			Elo: 2, DrawRatio: 0.6, Seed: 21, Progress: &progress, ProgressPeriod: 100 * time.Millisecond,
-			// Five attempts 3 s apart span the restart, as fishtest's worker's minute spans
-			// a real one; the compressed clock's 62 ms would not.
-			RetryDelay: 3 * time.Second, StopGrace: 15 * time.Second})
-		done <- fleetResult{rep, err}
-	}()
+	bg := startFleet(fleet.Options{ServerURL: base, Username: users.workers.name,
+		Password: users.workers.password, Workers: workers, Concurrency: 4, TimeScale: e2eScale,
+		// Arriving over one batch's time, the workers report at evenly spread moments, so
+		// that updates are in flight whenever the signal comes.
+		Arrival: fleet.Ramp, Ramp: 500 * time.Millisecond,
+		Elo: 2, DrawRatio: 0.6, Seed: 21, Progress: &progress, ProgressPeriod: 100 * time.Millisecond,
+		// Five attempts 3 s apart span the restart, as fishtest's worker's minute spans
+		// a real one; the compressed clock's 62 ms would not.
+		RetryDelay: 3 * time.Second, StopGrace: 15 * time.Second})
+	defer bg.stop()
 	var rep *fleet.Report
-	t.Cleanup(func() {
-		if t.Failed() {
-			if rep != nil {
-				var b strings.Builder
-				_ = rep.WriteText(&b)
-				t.Logf("fleet report:\n%s", &b)
-			}
-			t.Logf("fleet progress (last lines):\n%s", lastLines(progress.String(), 30))
-		}
-	})
+	logFleetOnFailure(t, &rep, &progress)
 
 	waitFor(t, 30*time.Second, "5000 games accepted", func() bool { return progressCount(t, &progress, "games") >= 5000 })
 
@@ -337,17 +319,8 @@ func TestE2EShutdownMidFleetLosesNoGames(t *testing.T) {
 	waitFor(t, 30*time.Second, "1000 more games accepted after the restart", func() bool {
 		return progressCount(t, &progress, "games") >= atStop+1000
 	})
-	stopFleet()
-	var fr fleetResult
-	select {
-	case fr = <-done:
-	case <-time.After(40 * time.Second):
-		t.Fatal("the fleet did not stop within 40 s")
-	}
-	if fr.err != nil {
-		t.Fatal(fr.err)
-	}
-	rep = fr.rep
+	bg.stop()
+	rep = bg.wait(t, 40*time.Second)
 
 	// The fleet's exactly-once check against the restarted server: the run's results are the
 	// sum of the last stats accepted for each of its tasks, before and after the restart.
@@ -392,6 +365,58 @@ func TestE2EShutdownMidFleetLosesNoGames(t *testing.T) {
 	t.Logf("fleet: HTTP errors %v, transport errors %d (e.g. %q), app errors %v, updates in doubt %d, tasks ended %v; test took %v",
 		rep.HTTPErrors, rep.TransportErrors, rep.TransportErrorSamples, rep.AppErrors, rep.UpdatesInDoubt, rep.TasksEnded,
 		time.Since(start).Round(100*time.Millisecond))
+}
+
+// backgroundFleet is a fleet run while the test does other things.
+type backgroundFleet struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	rep    *fleet.Report
+	err    error
+}
+
+// startFleet runs a fleet with opts until it ends by itself or stop is called.
+func startFleet(opts fleet.Options) *backgroundFleet {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &backgroundFleet{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.rep, f.err = fleet.Run(ctx, opts)
+	}()
+	return f
+}
+
+// stop interrupts the fleet (a no-op once it ended).
+func (f *backgroundFleet) stop() { f.cancel() }
+
+// wait waits up to within for the fleet to end and returns its report.
+func (f *backgroundFleet) wait(t *testing.T, within time.Duration) *fleet.Report {
+	t.Helper()
+	select {
+	case <-f.done:
+	case <-time.After(within):
+		t.Fatalf("the fleet did not end within %v", within)
+	}
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	return f.rep
+}
+
+// logFleetOnFailure logs, when the test has failed, the fleet's report (once *rep is set) and
+// its last progress lines.
+func logFleetOnFailure(t *testing.T, rep **fleet.Report, progress *lockedBuffer) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if *rep != nil {
+			var b strings.Builder
+			_ = (*rep).WriteText(&b)
+			t.Logf("fleet report:\n%s", &b)
+		}
+		t.Logf("fleet progress (last lines):\n%s", lastLines(progress.String(), 30))
+	})
 }
 
 // lastLines returns the last n lines of s.
