@@ -43,8 +43,8 @@ lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: build ## the performance report (docs/benchmarks/report.{md,json}); QUICK=1 for small sizes
-	$(BIN) bench $(if $(QUICK),--quick) --out docs/benchmarks
+bench: build ## the performance report (docs/benchmarks/report.{md,json}), the journal's cost and a takeover included; QUICK=1 for small sizes
+	$(BIN) bench $(if $(QUICK),--quick) --scenarios steady,storm,ceiling,critical-section,durability --out docs/benchmarks
 
 bench-go: ## Go benchmarks of the hot paths (request_task, update_task, SPRT update, credential check, decoding)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
