@@ -98,6 +98,7 @@ type Metrics struct {
 	journal         atomic.Pointer[func() (records, queued int)]
 	journalWrite    prometheus.Histogram
 	journalBatch    prometheus.Histogram
+	journalWait     prometheus.Histogram
 	journalErrors   prometheus.Counter
 	journalReplay   prometheus.Gauge
 	journalReplayed prometheus.Gauge
@@ -210,6 +211,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time to write one batch of journal records and check the lease; the acknowledged requests of the batch wait for it.",
 		Buckets: dbBuckets,
 	})
+	m.journalWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "shoal_journal_wait_seconds",
+		Help:    "Time from a record's queueing to its batch being stored: what an acknowledged request waits for the journal.",
+		Buckets: dbBuckets,
+	})
 	m.journalBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "shoal_journal_batch_records",
 		Help:    "Records written together in one journal batch (group commit).",
@@ -298,7 +304,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Runs held in the run cache.",
 		}, runCache(false)),
 		m.flushDuration, m.flushErrors,
-		m.journalWrite, m.journalBatch, m.journalErrors, m.journalReplay, m.journalReplayed,
+		m.journalWrite, m.journalWait, m.journalBatch, m.journalErrors, m.journalReplay, m.journalReplayed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shoal_journal_records",
 			Help: "Journal records not yet dropped: those whose runs' documents do not cover them yet, and the rest of their segments.",
@@ -471,6 +477,14 @@ func (m *Metrics) ObserveJournalWrite(d time.Duration, n int, err error) {
 	if err != nil {
 		m.journalErrors.Inc()
 	}
+}
+
+// ObserveJournalWait records how long one record waited, from its queueing to its batch's end.
+func (m *Metrics) ObserveJournalWait(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.journalWait.Observe(d.Seconds())
 }
 
 // SetJournalReplay records how long the start took to apply the journal, and how many records.

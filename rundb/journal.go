@@ -140,10 +140,11 @@ type segment struct {
 }
 
 type journalEntry struct {
-	run  ObjectID
-	pos  Position
-	doc  []byte
-	done chan error
+	run    ObjectID
+	pos    Position
+	doc    []byte
+	done   chan error
+	queued time.Time
 }
 
 type journalRecord struct {
@@ -414,7 +415,7 @@ func (j *Journal) record(r *Run, task int, m mark) (<-chan error, error) {
 }
 
 func (j *Journal) enqueue(run ObjectID, p Position, doc []byte) <-chan error {
-	e := &journalEntry{run: run, pos: p, doc: doc, done: make(chan error, 1)}
+	e := &journalEntry{run: run, pos: p, doc: doc, done: make(chan error, 1), queued: time.Now()}
 	j.mu.Lock()
 	if j.closing {
 		j.mu.Unlock()
@@ -452,7 +453,9 @@ func (j *Journal) write() {
 				break
 			}
 			err := j.writeBatch(seg, batch)
+			end := time.Now()
 			for _, e := range batch {
+				j.metrics.ObserveJournalWait(end.Sub(e.queued))
 				e.done <- err
 			}
 		}

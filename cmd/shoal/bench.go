@@ -904,6 +904,12 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_journal_write_duration_seconds", 0.99); ok {
 				sc.figure("steady: journal batch p99 (bucket upper bound)", q*1000, "ms")
 			}
+			if waits := delta("shoal_journal_wait_seconds_count"); waits > 0 {
+				sc.figure("steady: journal wait mean (queued to stored)", delta("shoal_journal_wait_seconds_sum")/waits*1000, "ms")
+			}
+			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_journal_wait_seconds", 0.99); ok {
+				sc.figure("steady: journal wait p99 (bucket upper bound)", q*1000, "ms")
+			}
 		}
 	}
 	if e, ok := windowEndpoint(rep, "beat"); ok {

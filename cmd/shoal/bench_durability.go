@@ -100,7 +100,8 @@ func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport,
 			beatRatio = ref(r)
 		}
 	}
-	for _, name := range []string{"steady: journal batch mean duration", "steady: journal records per batch (mean)", "steady: journal batch p99 (bucket upper bound)"} {
+	for _, name := range []string{"steady: journal batch mean duration", "steady: journal records per batch (mean)", "steady: journal batch p99 (bucket upper bound)",
+		"steady: journal wait mean (queued to stored)", "steady: journal wait p99 (bucket upper bound)"} {
 		var vs []float64
 		for i, leg := range legs {
 			if v, ok := leg.value(name); ok && durabilityOrder[i] {
