@@ -225,22 +225,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "shoal_journal_write_errors_total",
 		Help: "Journal batches that failed or were fenced (their requests got an error, not an acknowledgement).",
 	})
-	m.journalReplay = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "shoal_journal_replay_seconds",
-		Help: "Time the last start took to apply the journal to the runs.",
-	})
-	m.journalReplayed = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "shoal_journal_replayed_records",
-		Help: "Journal records the last start applied to the runs.",
-	})
-	m.leaseEpoch = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "shoal_lease_epoch",
-		Help: "The epoch of the primary's lease this instance holds (0: it holds none). Each takeover adds one.",
-	})
-	m.primary = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "shoal_instance_primary",
-		Help: "1 while this instance is the primary (holds the lease and schedules), 0 as a standby or secondary.",
-	})
+	m.journalReplay = gauge("shoal_journal_replay_seconds", "Time the last start took to apply the journal to the runs.")
+	m.journalReplayed = gauge("shoal_journal_replayed_records", "Journal records the last start applied to the runs.")
+	m.leaseEpoch = gauge("shoal_lease_epoch", "The epoch of the primary's lease this instance holds (0: it holds none). Each takeover adds one.")
+	m.primary = gauge("shoal_instance_primary", "1 while this instance is the primary (holds the lease and schedules), 0 as a standby or secondary.")
 	journalDepth := func(queued bool) func() float64 {
 		return func() float64 {
 			f := m.journal.Load()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,17 +82,15 @@ type JournalOptions struct {
 // Journal is the primary's write-ahead record of acknowledged changes. Safe for concurrent use.
 type Journal struct {
 	db      *mongo.Database
-	lease   *mongo.Collection
 	store   *RunStore
 	epoch   int64
-	holder  string
 	now     func() time.Time
 	logger  *slog.Logger
 	metrics *metrics.Metrics
 	segMax  int
 	segAge  time.Duration
 	ttl     time.Duration
-	db0     *DB
+	parent  *DB // the database the journal belongs to
 
 	onFenced   func(error)
 	fencedOnce sync.Once
@@ -190,18 +190,7 @@ type journalSPSA struct {
 	History     ParamHistory `bson:"history,omitempty"`
 }
 
-// leaseDoc is the lease document: which epoch is the primary's, and the newest epoch whose
-// records a primary has absorbed into its own.
-type leaseDoc struct {
-	ID       string    `bson:"_id"`
-	Epoch    int64     `bson:"epoch"`
-	Holder   string    `bson:"holder"`
-	Renewed  time.Time `bson:"renewed"`
-	Absorbed int64     `bson:"absorbed"`
-}
-
 const (
-	leaseID       = "primary"
 	segmentPrefix = "journal_"
 	maxBatch      = 2000
 )
@@ -215,9 +204,8 @@ func JournalDatabase(name string) string { return name + "_shoal" }
 func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, error) {
 	jdb := d.client.Database(JournalDatabase(d.db.Name()))
 	j := &Journal{
-		db: jdb, lease: jdb.Collection("lease"), store: d.Runs, holder: opts.Holder,
-		now: opts.Now, logger: d.logger.With("component", "journal"), metrics: d.metrics,
-		segMax: opts.SegmentRecords, segAge: opts.SegmentAge, ttl: opts.LeaseTTL, db0: d, onFenced: opts.OnFenced,
+		db: jdb, store: d.Runs, now: opts.Now, logger: d.logger.With("component", "journal"), metrics: d.metrics,
+		segMax: opts.SegmentRecords, segAge: opts.SegmentAge, ttl: opts.LeaseTTL, parent: d, onFenced: opts.OnFenced,
 		wake: make(chan struct{}, 1), covered: map[ObjectID]Position{}, done: make(chan struct{}),
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{}),
 	}
@@ -267,7 +255,7 @@ func (j *Journal) renew() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), j.ttl/2)
 		now := j.now()
-		err := j.db0.RenewLease(ctx, j.epoch, now)
+		err := j.parent.RenewLease(ctx, j.epoch, now)
 		cancel()
 		switch {
 		case err == nil:
@@ -387,23 +375,35 @@ func markOf(r *Run) mark {
 	return m
 }
 
-// record makes r's next journal record: task (if it exists), the tasks appended since m, and the
-// SPSA state, and queues it. The caller holds r's lock, so records of one run are queued in
+// record makes r's next journal record after a change, and queues it: the task the change is
+// about (if it existed before, as m says), the tasks appended since m, and the SPSA state with
+// the history rows added since m. The caller holds r's lock, so records of one run are queued in
 // their order. Its channel receives the write's outcome.
 func (j *Journal) record(r *Run, task int, m mark) (<-chan error, error) {
-	rec := &journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, LastUpdated: r.LastUpdated}
+	var tasks []int
 	if task >= 0 && task < m.tasks && task < len(r.Tasks) {
-		rec.Tasks = append(rec.Tasks, journalTask{Index: task, Task: r.Tasks[task]})
+		tasks = append(tasks, task)
 	}
 	for i := m.tasks; i < len(r.Tasks); i++ {
+		tasks = append(tasks, i)
+	}
+	return j.queueRecord(r, tasks, m.history)
+}
+
+// queueRecord queues r's next record: the after-images of tasks (indices into r.Tasks), and for
+// an SPSA run its iteration, thetas and the history rows from historyFrom on. It advances r's
+// position to the record's.
+func (j *Journal) queueRecord(r *Run, tasks []int, historyFrom int) (<-chan error, error) {
+	rec := &journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, LastUpdated: r.LastUpdated}
+	for _, i := range tasks {
 		rec.Tasks = append(rec.Tasks, journalTask{Index: i, Task: r.Tasks[i]})
 	}
 	if s := r.Args.SPSA; s != nil {
-		js := &journalSPSA{Iter: s.Iter, Theta: make([]float64, len(s.Params)), HistoryFrom: min(m.history, len(s.ParamHistory))}
+		from := min(historyFrom, len(s.ParamHistory))
+		js := &journalSPSA{Iter: s.Iter, Theta: make([]float64, len(s.Params)), HistoryFrom: from, History: s.ParamHistory[from:]}
 		for i, p := range s.Params {
 			js.Theta[i] = p.Theta
 		}
-		js.History = s.ParamHistory[js.HistoryFrom:]
 		rec.SPSA = js
 	}
 	doc, err := j.encodeRecord(rec)
@@ -522,8 +522,8 @@ func (j *Journal) checkLease(ctx context.Context) error {
 	if j.LeaseAge() < j.ttl/2 {
 		return nil
 	}
-	var lease leaseDoc
-	if err := j.lease.FindOne(ctx, idFilter(leaseID)).Decode(&lease); err != nil {
+	lease, err := j.parent.ReadLease(ctx)
+	if err != nil {
 		return fmt.Errorf("journal: read the lease: %w", err)
 	}
 	if lease.Epoch != j.epoch {
@@ -590,7 +590,7 @@ func (j *Journal) Depth() (records, queued int) {
 
 // Release gives the lease up, for a graceful stop once everything is written: a standby takes
 // over at once. Call it after Close.
-func (j *Journal) Release(ctx context.Context) error { return j.db0.ReleaseLease(ctx, j.epoch) }
+func (j *Journal) Release(ctx context.Context) error { return j.parent.ReleaseLease(ctx, j.epoch) }
 
 // Close writes what is queued and stops the writer and the lease's renewal (the lease then
 // lapses, unless the same holder takes it again). Records queued later are refused.
@@ -611,6 +611,45 @@ func (j *Journal) Close() {
 	default:
 	}
 	<-j.done
+}
+
+// replayRuns applies to each of runs (but those skip names, which are cached already and left as
+// they are) the records found at open that are newer than its document, queues one record of
+// this epoch per run it changed with everything it applied, then records the earlier epochs as
+// absorbed and drops their segments (absorb). Only the first call does anything.
+func (j *Journal) replayRuns(ctx context.Context, runs []*Run, skip func(ObjectID) bool) error {
+	if j.replay == nil {
+		return nil
+	}
+	start := time.Now()
+	var waits []<-chan error
+	changed, records := 0, 0
+	for _, r := range runs {
+		if skip(r.ID) {
+			continue
+		}
+		applied, touched, historyFrom := j.replayInto(r)
+		if applied == 0 {
+			continue
+		}
+		tasks := slices.Sorted(maps.Keys(touched))
+		if historyFrom < 0 {
+			historyFrom = math.MaxInt // no SPSA record: no history rows to carry
+		}
+		done, err := j.queueRecord(r, tasks, historyFrom)
+		if err != nil {
+			return err
+		}
+		waits = append(waits, done)
+		changed++
+		records += applied
+	}
+	if err := j.absorb(ctx, waits); err != nil {
+		return err
+	}
+	j.metrics.SetJournalReplay(time.Since(start), records)
+	j.logger.Info("journal replayed", "runs", changed, "records", records, "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // replayInto applies to r, in order, the records of its run found at open that are newer than
@@ -682,13 +721,8 @@ func (j *Journal) absorb(ctx context.Context, entries []<-chan error) error {
 			return ctx.Err()
 		}
 	}
-	res, err := j.lease.UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: j.epoch}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "absorbed", Value: j.epoch - 1}}}})
-	if err != nil {
-		return fmt.Errorf("journal: record the absorbed epochs: %w", err)
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("%w: the lease moved on while this primary started", ErrFenced)
+	if err := j.parent.markAbsorbed(ctx, j.epoch); err != nil {
+		return err
 	}
 	for _, name := range j.stale {
 		if err := j.db.Collection(name).Drop(ctx); err != nil {
@@ -697,37 +731,4 @@ func (j *Journal) absorb(ctx context.Context, entries []<-chan error) error {
 	}
 	j.replay, j.stale = nil, nil
 	return nil
-}
-
-// compactRecord is the one record of this epoch that carries what replay applied to r: the
-// tasks it touched and the SPSA state with the history from historyFrom.
-func (j *Journal) compactRecord(r *Run, touched map[int]bool, historyFrom int) (<-chan error, error) {
-	idx := make([]int, 0, len(touched))
-	for i := range touched {
-		if i < len(r.Tasks) {
-			idx = append(idx, i)
-		}
-	}
-	slices.Sort(idx)
-	rec := &journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, LastUpdated: r.LastUpdated}
-	for _, i := range idx {
-		rec.Tasks = append(rec.Tasks, journalTask{Index: i, Task: r.Tasks[i]})
-	}
-	if s := r.Args.SPSA; s != nil {
-		from := len(s.ParamHistory)
-		if historyFrom >= 0 {
-			from = min(historyFrom, from)
-		}
-		js := &journalSPSA{Iter: s.Iter, Theta: make([]float64, len(s.Params)), HistoryFrom: from, History: s.ParamHistory[from:]}
-		for i, p := range s.Params {
-			js.Theta[i] = p.Theta
-		}
-		rec.SPSA = js
-	}
-	doc, err := j.encodeRecord(rec)
-	if err != nil {
-		return nil, fmt.Errorf("journal: encode run %s's replayed state: %w", r.ID, err)
-	}
-	r.JournalEpoch, r.JournalSeq = rec.Epoch, rec.Seq
-	return j.enqueue(r.ID, rec.pos(), doc), nil
 }

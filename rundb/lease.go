@@ -16,6 +16,19 @@ import (
 // (or when it names the instance itself: a restart), and taking it increments the epoch that
 // fences the previous holder's writes (see Journal).
 
+// leaseDoc is the lease document: which epoch is the primary's, and the newest epoch whose
+// records a primary has absorbed into its own.
+type leaseDoc struct {
+	ID       string    `bson:"_id"`
+	Epoch    int64     `bson:"epoch"`
+	Holder   string    `bson:"holder"`
+	Renewed  time.Time `bson:"renewed"`
+	Absorbed int64     `bson:"absorbed"`
+}
+
+// leaseID is the lease document's _id.
+const leaseID = "primary"
+
 // DefaultLeaseTTL is how long an unrenewed lease stays the holder's; the holder renews it every
 // fifth of that.
 const DefaultLeaseTTL = 10 * time.Second
@@ -85,6 +98,20 @@ func (d *DB) ReleaseLease(ctx context.Context, epoch int64) error {
 		bson.D{{Key: "$set", Value: bson.D{{Key: "renewed", Value: time.Time{}}}}})
 	if err != nil {
 		return fmt.Errorf("release the primary's lease: %w", err)
+	}
+	return nil
+}
+
+// markAbsorbed records in the lease of epoch that every earlier epoch's journal is absorbed into
+// it; ErrFenced if a newer epoch holds the lease.
+func (d *DB) markAbsorbed(ctx context.Context, epoch int64) error {
+	res, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "absorbed", Value: epoch - 1}}}})
+	if err != nil {
+		return fmt.Errorf("journal: record the absorbed epochs: %w", err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%w: the lease moved on while this primary started", ErrFenced)
 	}
 	return nil
 }

@@ -90,8 +90,8 @@ func (c *RunCache) SetMetrics(m *metrics.Metrics) {
 	m.WatchRunCache(c.Dirty, c.Len)
 }
 
-// SetJournal makes the cache journal the changes made with ModifyDurable, fence its run writes
-// with the journal's epoch, and replay the journal when it preloads. Call it before the cache is
+// SetJournal makes the cache journal the changes made with ModifyDurable, write runs only while
+// the journal's lease holds, and replay the journal when it preloads. Call it before the cache is
 // used.
 func (c *RunCache) SetJournal(j *Journal) { c.journal = j }
 
@@ -154,31 +154,10 @@ func (c *RunCache) Preload(ctx context.Context) ([]ObjectID, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j := c.journal; j != nil && j.replay != nil {
-		start := time.Now()
-		var waits []<-chan error
-		replayed, records := 0, 0
-		for _, r := range runs {
-			if c.Cached(r.ID) {
-				continue
-			}
-			applied, touched, historyFrom := j.replayInto(r)
-			if applied == 0 {
-				continue
-			}
-			done, err := j.compactRecord(r, touched, historyFrom)
-			if err != nil {
-				return nil, err
-			}
-			waits = append(waits, done)
-			replayed++
-			records += applied
-		}
-		if err := j.absorb(ctx, waits); err != nil {
+	if c.journal != nil {
+		if err := c.journal.replayRuns(ctx, runs, c.Cached); err != nil {
 			return nil, err
 		}
-		c.metrics.SetJournalReplay(time.Since(start), records)
-		c.logger.Info("journal replayed", "runs", replayed, "records", records, "took", time.Since(start).Round(time.Millisecond))
 	}
 	now := c.now()
 	ids := make([]ObjectID, len(runs))
@@ -379,7 +358,7 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 	start := time.Now()
 	e.mu.Lock()
 	if c.journal != nil {
-		e.run.JournalEpoch = c.journal.epoch // the document is this epoch's: fenced against older ones
+		e.run.JournalEpoch = c.journal.epoch // the document is this epoch's
 	}
 	covers := pos(e.run)
 	doc, err := c.store.encode(e.run)

@@ -33,7 +33,15 @@ func buildBinary(t *testing.T) string {
 // returned log keeps every line the server prints, before and after that one.
 func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, string, *lockedBuffer) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	return startBinaryUntil(t, bin, dir, regexp.MustCompile(`browse (http://\S+/)`), env, "serve", "--addr", "127.0.0.1:0")
+}
+
+// startBinaryUntil runs the binary with args in dir and waits for a line of its output that
+// ready matches; it returns the command, ready's first submatch and every line printed, before
+// and after that one. The process is killed when the test ends.
+func startBinaryUntil(t *testing.T, bin, dir string, ready *regexp.Regexp, env []string, args ...string) (*exec.Cmd, string, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append([]string{}, "PATH=/usr/bin:/bin", "HOME="+dir), env...)
 	stdout, err := cmd.StdoutPipe()
@@ -48,10 +56,9 @@ func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, strin
 	found := make(chan string, 1)
 	go func() { // the only reader of stdout, to its end
 		sc := bufio.NewScanner(stdout)
-		browse := regexp.MustCompile(`browse (http://\S+/)`)
 		for sc.Scan() {
 			fmt.Fprintln(seen, sc.Text())
-			if m := browse.FindStringSubmatch(sc.Text()); m != nil {
+			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m[1]:
 				default: // told once; never block the reader
@@ -61,13 +68,13 @@ func startBinary(t *testing.T, bin, dir string, env ...string) (*exec.Cmd, strin
 		close(found)
 	}()
 	select {
-	case url, ok := <-found:
+	case got, ok := <-found:
 		if !ok {
-			t.Fatalf("serve exited before it was ready:\n%s", seen.String())
+			t.Fatalf("%s exited before it was ready:\n%s", args[0], seen.String())
 		}
-		return cmd, url, seen
+		return cmd, got, seen
 	case <-time.After(60 * time.Second):
-		t.Fatal("serve not ready after 60 s")
+		t.Fatalf("%s not ready after 60 s:\n%s", args[0], seen.String())
 	}
 	return nil, "", nil
 }
@@ -126,41 +133,7 @@ func TestBinaryDBStopsOnSIGTERMAndReleasesItsDirectory(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	cmd := exec.Command(bin, "db", "--data", data, "--addr", "127.0.0.1:0")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	seen := &lockedBuffer{}
-	found := make(chan string, 1)
-	go func() { // the only reader of stdout, to its end
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			fmt.Fprintln(seen, sc.Text())
-			if m := dbReadyLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		close(found)
-	}()
-	var uri string
-	select {
-	case u, ok := <-found:
-		if !ok {
-			t.Fatalf("db exited before it was ready:\n%s", seen.String())
-		}
-		uri = u
-	case <-time.After(60 * time.Second):
-		t.Fatalf("db not ready after 60 s:\n%s", seen.String())
-	}
+	cmd, uri, seen := startBinaryUntil(t, bin, dir, dbReadyLine, nil, "db", "--data", data, "--addr", "127.0.0.1:0")
 
 	out, err := exec.Command(bin, "user", "add", "--mongo-uri", uri, "--username", "bob", "--password", "bob-password-1").CombinedOutput()
 	if err != nil {

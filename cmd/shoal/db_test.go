@@ -10,9 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -25,32 +23,7 @@ var dbReadyLine = regexp.MustCompile(`Shoal's database is ready; .* shoal serve 
 // function that cancels its context, as a signal would, and returns run's error.
 func startDB(t *testing.T, env map[string]string, args ...string) (string, *lockedBuffer, func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"db"}, args...), envOf(env), out, io.Discard) }()
-	deadline := time.After(60 * time.Second)
-	for {
-		if m := dbReadyLine.FindStringSubmatch(out.String()); m != nil {
-			var once sync.Once
-			var err error
-			stop := func() error {
-				once.Do(func() { cancel(); err = <-done })
-				return err
-			}
-			t.Cleanup(func() { _ = stop() })
-			return m[1], out, stop
-		}
-		select {
-		case err := <-done:
-			cancel()
-			t.Fatalf("db exited before it was ready: %v\n%s", err, out)
-		case <-deadline:
-			cancel()
-			t.Fatalf("db not ready after 60 s:\n%s", out)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	return startInProcess(t, "db", dbReadyLine, env, args...)
 }
 
 // openURI opens the database at uri as a client, closed when the test ends.

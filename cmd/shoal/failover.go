@@ -18,10 +18,8 @@ import (
 // takes the lease (at start or as a standby) and stops when the instance shuts down or loses
 // the lease.
 type primaryRole struct {
+	*scheduler.Primary
 	journal *rundb.Journal // nil with journal = false (no lease, no failover)
-	primary *scheduler.Primary
-	sched   *scheduler.Scheduler
-	runs    *rundb.RunCache
 }
 
 // leasePoll is how often a standby looks at the primary's lease.
@@ -29,12 +27,15 @@ const leasePoll = 500 * time.Millisecond
 
 // holder names this instance in the lease: its host and address, so that the same instance
 // restarted takes its own lease back at once, and any other waits for it to lapse.
-func (inst *instance) holder() string {
+func (inst *instance) holder() string { return inst.leaseHolder }
+
+// leaseHolder is the lease holder name of an instance listening on addr.
+func leaseHolder(addr string) string {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown-host"
 	}
-	return host + "/" + inst.addr
+	return host + "/" + addr
 }
 
 // becomePrimary loads the runs and starts the scheduler under lease (from AcquireLease; unused
@@ -70,32 +71,31 @@ func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 	if n, err := strconv.Atoi(inst.getenv(crashInWriteEnv)); err == nil && n > 0 {
 		pcfg.WriteHook = crashInWrite(n, inst)
 	}
-	p.primary = scheduler.NewPrimary(pcfg, inst.db, logger)
-	if err := p.primary.Start(ctx); err != nil {
+	p.Primary = scheduler.NewPrimary(pcfg, inst.db, logger)
+	if err := p.Start(ctx); err != nil {
 		return nil, err
 	}
-	p.sched, p.runs = p.primary.Scheduler(), p.primary.RunCache()
 	epoch := int64(0)
 	if p.journal != nil {
 		epoch = p.journal.Epoch()
 	}
-	logger.Info("primary: runs loaded, scheduler started", "cached_runs", p.runs.Len(), "epoch", epoch,
+	logger.Info("primary: runs loaded, scheduler started", "cached_runs", p.RunCache().Len(), "epoch", epoch,
 		"took", time.Since(start).Round(time.Millisecond))
 	inst.metrics.SetPrimary(true)
 	return p, nil
 }
 
-// stop stops the role: with save (a shutdown) the Primary writes worker_runs and every changed
+// finish stops the role: with save (a shutdown) the Primary writes worker_runs and every changed
 // run and the lease is released, so that a standby takes over at once; without (a primary that
 // lost its lease) nothing is written, its writes would be refused. Then the journal closes.
 // Nothing of the role writes to the database afterwards.
-func (p *primaryRole) stop(ctx context.Context, inst *instance, save bool) []error {
+func (p *primaryRole) finish(ctx context.Context, inst *instance, save bool) []error {
 	var errs []error
 	if save {
-		if err := p.primary.Stop(ctx); err != nil {
+		if err := p.Stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
-	} else if err := p.primary.Abandon(ctx); err != nil {
+	} else if err := p.Abandon(ctx); err != nil {
 		inst.logger.Warn("stepping down", "err", err)
 	}
 	if p.journal != nil {
@@ -125,7 +125,7 @@ func (inst *instance) stepDown(err error) {
 	}
 	inst.logger.Error("stepping down: another instance is the primary now", "err", err)
 	inst.srv.Demote("standby", dbRuns{inst.db})
-	p.stop(context.Background(), inst, false)
+	p.finish(context.Background(), inst, false)
 	if !stopping {
 		inst.watchLease()
 	}
@@ -184,12 +184,12 @@ func (inst *instance) followLease(ctx context.Context) {
 		inst.roleMu.Lock()
 		if inst.stopping {
 			inst.roleMu.Unlock()
-			p.stop(context.Background(), inst, true)
+			p.finish(context.Background(), inst, true)
 			return
 		}
 		inst.primary, inst.watching = p, nil
 		inst.roleMu.Unlock()
-		inst.srv.Promote(p.sched, p.sched, p.runs.Changed)
+		inst.srv.Promote(p.Scheduler(), p.Scheduler(), p.RunCache().Changed)
 		inst.logger.Warn("serving as the primary", "epoch", lease.Epoch)
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,42 +24,6 @@ import (
 // takeoverLimit is the issue's bound on the worker API's outage when the primary dies, with the
 // default lease (10 s).
 const takeoverLimit = 15 * time.Second
-
-// startDBProcess runs `shoal db` on data, stopped when the test ends, and returns the URI it
-// prints.
-func startDBProcess(t *testing.T, bin, data string) string {
-	t.Helper()
-	cmd := exec.Command(bin, "db", "--data", data, "--addr", "127.0.0.1:0")
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.After(60 * time.Second)
-	for {
-		if m := dbReadyLine.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("shoal db exited before it was ready: %v\n%s", err, out)
-		case <-deadline:
-			t.Fatalf("shoal db not ready after 60 s:\n%s", out)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
 
 // runDocs reads every run document as stored, by id.
 func runDocs(t *testing.T, coll *mongo.Collection) map[string]bson.Raw {
@@ -118,7 +81,7 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	ctx := context.Background()
 
 	// The database outlives every instance: `shoal db`, a process of its own.
-	uri := startDBProcess(t, bin, filepath.Join(dir, "db"))
+	_, uri, _ := startBinaryUntil(t, bin, dir, dbReadyLine, nil, "db", "--data", filepath.Join(dir, "db"), "--addr", "127.0.0.1:0")
 	db, err := rundb.Open(ctx, rundb.Options{URI: uri})
 	if err != nil {
 		t.Fatal(err)

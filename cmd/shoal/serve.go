@@ -86,7 +86,7 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 	}
 	inst.logger.Info("reload: applying", "threadpool_tokens", next.ThreadpoolTokens, "task_semaphore_size", next.TaskSemaphoreSize)
 	if p := inst.currentPrimary(); p != nil {
-		p.sched.SetTaskSemaphoreSize(next.TaskSemaphoreSize)
+		p.Scheduler().SetTaskSemaphoreSize(next.TaskSemaphoreSize)
 	}
 	// A shrink waits for tokens in use to come back, and holds up new callers meanwhile: give
 	// up (keeping the old size) rather than wait on a stuck request for long.
@@ -111,16 +111,18 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 // standby becomes the primary when the primary's lease lapses, and a primary that loses its
 // lease steps down (failover.go).
 type instance struct {
-	logger  *slog.Logger
-	cfg     Config
-	getenv  func(string) string
-	metrics *metrics.Metrics
-	addr    string
-	db      *rundb.DB
-	srv     *server.Server
-	httpSrv *http.Server
-	served  chan error // receives Serve's error if it stops by itself
-	tokens  *tokenpool.Pool
+	logger *slog.Logger
+	cfg    Config
+	// leaseHolder names this instance in the primary's lease (see holder).
+	leaseHolder string
+	getenv      func(string) string
+	metrics     *metrics.Metrics
+	addr        string
+	db          *rundb.DB
+	srv         *server.Server
+	httpSrv     *http.Server
+	served      chan error // receives Serve's error if it stops by itself
+	tokens      *tokenpool.Pool
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
 	roleMu   sync.Mutex
@@ -181,7 +183,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		}
 		if inst != nil {
 			if p := inst.stopRoles(); p != nil {
-				p.stop(context.Background(), inst, false)
+				p.finish(context.Background(), inst, false)
 			}
 		}
 		ln.Close()
@@ -226,7 +228,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
 	}
 	inst = &instance{logger: logger, cfg: cfg, getenv: getenv, metrics: m, addr: ln.Addr().String(), db: db,
-		served: make(chan error, 1), tokens: tokens}
+		served: make(chan error, 1), tokens: tokens, leaseHolder: leaseHolder(ln.Addr().String())}
 	if role == "primary" {
 		if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
 			return nil, err
@@ -248,7 +250,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 				return nil, err
 			}
 			inst.primary = p
-			deps.Runs, deps.Scheduler, deps.Changed = p.sched, p.sched, p.runs.Changed
+			deps.Runs, deps.Scheduler, deps.Changed = p.Scheduler(), p.Scheduler(), p.RunCache().Changed
 		}
 	}
 	deps.Instance = role + "@" + ln.Addr().String()
@@ -318,7 +320,7 @@ func (inst *instance) shutdown() error {
 	defer cancel()
 	var errs []error
 	if p != nil {
-		errs = append(errs, p.stop(ctx, inst, true)...)
+		errs = append(errs, p.finish(ctx, inst, true)...)
 	}
 	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
 	if err := inst.db.Close(ctx); err != nil {

@@ -47,13 +47,21 @@ var browseLine = regexp.MustCompile(`Shoal is ready: browse (http://\S+/)`)
 // function that ends it and returns run's error.
 func startServe(t *testing.T, env map[string]string, args ...string) (string, *lockedBuffer, func() error) {
 	t.Helper()
+	return startInProcess(t, "serve", browseLine, env, args...)
+}
+
+// startInProcess runs the subcommand in-process until its output matches ready, and returns
+// ready's first submatch, the output and a stop function that cancels its context, as a signal
+// would, and returns run's error.
+func startInProcess(t *testing.T, subcommand string, ready *regexp.Regexp, env map[string]string, args ...string) (string, *lockedBuffer, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &lockedBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"serve"}, args...), envOf(env), out, io.Discard) }()
+	go func() { done <- run(ctx, append([]string{subcommand}, args...), envOf(env), out, io.Discard) }()
 	deadline := time.After(60 * time.Second)
 	for {
-		if m := browseLine.FindStringSubmatch(out.String()); m != nil {
+		if m := ready.FindStringSubmatch(out.String()); m != nil {
 			var once sync.Once
 			var err error
 			stop := func() error {
@@ -66,10 +74,10 @@ func startServe(t *testing.T, env map[string]string, args ...string) (string, *l
 		select {
 		case err := <-done:
 			cancel()
-			t.Fatalf("serve exited before it was ready: %v\n%s", err, out)
+			t.Fatalf("%s exited before it was ready: %v\n%s", subcommand, err, out)
 		case <-deadline:
 			cancel()
-			t.Fatalf("serve not ready after 60 s:\n%s", out)
+			t.Fatalf("%s not ready after 60 s:\n%s", subcommand, out)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -299,10 +307,10 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 	var ids []rundb.ObjectID
 	for i := range 3 {
 		r := &rundb.Run{ID: rundb.NewObjectID()}
-		if err := inst.primary.runs.Create(ctx, r); err != nil {
+		if err := inst.primary.RunCache().Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := inst.primary.runs.Update(ctx, r.ID, rundb.Prio(i), func(r *rundb.Run) error {
+		if err := inst.primary.RunCache().Update(ctx, r.ID, rundb.Prio(i), func(r *rundb.Run) error {
 			r.CommittedGames = 100 + i
 			return nil
 		}); err != nil {
@@ -310,7 +318,7 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 		}
 		ids = append(ids, r.ID)
 	}
-	if got := inst.primary.runs.Dirty(); got != 3 {
+	if got := inst.primary.RunCache().Dirty(); got != 3 {
 		t.Fatalf("Dirty() = %d before shutdown, want 3", got)
 	}
 	if err := inst.shutdown(); err != nil {
