@@ -67,7 +67,11 @@ func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport,
 		rep.Scenarios[durabilityLeg(i, on)] = leg
 		fmt.Fprintf(stdout, "bench: durability leg %d of %d, journal %v...\n", i+1, len(durabilityOrder), on)
 		lset := set
-		lset.profiles = ""
+		if set.profiles != "" {
+			// Each leg profiled alike, into a directory of its own: what the journal costs
+			// shows in the difference.
+			lset.profiles = filepath.Join(set.profiles, durabilityLeg(i, on))
+		}
 		lset.serveArgs = append(append([]string(nil), set.serveArgs...), fmt.Sprintf("--journal=%v", on))
 		if err := benchSteady(ctx, lset, leg, stderr); err != nil {
 			leg.Error = err.Error()

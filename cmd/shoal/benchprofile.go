@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -37,10 +38,13 @@ type profileLine struct {
 // profileTop is how many functions a summary lists.
 const profileTop = 25
 
-// captureProfiles records a CPU profile of the server for d (at least a second; from its pprof
-// listener) and then its allocation profile, into dir as <name>-cpu.pprof and
-// <name>-allocs.pprof, and summarises the CPU profile. It blocks for d. Failures are recorded
-// in the summary, not returned: a missing profile costs the report a section, not the scenario.
+// captureProfiles records, from the server's pprof listener, a CPU profile for d (at least a
+// second) and, over the same time, its block and mutex profiles (what goroutines waited for, and
+// on which locks) and an execution trace of the first traceFor of it; then its allocation
+// profile. They go into dir as <name>-cpu.pprof, <name>-block.pprof, <name>-mutex.pprof,
+// <name>.trace and <name>-allocs.pprof; the CPU profile is summarised. It blocks for d. Failures
+// are recorded in the summary, not returned: a missing profile costs the report a section, not
+// the scenario.
 func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d time.Duration) *profileSummary {
 	d = max(d, time.Second)
 	sum := &profileSummary{Seconds: d.Seconds()}
@@ -49,7 +53,20 @@ func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d ti
 		return sum
 	}
 	secs := int(d.Round(time.Second) / time.Second)
+	var wg sync.WaitGroup
+	side := func(file, url string, timeout time.Duration) {
+		wg.Go(func() {
+			if data, err := fetchProfile(ctx, url, timeout); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, file), data, 0o644)
+			}
+		})
+	}
+	side(name+"-block.pprof", fmt.Sprintf("%s/debug/pprof/block?seconds=%d", s.pprof, secs), d+30*time.Second)
+	side(name+"-mutex.pprof", fmt.Sprintf("%s/debug/pprof/mutex?seconds=%d", s.pprof, secs), d+30*time.Second)
+	tsecs := int(min(traceFor, d).Round(time.Second) / time.Second)
+	side(name+".trace", fmt.Sprintf("%s/debug/pprof/trace?seconds=%d", s.pprof, tsecs), d+30*time.Second)
 	cpu, err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.pprof, secs), d+30*time.Second)
+	wg.Wait()
 	if err != nil {
 		sum.Error = err.Error()
 		return sum
@@ -63,6 +80,10 @@ func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d ti
 	summariseCPU(sum, filepath.Join(dir, name+"-cpu.pprof"), cpu)
 	return sum
 }
+
+// traceFor bounds the execution trace captureProfiles takes: a trace of a busy server grows
+// by megabytes a second and costs it some of its speed while it runs.
+const traceFor = 5 * time.Second
 
 // captureFleet records a CPU profile of this process (the fleet and the load generator) for d,
 // into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the latencies the

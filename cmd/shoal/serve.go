@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -475,8 +476,12 @@ func sessionSecret(cfg Config, primary bool, logger *slog.Logger) ([]byte, error
 
 // servePprof serves Go's profiles (net/http/pprof) on ln, a loopback listener of their own:
 // they reveal the program's internals and a CPU profile costs a core while it runs, so they
-// are never on the public listener.
+// are never on the public listener. Serving them also samples contention, so that the block
+// and mutex profiles say what requests wait for: one in mutexFraction contended lock
+// releases, and blocking events in proportion to their length (every one of blockRate or more).
 func servePprof(ln net.Listener, logger *slog.Logger) *http.Server {
+	runtime.SetMutexProfileFraction(mutexFraction)
+	runtime.SetBlockProfileRate(int(blockRate))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -488,6 +493,13 @@ func servePprof(ln net.Listener, logger *slog.Logger) *http.Server {
 	logger.Info("serving Go profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return srv
 }
+
+// The contention sampling servePprof turns on: cheap enough for a server under load (a few
+// percent of its CPU at most), fine enough to see a lock that costs requests milliseconds.
+const (
+	mutexFraction = 10
+	blockRate     = 100 * time.Microsecond
+)
 
 // headerTimeout bounds the time to read a request's headers: a client slower than that is
 // holding a connection, not sending a request.
