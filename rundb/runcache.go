@@ -204,7 +204,8 @@ func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*
 // priority (a result is NORMAL, a finished task MEDIUM, a finished run SAVE_NOW). ErrUnchanged
 // from fn means the run was left as it was: nothing is marked and Modify returns nil.
 func (c *RunCache) Modify(ctx context.Context, id ObjectID, fn func(*Run) (Prio, error)) error {
-	return c.modify(ctx, id, -1, false, fn)
+	_, err := c.modify(ctx, id, -1, false, fn)
+	return err
 }
 
 // ModifyDurable is Modify for a change acknowledged to a worker: it returns once the change is
@@ -213,16 +214,32 @@ func (c *RunCache) Modify(ctx context.Context, id ObjectID, fn func(*Run) (Prio,
 // document. Without a journal it is Modify. If the record cannot be written the change stays
 // made in memory and is written behind as usual, and the error is returned.
 func (c *RunCache) ModifyDurable(ctx context.Context, id ObjectID, task int, fn func(*Run) (Prio, error)) error {
-	return c.modify(ctx, id, task, c.journal != nil, fn)
-}
-
-func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bool, fn func(*Run) (Prio, error)) error {
-	e, err := c.acquire(ctx, id)
+	stored, err := c.ModifyStored(ctx, id, task, fn)
 	if err != nil {
 		return err
 	}
+	return stored(ctx)
+}
+
+// ModifyStored is ModifyDurable that returns once the change is made, with stored, which waits
+// until it is stored (and returns what ModifyDurable would). A caller that holds a lock other
+// changes need makes its change, lets the lock go, and only then waits: the lock is never held
+// across a journal write. stored is never nil when err is nil, and must be called before the
+// change is acknowledged.
+func (c *RunCache) ModifyStored(ctx context.Context, id ObjectID, task int, fn func(*Run) (Prio, error)) (stored func(context.Context) error, err error) {
+	return c.modify(ctx, id, task, c.journal != nil, fn)
+}
+
+// storedNow is the stored of a change with nothing left to wait for.
+func storedNow(context.Context) error { return nil }
+
+func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bool, fn func(*Run) (Prio, error)) (func(context.Context) error, error) {
+	e, err := c.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	defer c.release(e)
-	var stored <-chan error
+	var record <-chan error
 	var recErr error
 	prio, err := func() (Prio, error) {
 		e.mu.Lock()
@@ -234,32 +251,34 @@ func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bo
 		prio, err := fn(e.run)
 		if err == nil && durable && prio < PrioSaveNow {
 			// Queued under the run's lock, so the run's records keep their order.
-			stored, recErr = c.journal.record(e.run, task, m)
+			record, recErr = c.journal.record(e.run, task, m)
 		}
 		return prio, err
 	}()
 	if errors.Is(err, ErrUnchanged) {
-		return nil
+		return storedNow, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.markDirty(e, prio)
 	if prio >= PrioSaveNow {
-		return c.flushEntry(ctx, id, e)
+		return storedNow, c.flushEntry(ctx, id, e)
 	}
 	if recErr != nil {
-		return recErr
+		return nil, recErr
 	}
-	if stored != nil {
+	if record == nil {
+		return storedNow, nil
+	}
+	return func(ctx context.Context) error {
 		select {
-		case err := <-stored:
+		case err := <-record:
 			return err
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %w", ErrNotStored, ctx.Err())
 		}
-	}
-	return nil
+	}, nil
 }
 
 // ErrUnchanged is returned by a Modify callback that looked at the run and changed nothing.

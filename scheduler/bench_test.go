@@ -50,7 +50,7 @@ func BenchmarkRequestTaskCriticalSection(b *testing.B) {
 				wi := worker(i)
 				i++
 				s.requestMu.Lock()
-				reply, _, ok := s.choose(ctx, wi, wi.ShortName(), 16, s.now(), &events{})
+				reply, _, _, ok := s.choose(ctx, wi, wi.ShortName(), 16, s.now(), &events{})
 				s.requestMu.Unlock()
 				if !ok {
 					b.Fatalf("no task: %+v", reply)

@@ -34,6 +34,17 @@ type TaskReply struct {
 	Args   json.RawMessage // the run's args, as the worker needs them
 	TaskID int
 	Task   TaskSummary
+
+	stored func(context.Context) error // see Stored
+}
+
+// Stored waits until the task the reply hands out is stored, and returns why not if it cannot
+// be: the reply must not be sent before Stored returned nil (see Reply.Stored).
+func (r TaskReply) Stored(ctx context.Context) error {
+	if r.stored == nil {
+		return nil
+	}
+	return r.stored(ctx)
 }
 
 // TaskSummary is the part of the task a worker starts from.
@@ -60,14 +71,23 @@ type candidate struct {
 // get in (the others are told at once that the server is busy), one of them chooses at a time,
 // and the chosen run gets a new task sized to keep the worker busy for TaskDuration.
 // machineLimit is the worker's user's limit of active tasks per IP address; hostURL goes into
-// the blocked-worker message.
+// the blocked-worker message. The reply may be sent once its Stored returned nil.
 func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machineLimit int, hostURL string) (TaskReply, error) {
 	if err := s.calls.enter(); err != nil {
 		return TaskReply{}, err
 	}
 	defer s.calls.leave()
 	n := s.inside.Add(1)
-	defer s.inside.Add(-1)
+	// The slot is given back once the decision is made: what follows it (the event log, the
+	// wait for the task's journal record) must not turn other workers away as "too busy".
+	var slotFreed bool
+	freeSlot := func() {
+		if !slotFreed {
+			slotFreed = true
+			s.inside.Add(-1)
+		}
+	}
+	defer freeSlot()
 	if n > s.taskLimit.Load() {
 		s.cfg.Metrics.TooBusy()
 		return TaskReply{Waiting: true, Info: TooBusy}, nil
@@ -91,7 +111,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	s.requestMu.Lock()
 	locked := time.Now() // the real clock: s.now may be a test's
 	now := s.now()
-	reply, ref, ok := s.choose(ctx, wi, name, machineLimit, now, ev)
+	reply, ref, stored, ok := s.choose(ctx, wi, name, machineLimit, now, ev)
 	if ok {
 		s.insertInWtt(ctx, name, ref, now, ev)
 		s.mu.Lock()
@@ -103,6 +123,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 		s.mu.Unlock()
 	}
 	s.requestMu.Unlock()
+	freeSlot()
 	s.cfg.Metrics.ObserveCriticalSection(time.Since(locked))
 	if ok {
 		s.cfg.Metrics.TaskAssigned()
@@ -110,11 +131,16 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	// The event log is written once the scheduling lock is free: a slow database must not
 	// hold up the next worker.
 	s.writeActions(ctx, ev.actions)
+	// The caller waits for the task's record with Stored once it lets go of its own token. If
+	// the record is not stored the task stays made in memory but the worker is not told of it:
+	// it is scavenged as dead in time, as one whose worker vanished would be.
+	reply.stored = stored
 	return reply, nil
 }
 
-// choose picks a run and creates the task; ok is false when reply is a refusal.
-func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string, machineLimit int, now time.Time, ev *events) (TaskReply, taskRef, bool) {
+// choose picks a run and creates the task; ok is false when reply is a refusal. stored waits
+// until the task is stored (see createTask).
+func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string, machineLimit int, now time.Time, ev *events) (reply TaskReply, ref taskRef, stored func(context.Context) error, ok bool) {
 	// A worker with the same name that is still working and reported recently means two
 	// machines share a name.
 	s.mu.Lock()
@@ -142,11 +168,11 @@ func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string
 			}
 		})
 		if dup != "" {
-			return TaskReply{Waiting: true, Error: dup}, taskRef{}, false
+			return TaskReply{Waiting: true, Error: dup}, taskRef{}, nil, false
 		}
 	}
 	if connections >= machineLimit {
-		return TaskReply{Waiting: true, Error: "Request_task: Machine limit reached for user " + wi.Username}, taskRef{}, false
+		return TaskReply{Waiting: true, Error: "Request_task: Machine limit reached for user " + wi.Username}, taskRef{}, nil, false
 	}
 
 	maxThreads, minThreads, maxMemory := wi.Concurrency, max(wi.MinThreads, 1), wi.MaxMemory
@@ -195,10 +221,9 @@ func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string
 		if c.compiler != "" && c.compiler != wi.Compiler {
 			continue
 		}
-		reply, ref, ok := s.createTask(ctx, c.id, wi, now)
-		return reply, ref, ok
+		return s.createTask(ctx, c.id, wi, now)
 	}
-	return TaskReply{Waiting: true}, taskRef{}, false
+	return TaskReply{Waiting: true}, taskRef{}, nil, false
 }
 
 // candidates copies out what the choice needs from every unfinished run.
@@ -232,11 +257,12 @@ func (s *Scheduler) candidates(ctx context.Context) []candidate {
 }
 
 // createTask appends a task for the worker to the run, re-checking that the run still needs
-// games now that its lock is held.
-func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.WorkerInfo, now time.Time) (TaskReply, taskRef, bool) {
+// games now that its lock is held. It returns as soon as the task is made; stored waits for its
+// journal record, which the caller does once it no longer holds the scheduling lock.
+func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.WorkerInfo, now time.Time) (TaskReply, taskRef, func(context.Context) error, bool) {
 	var reply TaskReply
 	var ref taskRef
-	err := s.modifyDurable(ctx, id, -1, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.runs.ModifyStored(ctx, id, -1, func(r *rundb.Run) (rundb.Prio, error) {
 		remaining := r.Args.NumGames - r.CommittedGames
 		if r.Finished || remaining <= 0 {
 			reply = TaskReply{Waiting: true, Info: fmt.Sprintf(
@@ -277,9 +303,9 @@ func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.
 	})
 	if err != nil {
 		s.logger.Error("create task", "run_id", id, "err", err)
-		return TaskReply{Waiting: true}, taskRef{}, false
+		return TaskReply{Waiting: true}, taskRef{}, nil, false
 	}
-	return reply, ref, !reply.Waiting
+	return reply, ref, stored, !reply.Waiting
 }
 
 // workerCap is the number of games that keeps a worker busy for TaskDuration: a whole number

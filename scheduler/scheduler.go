@@ -228,14 +228,15 @@ func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rund
 	return err
 }
 
-// modifyDurable is modify for a change acknowledged to a worker: it returns once the change is
-// stored (see rundb.RunCache.ModifyDurable). task is the task the change is about, or -1.
-func (s *Scheduler) modifyDurable(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (rundb.Prio, error)) error {
-	err := s.runs.ModifyDurable(ctx, id, task, fn)
+// modifyStored is modify for a change acknowledged to a worker: it returns once the change is
+// made, with stored, which waits until it is stored (see rundb.RunCache.ModifyStored). task is
+// the task the change is about, or -1.
+func (s *Scheduler) modifyStored(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (rundb.Prio, error)) (stored func(context.Context) error, err error) {
+	stored, err = s.runs.ModifyStored(ctx, id, task, fn)
 	if errors.Is(err, rundb.ErrNotFound) {
-		return fmt.Errorf("%w: %s", ErrRunNotFound, id)
+		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}
-	return err
+	return stored, err
 }
 
 // writeActions stores actions collected while locks were held; a failure is logged, as losing

@@ -19,6 +19,19 @@ type Reply struct {
 	Info      string
 	Error     string
 	SPSA      *SPSAReply
+
+	stored func(context.Context) error // see Stored
+}
+
+// Stored waits until the change the reply answers is stored (its journal record written), and
+// returns why not if it cannot be: the reply must not be sent before Stored returned nil. The
+// call that made the reply returns as soon as the change is made, so that its caller can let go
+// of what it holds (a token of the database pool) before it waits.
+func (r Reply) Stored(ctx context.Context) error {
+	if r.stored == nil {
+		return nil
+	}
+	return r.stored(ctx)
 }
 
 // SPSAReply is the perturbation for one SPSA batch.
@@ -55,9 +68,9 @@ func (s *Scheduler) TaskOwner(ctx context.Context, runID rundb.ObjectID, taskID 
 	return wi, nil
 }
 
-// modifyTask is modifyDurable for a callback that works on task taskID, which must exist.
-func (s *Scheduler) modifyTask(ctx context.Context, runID rundb.ObjectID, taskID int, fn func(*rundb.Run) (rundb.Prio, error)) error {
-	return s.modifyDurable(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+// modifyTask is modifyStored for a callback that works on task taskID, which must exist.
+func (s *Scheduler) modifyTask(ctx context.Context, runID rundb.ObjectID, taskID int, fn func(*rundb.Run) (rundb.Prio, error)) (stored func(context.Context) error, err error) {
+	return s.modifyStored(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
 		if taskID < 0 || taskID >= len(r.Tasks) {
 			return 0, fmt.Errorf("%w: %s/%d", ErrTaskNotFound, runID.Hex(), taskID)
 		}
@@ -83,7 +96,8 @@ type SPSAUpdate struct {
 
 // UpdateTask applies a worker's cumulative results for its task: the difference from its last
 // report is added to the run once, however often a report is repeated; the SPRT, the SPSA state
-// and the task's end follow; a decided run is stopped.
+// and the task's end follow; a decided run is stopped. The reply may be sent once its Stored
+// returned nil.
 func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, st rundb.Results, spsa *SPSAUpdate) (Reply, error) {
 	if err := s.calls.enter(); err != nil {
 		return Reply{}, err
@@ -92,7 +106,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 	var reply Reply
 	ev := &events{}
 	now := s.now()
-	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
 		t := &r.Tasks[taskID]
 		numGames, oldGames := played(st), played(t.Stats)
 		spsaGames := 0
@@ -168,6 +182,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		return prio, nil
 	})
 	s.writeActions(ctx, ev.actions)
+	reply.stored = stored
 	return reply, err
 }
 
@@ -254,7 +269,8 @@ func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) 
 	return Reply{TaskAlive: alive(active)}, err
 }
 
-// FailedTask ends a task its worker gave up on, and logs why.
+// FailedTask ends a task its worker gave up on, and logs why. The reply may be sent once its
+// Stored returned nil.
 func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID int, message string) (Reply, error) {
 	if err := s.calls.enter(); err != nil {
 		return Reply{}, err
@@ -267,10 +283,10 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 }
 
 // failTask ends an active task for reason (a metrics.Reason*) and logs a failed_task action
-// with message.
+// with message. The reply's Stored waits for the change to be stored.
 func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason string, now time.Time, ev *events) (Reply, error) {
 	var reply Reply
-	err := s.modifyDurable(ctx, ref.run, ref.task, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyStored(ctx, ref.run, ref.task, func(r *rundb.Run) (rundb.Prio, error) {
 		if ref.task >= len(r.Tasks) || !r.Tasks[ref.task].Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Failed_task: task %s/%d is not active", ref.run.Hex(), ref.task)}
 			return 0, rundb.ErrUnchanged
@@ -282,6 +298,7 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 		ev.add(a)
 		return rundb.PrioMedium, nil
 	})
+	reply.stored = stored
 	return reply, err
 }
 
@@ -306,7 +323,7 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 	ev := &events{}
 	now := s.now()
 	var finished bool
-	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
 		if r.Finished {
 			finished = true
 			return 0, rundb.ErrUnchanged
@@ -330,6 +347,9 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 		return rundb.PrioSaveNow, nil
 	})
 	s.writeActions(ctx, ev.actions)
+	if err == nil {
+		err = stored(ctx) // rare enough to wait here
+	}
 	switch {
 	case err != nil:
 		return err
@@ -345,7 +365,8 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 var ErrNotSPSA = errors.New("not an SPSA run")
 
 // RequestSPSA hands the worker of an SPSA task the perturbation of its next batch and remembers
-// it, so the result can be applied with the same flips.
+// it, so the result can be applied with the same flips. The reply may be sent once its Stored
+// returned nil.
 func (s *Scheduler) RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskID int) (Reply, error) {
 	if err := s.calls.enter(); err != nil {
 		return Reply{}, err
@@ -353,7 +374,7 @@ func (s *Scheduler) RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskI
 	defer s.calls.leave()
 	var reply Reply
 	var notSPSA bool
-	err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
 		t := &r.Tasks[taskID]
 		if !t.Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("request_spsa_data: task %s/%d is not active", runID.Hex(), taskID)}
@@ -374,5 +395,6 @@ func (s *Scheduler) RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskI
 	if err == nil && notSPSA {
 		err = fmt.Errorf("%w: %s", ErrNotSPSA, runID.Hex())
 	}
+	reply.stored = stored
 	return reply, err
 }

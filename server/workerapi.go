@@ -376,6 +376,9 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		reply, err = primaryOf(c).RequestTask(ctx, w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)
 		return err
 	})
+	if err == nil {
+		err = reply.Stored(c.Request.Context()) // with the token given back, as schedulerCall
+	}
 	if err != nil {
 		s.workerFailure(c, err)
 		return
@@ -456,6 +459,11 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Con
 		reply, err = op(ctx)
 		return err
 	})
+	if err == nil {
+		// Waited for with the token given back: the journal's writer does the database work,
+		// for many requests at once.
+		err = reply.Stored(c.Request.Context())
+	}
 	switch {
 	case errors.Is(err, scheduler.ErrTaskNotFound), errors.Is(err, scheduler.ErrRunNotFound), errors.Is(err, scheduler.ErrNotSPSA):
 		apiError(c, http.StatusBadRequest, err.Error())
