@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -190,6 +191,16 @@ func (d *DB) SharedURI() string {
 
 // Embedded reports whether this DB started the embedded database.
 func (d *DB) Embedded() bool { return d.embedded != nil }
+
+// JournalDir is where a primary on this DB keeps its journal (JournalOptions.Dir): files in the
+// data directory when this DB runs the embedded database, which no other instance can reach once
+// this one is gone; "" (the database) otherwise.
+func (d *DB) JournalDir() string {
+	if d.embedded == nil {
+		return ""
+	}
+	return filepath.Join(d.embedded.Dir(), "journal")
+}
 
 // Name is the database name.
 func (d *DB) Name() string { return d.db.Name() }

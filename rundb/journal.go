@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/shoal-chess/shoal/metrics"
 )
@@ -36,12 +36,14 @@ import (
 // every record newer than its run's document. After-images make that idempotent: a record
 // applied twice leaves what it left the first time.
 //
-// Records of the epoch go to segments, collections named journal_<epoch>_<n> in a database of
-// their own (on the embedded database a file of its own, so a slow whole-run write never holds
-// up a journal write). Concurrent changes share one insertMany: while a batch is being written
-// the next one gathers (group commit). A segment is dropped once every run with a record in it
-// has had a newer document written; dropping a collection is cheap where deleting records one
-// by one would scan it.
+// Records of the epoch go to segments named journal_<epoch>_<n>: collections in a database of
+// their own when the database is one a standby can reach too, files beside the database's when
+// this process runs the embedded database itself (see fileSegments: no standby can take over
+// from such a primary, since its database goes with it, and a file costs a fraction of an
+// insert on the server's own core). Concurrent changes share one write: while a batch is being
+// written the next one gathers (group commit). A segment is dropped once every run with a
+// record in it has had a newer document written; dropping a segment is cheap where deleting
+// records one by one would scan it.
 //
 // Fencing: the primary takes its epoch from the lease document (one more than the last, see
 // AcquireLease); every journal batch is acknowledged, and every run document written, only while
@@ -71,17 +73,27 @@ type JournalOptions struct {
 	// OnFenced is called, once, when the journal finds that a newer epoch holds the lease: the
 	// primary must step down.
 	OnFenced func(error)
+	// Dir, if set, makes the journal keep its segments as files in Dir rather than as
+	// collections of the journal's database: for a primary running the embedded database
+	// itself, whose data directory holds Dir. Segments of earlier epochs are read from both.
+	Dir string
 	// SegmentRecords and SegmentAge bound a segment before the next one starts; zero means
 	// 20,000 records and 10 seconds.
 	SegmentRecords int
 	SegmentAge     time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// BeforeWrite, if set, is called by the writer before each batch it writes: tests use it
+	// to hold the journal up.
+	BeforeWrite func()
 }
 
 // Journal is the primary's write-ahead record of acknowledged changes. Safe for concurrent use.
 type Journal struct {
-	db      *mongo.Database
+	// out takes this epoch's segments; stores are where earlier epochs' may be (the journal's
+	// database, and out).
+	out     segmentStore
+	stores  []segmentStore
 	store   *RunStore
 	epoch   int64
 	now     func() time.Time
@@ -92,16 +104,17 @@ type Journal struct {
 	ttl     time.Duration
 	parent  *DB // the database the journal belongs to
 
-	onFenced   func(error)
-	fencedOnce sync.Once
-	renewed    atomic.Int64 // unix nanoseconds of the last renewal
-	stopRenew  chan struct{}
-	renewDone  chan struct{}
+	onFenced    func(error)
+	beforeWrite func()
+	fencedOnce  sync.Once
+	renewed     atomic.Int64 // unix nanoseconds of the last renewal
+	stopRenew   chan struct{}
+	renewDone   chan struct{}
 
 	// replay holds, until Preload takes it, the records found at open, by run, in order.
 	replay map[ObjectID][]*journalRecord
 	// stale are segments of earlier epochs, dropped once their records are absorbed.
-	stale    []string
+	stale    []staleSegment
 	absorbed int64 // the lease's absorbed epoch at open
 
 	mu      sync.Mutex
@@ -128,6 +141,12 @@ func (p Position) After(q Position) bool {
 
 // pos is the position a run is at (the latest record made from it, or its document's).
 func pos(r *Run) Position { return Position{r.JournalEpoch, r.JournalSeq} }
+
+// staleSegment is a segment of an earlier epoch, and where it is.
+type staleSegment struct {
+	store segmentStore
+	name  string
+}
 
 type segment struct {
 	name    string
@@ -202,11 +221,12 @@ func JournalDatabase(name string) string { return name + "_shoal" }
 // OpenJournal takes the next epoch in the lease document, reads the records of every epoch not
 // yet absorbed (Preload applies them), and starts the writer. Close stops it.
 func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, error) {
-	jdb := d.client.Database(JournalDatabase(d.db.Name()))
+	dbStore := dbSegments{d.client.Database(JournalDatabase(d.db.Name()))}
 	j := &Journal{
-		db: jdb, store: d.Runs, now: opts.Now, logger: d.logger.With("component", "journal"), metrics: d.metrics,
+		out: dbStore, stores: []segmentStore{dbStore}, store: d.Runs, now: opts.Now, logger: d.logger.With("component", "journal"), metrics: d.metrics,
 		segMax: opts.SegmentRecords, segAge: opts.SegmentAge, ttl: opts.LeaseTTL, parent: d, onFenced: opts.OnFenced,
-		wake: make(chan struct{}, 1), covered: map[ObjectID]Position{}, done: make(chan struct{}),
+		beforeWrite: opts.BeforeWrite,
+		wake:        make(chan struct{}, 1), covered: map[ObjectID]Position{}, done: make(chan struct{}),
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{}),
 	}
 	if j.now == nil {
@@ -221,6 +241,14 @@ func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, er
 	if j.ttl <= 0 {
 		j.ttl = DefaultLeaseTTL
 	}
+	if opts.Dir != "" {
+		files, err := newFileSegments(opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		j.out = files
+		j.stores = append(j.stores, files)
+	}
 	lease := opts.Lease
 	if lease.Epoch == 0 {
 		var err error
@@ -230,6 +258,19 @@ func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, er
 	}
 	j.epoch, j.absorbed = lease.Epoch, lease.Absorbed
 	j.renewed.Store(lease.Renewed.UnixNano())
+	if err := j.checkFileJournals(lease, opts.Dir); err != nil {
+		if rerr := d.ReleaseLease(ctx, j.epoch); rerr != nil {
+			err = fmt.Errorf("%w (and releasing the lease: %v)", err, rerr)
+		}
+		return nil, err
+	}
+	if opts.Dir != "" {
+		// Recorded before any record is written: a primary that cannot read this directory
+		// must not start as if the epoch had written nothing.
+		if err := d.addFileJournal(ctx, j.epoch, opts.Dir); err != nil {
+			return nil, err
+		}
+	}
 	if err := j.read(ctx); err != nil {
 		return nil, err
 	}
@@ -306,47 +347,65 @@ func segmentEpoch(name string) (int64, bool) {
 	return epoch, err == nil
 }
 
+// checkFileJournals refuses to open when an epoch not yet absorbed kept its journal in files
+// this journal cannot read (dir is not theirs): starting without them would lose what that
+// primary acknowledged.
+func (j *Journal) checkFileJournals(lease Lease, dir string) error {
+	if dir != "" {
+		var err error
+		if dir, err = filepath.Abs(dir); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+	}
+	for _, fj := range lease.FileJournals {
+		if fj.Epoch <= j.absorbed || fj.Epoch >= j.epoch {
+			continue
+		}
+		if dir == "" || filepath.Clean(fj.Dir) != dir {
+			return fmt.Errorf("journal: the records of epoch %d are in files in %s, which this server does not read: "+
+				"start shoal serve once on the embedded database of that data directory to take them in", fj.Epoch, fj.Dir)
+		}
+	}
+	return nil
+}
+
 // read loads the records of every segment of an epoch not yet absorbed, by run, in order.
 func (j *Journal) read(ctx context.Context) error {
-	names, err := j.db.ListCollectionNames(ctx, bson.D{})
-	if err != nil {
-		return fmt.Errorf("journal: list segments: %w", err)
-	}
 	j.replay = map[ObjectID][]*journalRecord{}
 	n := 0
-	for _, name := range names {
-		epoch, ok := segmentEpoch(name)
-		if !ok {
-			continue
-		}
-		j.stale = append(j.stale, name)
-		if epoch <= j.absorbed || epoch >= j.epoch {
-			// Absorbed already, or written by a primary that lost its lease to one that
-			// absorbed it; or (>= ours) impossible, since epochs only grow.
-			continue
-		}
-		cur, err := j.db.Collection(name).Find(ctx, bson.D{})
+	for _, st := range j.stores {
+		names, err := st.list(ctx)
 		if err != nil {
-			return fmt.Errorf("journal: read %s: %w", name, err)
+			return err
 		}
-		for cur.Next(ctx) {
-			var stored storedRecord
-			rec := new(journalRecord)
-			err := bson.Unmarshal(cur.Current, &stored)
-			if err == nil {
-				err = j.store.decodeDoc(stored.Record, rec)
+		for _, name := range names {
+			epoch, ok := segmentEpoch(name)
+			if !ok {
+				continue
 			}
+			j.stale = append(j.stale, staleSegment{st, name})
+			if epoch <= j.absorbed || epoch >= j.epoch {
+				// Absorbed already, or written by a primary that lost its lease to one that
+				// absorbed it; or (>= ours) impossible, since epochs only grow.
+				continue
+			}
+			err := st.read(ctx, name, func(raw []byte) error {
+				var stored storedRecord
+				rec := new(journalRecord)
+				err := bson.Unmarshal(raw, &stored)
+				if err == nil {
+					err = j.store.decodeDoc(stored.Record, rec)
+				}
+				if err != nil {
+					return fmt.Errorf("journal: decode a record of %s: %w", name, err)
+				}
+				j.replay[rec.Run] = append(j.replay[rec.Run], rec)
+				n++
+				return nil
+			})
 			if err != nil {
-				cur.Close(ctx)
-				return fmt.Errorf("journal: decode a record of %s: %w", name, err)
+				return err
 			}
-			j.replay[rec.Run] = append(j.replay[rec.Run], rec)
-			n++
-		}
-		err = cur.Err()
-		cur.Close(ctx)
-		if err != nil {
-			return fmt.Errorf("journal: read %s: %w", name, err)
 		}
 	}
 	for _, recs := range j.replay {
@@ -360,7 +419,7 @@ func (j *Journal) read(ctx context.Context) error {
 			return 0
 		})
 	}
-	j.logger.Info("journal open", "epoch", j.epoch, "records_to_replay", n, "runs", len(j.replay), "old_segments", len(j.stale))
+	j.logger.Info("journal open", "epoch", j.epoch, "segments", j.out, "records_to_replay", n, "runs", len(j.replay), "old_segments", len(j.stale))
 	return nil
 }
 
@@ -474,19 +533,24 @@ func (j *Journal) currentSegment() *segment {
 }
 
 func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
+	if j.beforeWrite != nil {
+		j.beforeWrite()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	docs := make([]any, len(batch))
+	docs := make([][]byte, len(batch))
 	for i, e := range batch {
-		docs[i] = bson.Raw(e.doc)
+		docs[i] = e.doc
 	}
 	// Checked before the write too, so that a primary resumed after a long pause (whose lease
 	// is then old) writes nothing; after it, so that nothing written after a takeover is
 	// acknowledged.
 	err := j.checkLease(ctx)
 	if err == nil {
-		_, err = j.db.Collection(seg.name).InsertMany(ctx, docs)
+		if err = j.out.append(ctx, seg.name, docs); err != nil {
+			j.nextSegmentAfter(seg)
+		}
 	}
 	if err == nil {
 		err = j.checkLease(ctx)
@@ -511,6 +575,16 @@ func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
 		}
 	}
 	return nil
+}
+
+// nextSegmentAfter starts the next segment if seg, whose write failed, is still the current one:
+// nothing is appended after what a failed write may have left (see fileSegments).
+func (j *Journal) nextSegmentAfter(seg *segment) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.segments[len(j.segments)-1] == seg {
+		j.segments = append(j.segments, j.newSegment(seg.n+1))
+	}
 }
 
 // checkLease returns ErrFenced unless the lease still names this primary's epoch. It runs after
@@ -574,7 +648,7 @@ func (j *Journal) dropCovered() {
 	j.mu.Unlock()
 	for _, s := range drop {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := j.db.Collection(s.name).Drop(ctx); err != nil {
+		if err := j.out.drop(ctx, s.name); err != nil {
 			j.logger.Warn("drop a covered journal segment; it is dropped at the next start", "segment", s.name, "err", err)
 		}
 		cancel()
@@ -611,6 +685,15 @@ func (j *Journal) Close() {
 	default:
 	}
 	<-j.done
+	j.out.close()
+}
+
+// fileDir is the directory of this journal's segments, or "" when they are in the database.
+func (j *Journal) fileDir() string {
+	if f, ok := j.out.(*fileSegments); ok {
+		return f.dir
+	}
+	return ""
 }
 
 // replayRuns applies to each of runs (but those skip names, which are cached already and left as
@@ -721,12 +804,12 @@ func (j *Journal) absorb(ctx context.Context, entries []<-chan error) error {
 			return ctx.Err()
 		}
 	}
-	if err := j.parent.markAbsorbed(ctx, j.epoch); err != nil {
+	if err := j.parent.markAbsorbed(ctx, j.epoch, j.fileDir()); err != nil {
 		return err
 	}
-	for _, name := range j.stale {
-		if err := j.db.Collection(name).Drop(ctx); err != nil {
-			j.logger.Warn("drop an absorbed journal segment", "segment", name, "err", err)
+	for _, st := range j.stale {
+		if err := st.store.drop(ctx, st.name); err != nil {
+			j.logger.Warn("drop an absorbed journal segment", "segment", st.name, "in", st.store, "err", err)
 		}
 	}
 	j.replay, j.stale = nil, nil

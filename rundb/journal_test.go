@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -98,12 +100,25 @@ func cachedState(t *testing.T, c *rundb.RunCache, id rundb.ObjectID) state {
 	return s
 }
 
-func journalSegments(t *testing.T, db *rundb.DB) []string {
+// journalSegments lists the journal's segments: in dir if it is set, else in the database.
+func journalSegments(t *testing.T, db *rundb.DB, dir string) []string {
 	t.Helper()
-	coll := rundbtest.Collection(t, db, "x")
-	names, err := coll.Database().Client().Database(rundb.JournalDatabase(db.Name())).ListCollectionNames(context.Background(), bson.D{})
-	if err != nil {
-		t.Fatal(err)
+	var names []string
+	if dir != "" {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+	} else {
+		coll := rundbtest.Collection(t, db, "x")
+		var err error
+		names, err = coll.Database().Client().Database(rundb.JournalDatabase(db.Name())).ListCollectionNames(context.Background(), bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	var segs []string
 	for _, n := range names {
@@ -115,15 +130,26 @@ func journalSegments(t *testing.T, db *rundb.DB) []string {
 	return segs
 }
 
+// segmentStores are the two places a journal keeps its segments: the database (dir "") and
+// files (a directory per test).
+func segmentStores(t *testing.T, test func(t *testing.T, dir string)) {
+	t.Run("database", func(t *testing.T) { test(t, "") })
+	t.Run("files", func(t *testing.T) { test(t, t.TempDir()) })
+}
+
 // A change ModifyDurable acknowledged survives a crash that leaves the run's document behind:
 // the next primary finds it in the journal; and replaying again (a crash during that start, or
 // after it) changes nothing more.
 func TestJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T) {
+	segmentStores(t, testJournalKeepsAcknowledgedChangesThroughACrash)
+}
+
+func testJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T, dir string) {
 	ctx := context.Background()
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
 
-	p1 := startPrimary(t, db, rundb.JournalOptions{})
+	p1 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
 	if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102.5, false)); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +177,7 @@ func TestJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T) {
 	}
 	p1.journal.Close() // the crash: the run is never written again
 
-	p2 := startPrimary(t, db, rundb.JournalOptions{})
+	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
 	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
 		t.Fatalf("after the crash the run is\n %+v, want\n %+v", got, want)
 	}
@@ -159,14 +185,14 @@ func TestJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T) {
 		t.Errorf("epochs %d then %d, want consecutive", p1.journal.Epoch(), p2.journal.Epoch())
 	}
 	// The first epoch's segment is gone: what it held now lives in the second's.
-	for _, s := range journalSegments(t, db) {
+	for _, s := range journalSegments(t, db, dir) {
 		if strings.HasPrefix(s, "journal_1_") {
 			t.Errorf("segment %s of the absorbed epoch is still there", s)
 		}
 	}
 	p2.journal.Close() // a second crash, before the run is written
 
-	p3 := startPrimary(t, db, rundb.JournalOptions{})
+	p3 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
 	if got := cachedState(t, p3.cache, id); !equalState(got, want) {
 		t.Fatalf("after a second replay the run is\n %+v, want\n %+v", got, want)
 	}
@@ -190,10 +216,14 @@ func equalState(a, b state) bool {
 // Segments whose records every run's document covers are dropped, so the journal stays the size
 // of what is not yet written.
 func TestJournalDropsCoveredSegments(t *testing.T) {
+	segmentStores(t, testJournalDropsCoveredSegments)
+}
+
+func testJournalDropsCoveredSegments(t *testing.T, dir string) {
 	ctx := context.Background()
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
-	p := startPrimary(t, db, rundb.JournalOptions{SegmentRecords: 2})
+	p := startPrimary(t, db, rundb.JournalOptions{SegmentRecords: 2, Dir: dir})
 	for i := range 5 {
 		if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
 			t.Fatal(err)
@@ -202,7 +232,7 @@ func TestJournalDropsCoveredSegments(t *testing.T) {
 	if records, _ := p.journal.Depth(); records != 5 {
 		t.Fatalf("journal depth %d before the write, want 5", records)
 	}
-	if n := len(journalSegments(t, db)); n != 3 {
+	if n := len(journalSegments(t, db, dir)); n != 3 {
 		t.Fatalf("%d segments for 5 records of at most 2, want 3", n)
 	}
 	if err := p.cache.FlushAll(ctx); err != nil {
@@ -213,10 +243,10 @@ func TestJournalDropsCoveredSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(journalSegments(t, db)) > 1 && time.Now().Before(deadline) {
+	for len(journalSegments(t, db, dir)) > 1 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if segs := journalSegments(t, db); len(segs) != 1 {
+	if segs := journalSegments(t, db, dir); len(segs) != 1 {
 		t.Fatalf("segments after the run was written: %v, want only the current one", segs)
 	}
 }
@@ -270,5 +300,83 @@ func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
 	third := startPrimary(t, db, rundb.JournalOptions{Holder: "new", Now: clock.Now})
 	if got := cachedState(t, third.cache, id); !equalState(got, want) {
 		t.Fatalf("third primary sees %+v, want %+v", got, want)
+	}
+}
+
+// A crash in the middle of a file journal's write leaves a torn last frame: the next primary
+// replays every whole record before it (the torn one was never acknowledged) and starts.
+func TestFileJournalIgnoresATornLastWrite(t *testing.T) {
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	id := journalRun(t, db)
+	dir := t.TempDir()
+	p1 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	for i := range 3 {
+		if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := cachedState(t, p1.cache, id)
+	p1.journal.Close()
+	segs := journalSegments(t, db, dir)
+	if len(segs) != 1 {
+		t.Fatalf("segments %v, want one", segs)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, segs[0]), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame that says 200 bytes follow, and the 10 that made it to the disk.
+	if _, err := f.Write(append([]byte{200, 0, 0, 0, 1, 2, 3, 4}, make([]byte, 10)...)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
+		t.Fatalf("after a torn write the run is\n %+v, want\n %+v", got, want)
+	}
+}
+
+// The journal moves with the database's setup: a primary on the embedded database (files) takes
+// in what one on a shared database journaled, and a primary that cannot read the files of an
+// epoch not yet taken in refuses to start rather than lose what that epoch acknowledged.
+func TestJournalRecordsAreTakenInAcrossStores(t *testing.T) {
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	id := journalRun(t, db)
+	dir := t.TempDir()
+
+	p1 := startPrimary(t, db, rundb.JournalOptions{}) // the database
+	if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 110, 101, false)); err != nil {
+		t.Fatal(err)
+	}
+	want1 := cachedState(t, p1.cache, id)
+	p1.journal.Close()
+
+	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir}) // files
+	if got := cachedState(t, p2.cache, id); !equalState(got, want1) {
+		t.Fatalf("a primary keeping its journal in files found\n %+v, want what the database's journal held\n %+v", got, want1)
+	}
+	if err := p2.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102, true)); err != nil {
+		t.Fatal(err)
+	}
+	want := cachedState(t, p2.cache, id)
+	if want.Wins[1] != 120 || want.Theta != 102 {
+		t.Fatalf("the second primary holds %+v, want 120 wins for task 1 and theta 102", want)
+	}
+	p2.journal.Close()
+	if segs := journalSegments(t, db, ""); len(segs) != 0 {
+		t.Errorf("the database's segments %v are still there after a primary took them in", segs)
+	}
+
+	_, err := db.OpenJournal(ctx, rundb.JournalOptions{}) // the database again: cannot read dir
+	if err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("a journal that cannot read the files of epoch %d opened with %v, want an error naming %s",
+			p2.journal.Epoch(), err, dir)
+	}
+	p3 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	if got := cachedState(t, p3.cache, id); !equalState(got, want) {
+		t.Fatalf("after the refused start the run is\n %+v, want\n %+v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -24,6 +25,15 @@ type leaseDoc struct {
 	Holder   string    `bson:"holder"`
 	Renewed  time.Time `bson:"renewed"`
 	Absorbed int64     `bson:"absorbed"`
+	// FileJournals are the epochs, not yet absorbed, whose journals are files (see
+	// JournalOptions.Dir), and where.
+	FileJournals []FileJournal `bson:"file_journals,omitempty"`
+}
+
+// FileJournal says that the journal of an epoch is kept in files, in Dir.
+type FileJournal struct {
+	Epoch int64  `bson:"epoch"`
+	Dir   string `bson:"dir"`
 }
 
 // leaseID is the lease document's _id.
@@ -43,6 +53,8 @@ type Lease struct {
 	Renewed time.Time
 	// Absorbed is the newest epoch whose journal a later primary has taken over.
 	Absorbed int64
+	// FileJournals are the later epochs whose journals are files.
+	FileJournals []FileJournal
 }
 
 func (d *DB) leaseColl() *mongo.Collection {
@@ -102,11 +114,38 @@ func (d *DB) ReleaseLease(ctx context.Context, epoch int64) error {
 	return nil
 }
 
-// markAbsorbed records in the lease of epoch that every earlier epoch's journal is absorbed into
-// it; ErrFenced if a newer epoch holds the lease.
-func (d *DB) markAbsorbed(ctx context.Context, epoch int64) error {
+// addFileJournal records in the lease of epoch that its journal is kept in files in dir;
+// ErrFenced if a newer epoch holds the lease.
+func (d *DB) addFileJournal(ctx context.Context, epoch int64, dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
 	res, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "absorbed", Value: epoch - 1}}}})
+		bson.D{{Key: "$push", Value: bson.D{{Key: "file_journals", Value: FileJournal{Epoch: epoch, Dir: abs}}}}})
+	if err != nil {
+		return fmt.Errorf("journal: record where the journal is: %w", err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%w: the lease moved on while this primary started", ErrFenced)
+	}
+	return nil
+}
+
+// markAbsorbed records in the lease of epoch that every earlier epoch's journal is absorbed into
+// it, and that only its own journal may be in files (in dir, unless that is ""); ErrFenced if a
+// newer epoch holds the lease.
+func (d *DB) markAbsorbed(ctx context.Context, epoch int64, dir string) error {
+	files := bson.A{}
+	if dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		files = append(files, FileJournal{Epoch: epoch, Dir: abs})
+	}
+	res, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "absorbed", Value: epoch - 1}, {Key: "file_journals", Value: files}}}})
 	if err != nil {
 		return fmt.Errorf("journal: record the absorbed epochs: %w", err)
 	}
@@ -126,5 +165,5 @@ func (d *DB) ReadLease(ctx context.Context) (Lease, error) {
 }
 
 func (l leaseDoc) lease() Lease {
-	return Lease{Epoch: l.Epoch, Holder: l.Holder, Renewed: l.Renewed, Absorbed: l.Absorbed}
+	return Lease{Epoch: l.Epoch, Holder: l.Holder, Renewed: l.Renewed, Absorbed: l.Absorbed, FileJournals: l.FileJournals}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,5 +79,72 @@ func TestWorkerCallWhoseChangeIsNotStoredIsToldToRetry(t *testing.T) {
 	}
 	if got != 20 {
 		t.Errorf("the next primary finds %d draws for the task, want the 20 of the acknowledged report", got)
+	}
+}
+
+// A worker call waiting for its journal record holds no token of the database pool: with one
+// token and the journal held up, update_task's token is back in the pool while the call still
+// waits, and the call is answered once the record is written.
+func TestWorkerCallWaitsForItsRecordWithoutAToken(t *testing.T) {
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	var held atomic.Bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	j, err := db.OpenJournal(ctx, rundb.JournalOptions{Holder: "this", BeforeWrite: func() {
+		if held.Load() {
+			entered <- struct{}{}
+			<-release
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	pool := tokenpool.New(1)
+	f := newFleetOn(t, pool, db, j)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	if code, out := f.post("/api/request_task", call(1, nil)); code != http.StatusOK || out["run"] == nil {
+		t.Fatalf("request_task: %d %v", code, out)
+	}
+
+	held.Store(true)
+	type answer struct {
+		code int
+		out  map[string]any
+	}
+	answered := make(chan answer, 1)
+	body, err := json.Marshal(call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(10)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var a answer
+		resp, err := http.Post(f.url+"/api/update_task", "application/json", bytes.NewReader(body))
+		if err == nil {
+			a.code = resp.StatusCode
+			_ = json.NewDecoder(resp.Body).Decode(&a.out)
+			resp.Body.Close()
+		}
+		answered <- a
+	}()
+	<-entered // the writer holds the update's record
+	deadline := time.Now().Add(10 * time.Second)
+	for pool.Stats().InUse != 0 {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("update_task holds %d tokens while it waits for its journal record", pool.Stats().InUse)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case a := <-answered:
+		close(release)
+		t.Fatalf("update_task answered (%d %v) before its record was written", a.code, a.out)
+	case <-time.After(50 * time.Millisecond):
+	}
+	held.Store(false)
+	close(release)
+	if a := <-answered; a.code != http.StatusOK || a.out["task_alive"] != true {
+		t.Fatalf("update_task once its record is written: %d %v", a.code, a.out)
 	}
 }
