@@ -380,3 +380,24 @@ func TestJournalRecordsAreTakenInAcrossStores(t *testing.T) {
 		t.Fatalf("after the refused start the run is\n %+v, want\n %+v", got, want)
 	}
 }
+
+// With SyncEvery, a file journal acknowledges a batch once it is written: a crash of the server
+// (here, the next primary starting while this one's journal is still open and never fsynced)
+// finds every acknowledged change.
+func TestFileJournalAcknowledgesOnceWritten(t *testing.T) {
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	id := journalRun(t, db)
+	dir := t.TempDir()
+	p1 := startPrimary(t, db, rundb.JournalOptions{Dir: dir, SyncEvery: time.Hour})
+	for i := range 3 {
+		if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := cachedState(t, p1.cache, id)
+	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir, SyncEvery: time.Hour})
+	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
+		t.Fatalf("after the crash the run is\n %+v, want\n %+v", got, want)
+	}
+}

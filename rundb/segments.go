@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -94,10 +95,16 @@ func (s dbSegments) String() string { return "database " + s.db.Name() }
 // segment (the journal starts one after an error), so a torn frame is always a file's last.
 type fileSegments struct {
 	dir string
+	// syncEvery, if positive, fsyncs the file at that interval instead of after each batch
+	// (see JournalOptions.SyncEvery).
+	syncEvery time.Duration
 
-	mu   sync.Mutex
-	name string // the segment f appends to
-	f    *os.File
+	mu    sync.Mutex
+	name  string // the segment f appends to
+	f     *os.File
+	dirty bool // written since the last fsync
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -105,11 +112,38 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // frameHeader is the length and checksum before each record.
 const frameHeader = 8
 
-func newFileSegments(dir string) (*fileSegments, error) {
+func newFileSegments(dir string, syncEvery time.Duration) (*fileSegments, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: create %s: %w", dir, err)
 	}
-	return &fileSegments{dir: dir}, nil
+	s := &fileSegments{dir: dir, syncEvery: syncEvery}
+	if syncEvery > 0 {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.syncer()
+	}
+	return s, nil
+}
+
+// syncer fsyncs what was written, every syncEvery, until close.
+func (s *fileSegments) syncer() {
+	defer close(s.done)
+	t := time.NewTicker(s.syncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		if s.dirty && s.f != nil {
+			if err := s.f.Sync(); err != nil {
+				s.closeLocked() // the next batch starts a new file, see fileSegments
+			}
+			s.dirty = false
+		}
+		s.mu.Unlock()
+	}
 }
 
 func (s *fileSegments) list(context.Context) ([]string, error) {
@@ -164,7 +198,11 @@ func (s *fileSegments) append(_ context.Context, name string, docs [][]byte) err
 		}
 	}
 	_, err := s.f.Write(buf.Bytes())
-	if err == nil {
+	switch {
+	case err != nil:
+	case s.syncEvery > 0:
+		s.dirty = true
+	default:
 		err = s.f.Sync()
 	}
 	if err != nil {
@@ -190,11 +228,15 @@ func (s *fileSegments) openLocked(name string) error {
 	return nil
 }
 
+// closeLocked closes the file appends go to, fsynced first if it has to be.
 func (s *fileSegments) closeLocked() {
 	if s.f != nil {
+		if s.dirty {
+			_ = s.f.Sync()
+		}
 		s.f.Close()
 	}
-	s.name, s.f = "", nil
+	s.name, s.f, s.dirty = "", nil, false
 }
 
 func (s *fileSegments) drop(_ context.Context, name string) error {
@@ -210,6 +252,10 @@ func (s *fileSegments) drop(_ context.Context, name string) error {
 }
 
 func (s *fileSegments) close() {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closeLocked()

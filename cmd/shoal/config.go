@@ -69,6 +69,9 @@ type Config struct {
 	// Journal makes the primary store every change it acknowledges to a worker before the
 	// reply leaves (see rundb.Journal). Off only to measure what it costs.
 	Journal bool
+	// JournalFsync is how often a journal kept in files (on the embedded database) is fsynced:
+	// 0, each batch before it is acknowledged (see rundb.JournalOptions.SyncEvery).
+	JournalFsync time.Duration
 	// DuplicateWorkerWindow is how long a worker name stays reserved, so
 	// that two workers claiming the same name are detected.
 	DuplicateWorkerWindow time.Duration
@@ -450,6 +453,13 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.FlushPeriod }),
 		boolOption("journal", "store each change acknowledged to a worker before answering (false: acknowledged results can be lost in a crash; for measuring the cost only)",
 			func(c *Config) *bool { return &c.Journal }),
+		checkedDurationOption("journal_fsync", "on the embedded database, how often the journal's files are fsynced: 0 fsyncs each batch before it is acknowledged (a power cut loses nothing acknowledged); e.g. 100ms acknowledges once written (a server crash loses nothing, a machine crash up to that long)",
+			func(c *Config) *time.Duration { return &c.JournalFsync }, func(d time.Duration) error {
+				if d < 0 || d > time.Minute {
+					return errors.New("from 0 (fsync each batch) to 1m")
+				}
+				return nil
+			}),
 		durationOption("duplicate_worker_window", "how long a worker name stays reserved against duplicates",
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
 		durationOption("task_duration", "amount of work handed out in one task",
@@ -595,12 +605,16 @@ func boolOption(key, usage string, field func(*Config) *bool) option {
 // durationOption describes a period or timeout that must be positive; a
 // zero period would make a ticker panic or spin.
 func durationOption(key, usage string, field func(*Config) *time.Duration) option {
-	check := func(d time.Duration) error {
+	return checkedDurationOption(key, usage, field, func(d time.Duration) error {
 		if d <= 0 {
 			return errors.New("must be a positive duration")
 		}
 		return nil
-	}
+	})
+}
+
+// checkedDurationOption describes a duration whose values check accepts.
+func checkedDurationOption(key, usage string, field func(*Config) *time.Duration, check func(time.Duration) error) option {
 	return option{
 		key:     key,
 		usage:   usage,

@@ -155,6 +155,7 @@ func TestOptionTable(t *testing.T) {
 		"scavenge_period":             "scavenge-period",
 		"flush_period":                "flush-period",
 		"journal":                     "journal",
+		"journal_fsync":               "journal-fsync",
 		"duplicate_worker_window":     "duplicate-worker-window",
 		"task_duration":               "task-duration",
 		"session_secret":              "session-secret",
@@ -490,6 +491,11 @@ func TestLoadConfigInvalidValues(t *testing.T) {
 			name: "a zero duration from the environment",
 			in:   loadInput{env: map[string]string{"SHOAL_SCAVENGE_PERIOD": "0"}},
 			want: []string{`invalid scavenge_period "0" (from SHOAL_SCAVENGE_PERIOD): must be a positive duration`},
+		},
+		{
+			name: "a journal fsync interval over a minute from a flag",
+			in:   loadInput{args: []string{"--journal-fsync", "2m"}},
+			want: []string{`invalid journal_fsync "2m" (from --journal-fsync): from 0 (fsync each batch) to 1m`},
 		},
 		{
 			name: "a negative duration from a flag",
