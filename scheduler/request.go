@@ -77,6 +77,21 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 		return TaskReply{}, err
 	}
 	defer s.calls.leave()
+
+	// Before the slot: the worker's record, which may be a database read (cold for every
+	// worker of a storm). A slot covers only the in-memory decision.
+	name := wi.ShortName()
+	w, err := s.db.Workers.GetCached(ctx, name)
+	switch {
+	case err == nil && w.Blocked:
+		if err := s.db.Workers.Put(ctx, w); err != nil { // records when it last tried
+			s.logger.Warn("update blocked worker", "worker", name, "err", err)
+		}
+		return TaskReply{Waiting: true, Error: blockedMessage(name, w.Message, hostURL)}, nil
+	case err != nil && !errors.Is(err, rundb.ErrNotFound):
+		return TaskReply{}, err
+	}
+
 	n := s.inside.Add(1)
 	// The slot is given back once the decision is made: what follows it (the event log, the
 	// wait for the task's journal record) must not turn other workers away as "too busy".
@@ -95,21 +110,29 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	for peak := s.peakInside.Load(); n > peak && !s.peakInside.CompareAndSwap(peak, n); peak = s.peakInside.Load() {
 	}
 
-	name := wi.ShortName()
-	w, err := s.db.Workers.GetCached(ctx, name)
-	switch {
-	case err == nil && w.Blocked:
-		if err := s.db.Workers.Put(ctx, w); err != nil { // records when it last tried
-			s.logger.Warn("update blocked worker", "worker", name, "err", err)
-		}
-		return TaskReply{Waiting: true, Error: blockedMessage(name, w.Message, hostURL)}, nil
-	case err != nil && !errors.Is(err, rundb.ErrNotFound):
-		return TaskReply{}, err
-	}
-
 	ev := &events{}
+	reply, stored, ok := s.decide(ctx, wi, name, machineLimit, ev)
+	freeSlot()
+	if ok {
+		s.cfg.Metrics.TaskAssigned()
+	}
+	// The event log is written once the scheduling lock is free: a slow database must not
+	// hold up the next worker.
+	s.writeActions(ctx, ev.actions)
+	// The caller waits for the task's record with Stored once it lets go of its own token. If
+	// the record is not stored the task stays made in memory but the worker is not told of it:
+	// it is scavenged as dead in time, as one whose worker vanished would be.
+	reply.stored = stored
+	return reply, nil
+}
+
+// decide is request_task's critical section, under requestMu: the choice of a run, the new task,
+// and the worker's entries in the scheduler's maps.
+func (s *Scheduler) decide(ctx context.Context, wi rundb.WorkerInfo, name string, machineLimit int, ev *events) (TaskReply, func(context.Context) error, bool) {
 	s.requestMu.Lock()
-	locked := time.Now() // the real clock: s.now may be a test's
+	defer s.requestMu.Unlock() // a panic here must not block every later request_task
+	locked := time.Now()       // the real clock: s.now may be a test's
+	defer func() { s.cfg.Metrics.ObserveCriticalSection(time.Since(locked)) }()
 	now := s.now()
 	reply, ref, stored, ok := s.choose(ctx, wi, name, machineLimit, now, ev)
 	if ok {
@@ -122,20 +145,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 		s.lastRun[name] = ref.run.Hex()
 		s.mu.Unlock()
 	}
-	s.requestMu.Unlock()
-	freeSlot()
-	s.cfg.Metrics.ObserveCriticalSection(time.Since(locked))
-	if ok {
-		s.cfg.Metrics.TaskAssigned()
-	}
-	// The event log is written once the scheduling lock is free: a slow database must not
-	// hold up the next worker.
-	s.writeActions(ctx, ev.actions)
-	// The caller waits for the task's record with Stored once it lets go of its own token. If
-	// the record is not stored the task stays made in memory but the worker is not told of it:
-	// it is scavenged as dead in time, as one whose worker vanished would be.
-	reply.stored = stored
-	return reply, nil
+	return reply, stored, ok
 }
 
 // choose picks a run and creates the task; ok is false when reply is a refusal. stored waits
