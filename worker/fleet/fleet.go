@@ -297,7 +297,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	elapsed := time.Since(start)
 	f.progress(elapsed, true)
 
-	rep.fill(f.rec, elapsed)
+	f.mu.Lock()
+	started := len(f.started)
+	f.mu.Unlock()
+	rep.fill(f.rec, elapsed, started)
 	if opts.Window && stopAt.Sub(start) > opts.WindowFrom {
 		rep.fillWindow(f.rec, opts.WindowFrom, stopAt.Sub(start))
 	}
@@ -348,7 +351,7 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 		Rand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1)), SPSAOptimum: o.SPSAOptimum,
 		SPSAEloPerStep: o.SPSAEloPerStep}
 	wctx, vanish := context.WithCancel(ctx)
-	obs := &workerObserver{rec: f.rec}
+	obs := &workerObserver{rec: f.rec, arrived: time.Now()}
 	if role == 'v' {
 		obs.vanish = vanish
 	}

@@ -227,6 +227,11 @@ func TestRunAgainstFakeServer(t *testing.T) {
 	if int(rep.TasksStarted) != len(f.tasks) {
 		t.Errorf("tasks started %d, the server handed out %d", rep.TasksStarted, len(f.tasks))
 	}
+	// Every worker got a task, some after a too-busy reply: the waits are measured and ordered.
+	if rep.WorkersUntasked != 0 || !(rep.FirstTaskP50S > 0 && rep.FirstTaskP50S <= rep.FirstTaskP99S && rep.FirstTaskP99S <= rep.FirstTaskMaxS) {
+		t.Errorf("first task: %d workers without one, p50 %v s, p99 %v s, max %v s; want none without and ordered waits",
+			rep.WorkersUntasked, rep.FirstTaskP50S, rep.FirstTaskP99S, rep.FirstTaskMaxS)
+	}
 	for _, name := range []string{"request_version", "request_task", "update_task"} {
 		e := rep.Endpoints[name]
 		if e.Requests == 0 || !(e.P50MS > 0 && e.P50MS <= e.P95MS && e.P95MS <= e.P99MS && e.P99MS <= e.MaxMS) {

@@ -72,6 +72,7 @@ type recorder struct {
 	vanished         int
 	badBatches       int64
 	exitErrors       map[string]int
+	firstTasks       []time.Duration // each worker's wait from its start to its first task
 	tasksEnded       map[worker.TaskEnd]int64
 }
 
@@ -208,6 +209,13 @@ func errorKind(msg string) string {
 // taskStarted records a task handed out.
 func (r *recorder) taskStarted() { r.tasksStarted.Add(1) }
 
+// firstTask records how long a worker waited from its start to its first task.
+func (r *recorder) firstTask(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.firstTasks = append(r.firstTasks, d)
+}
+
 // accept records cumulative stats the server took for a task. Reports are cumulative, so only
 // the newest (largest) one counts, and the games counter grows by what it adds.
 func (r *recorder) accept(k taskKey, st protocol.Stats, by *workerObserver) {
@@ -316,9 +324,13 @@ type workerObserver struct {
 	// task alive: it cancels the worker's context, so the worker disappears mid-task.
 	vanish func()
 
+	// arrived is when the worker started; hadTask is set once it first got a task.
+	arrived time.Time
+
 	mu       sync.Mutex
 	busy     bool
 	vanished bool
+	hadTask  bool
 }
 
 // Request implements worker.Observer.
@@ -348,9 +360,12 @@ func (o *workerObserver) Request(endpoint string, took time.Duration, status int
 func (o *workerObserver) TaskStarted(runID string, taskID, numGames int) {
 	o.rec.taskStarted()
 	o.mu.Lock()
-	wasBusy := o.busy
-	o.busy = true
+	wasBusy, first := o.busy, !o.hadTask
+	o.busy, o.hadTask = true, true
 	o.mu.Unlock()
+	if first && !o.arrived.IsZero() {
+		o.rec.firstTask(time.Since(o.arrived))
+	}
 	if !wasBusy {
 		o.rec.busy.Add(1)
 	}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,9 +60,16 @@ type Report struct {
 
 	// TasksStarted counts tasks request_task handed out; TasksReclaimed the tasks abandoned by
 	// the WorkersVanished workers (the server must reclaim them after its dead-task timeout).
-	TasksStarted    int64 `json:"tasks_started"`
-	TasksReclaimed  int   `json:"tasks_reclaimed"`
-	WorkersVanished int   `json:"workers_vanished"`
+	TasksStarted int64 `json:"tasks_started"`
+	// FirstTask is how long the workers waited from their start to their first task: the
+	// percentiles over every worker started, those that never got one counted as waiting
+	// forever (a percentile they reach is -1), and how many never got one.
+	FirstTaskP50S   float64 `json:"first_task_p50_s"`
+	FirstTaskP99S   float64 `json:"first_task_p99_s"`
+	FirstTaskMaxS   float64 `json:"first_task_max_s"`
+	WorkersUntasked int     `json:"workers_untasked"`
+	TasksReclaimed  int     `json:"tasks_reclaimed"`
+	WorkersVanished int     `json:"workers_vanished"`
 	// TasksEnded counts the tasks the workers were done with, by how each ended
 	// (worker.TaskEnd: "finished", "failed", "abandoned", ...).
 	TasksEnded map[string]int64 `json:"tasks_ended"`
@@ -159,8 +168,8 @@ func latencyReport(n int64, h *histogram) EndpointReport {
 // ms is d in milliseconds, rounded to microseconds.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// fill copies the recorder's figures into the report.
-func (rep *Report) fill(rec *recorder, elapsed time.Duration) {
+// fill copies the recorder's figures into the report; started is how many workers started.
+func (rep *Report) fill(rec *recorder, elapsed time.Duration, started int) {
 	rep.ElapsedSeconds = elapsed.Seconds()
 	rep.Endpoints = make(map[string]EndpointReport)
 	rec.mu.Lock()
@@ -210,6 +219,7 @@ func (rep *Report) fill(rec *recorder, elapsed time.Duration) {
 	rep.CancelledRequests = rec.cancelled.Load()
 	rep.UpdatesInDoubt = rec.inDoubt.Load()
 	rep.TasksStarted = rec.tasksStarted.Load()
+	rep.firstTasks(rec, started)
 	rep.GamesReported = rec.games.Load()
 	if elapsed > 0 {
 		rep.GamesPerSecond = float64(rep.GamesReported) / elapsed.Seconds()
@@ -437,4 +447,29 @@ func sortedByCount(m map[string]int64) []string {
 		return keys[i] < keys[j]
 	})
 	return keys
+}
+
+// firstTasks fills the FirstTask figures from the waits of the workers that got a task, out of
+// started workers.
+func (rep *Report) firstTasks(rec *recorder, started int) {
+	rec.mu.Lock()
+	waits := slices.Sorted(slices.Values(rec.firstTasks))
+	rec.mu.Unlock()
+	rep.WorkersUntasked = max(started-len(waits), 0)
+	at := func(q float64) float64 {
+		if started == 0 {
+			return 0
+		}
+		i := int(math.Ceil(q*float64(started))) - 1
+		if i >= len(waits) {
+			return -1
+		}
+		return waits[max(i, 0)].Seconds()
+	}
+	rep.FirstTaskP50S, rep.FirstTaskP99S = at(0.50), at(0.99)
+	if rep.WorkersUntasked > 0 {
+		rep.FirstTaskMaxS = -1
+	} else if len(waits) > 0 {
+		rep.FirstTaskMaxS = waits[len(waits)-1].Seconds()
+	}
 }
