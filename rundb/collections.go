@@ -136,14 +136,25 @@ func (w *Worker) ApproverBlock() bool {
 // WorkerStore reads and writes the workers collection. Safe for concurrent use.
 type WorkerStore struct {
 	coll  *mongo.Collection
-	cache *readCache[Worker]
+	index *workerIndex
 }
 
-// GetCached is Get through a cache kept for UserCacheTTL, absent records included, for
-// request_task's blocked-worker check. A Put through this store takes effect at once; a
-// change made by another instance within UserCacheTTL.
-func (s *WorkerStore) GetCached(ctx context.Context, name string) (*Worker, error) {
-	return s.cache.get(ctx, name, func(ctx context.Context) (*Worker, error) { return s.Get(ctx, name) })
+// GetCached is Get from an in-memory copy of the whole collection, for request_task's
+// blocked-worker check: it reads the database only at its first call and, by one caller while
+// the others go on, once the copy is older than UserCacheTTL. A Put through this store takes
+// effect at once; a change made by another instance within UserCacheTTL. through, if not nil,
+// runs that read (request_task passes the server's token pool: no token for a memory read).
+func (s *WorkerStore) GetCached(ctx context.Context, name string, through func(context.Context, func(context.Context) error) error) (*Worker, error) {
+	return s.index.get(ctx, name, func(ctx context.Context) (all map[string]*Worker, err error) {
+		if through == nil {
+			return readAllWorkers(ctx, s.coll)
+		}
+		err = through(ctx, func(ctx context.Context) error {
+			all, err = readAllWorkers(ctx, s.coll)
+			return err
+		})
+		return all, err
+	})
 }
 
 // Get returns a worker by short name; ErrNotFound if it was never blocked or noted.
@@ -162,7 +173,7 @@ func (s *WorkerStore) Put(ctx context.Context, w *Worker) error {
 	}
 	w.LastUpdated = time.Now().UTC()
 	_, err := s.coll.ReplaceOne(ctx, bson.D{{Key: "worker_name", Value: w.WorkerName}}, w, options.Replace().SetUpsert(true))
-	s.cache.invalidate(w.WorkerName) // even on an error: the write may have landed
+	s.index.put(w, err != nil) // on an error the write may have landed: read it again
 	if err != nil {
 		return fmt.Errorf("put worker %s: %w", w.WorkerName, mapError(err))
 	}

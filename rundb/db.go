@@ -130,7 +130,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	d.Users = newUserStore(d.db.Collection("users"), opts.PasswordHashCost)
 	d.UserCache = &UserCacheStore{coll: d.db.Collection("user_cache")}
 	d.Actions = &ActionStore{coll: d.db.Collection("actions")}
-	d.Workers = &WorkerStore{coll: d.db.Collection("workers"), cache: newReadCache(UserCacheTTL, time.Now, copyWorker, true)}
+	d.Workers = &WorkerStore{coll: d.db.Collection("workers"), index: &workerIndex{ttl: UserCacheTTL, now: time.Now}}
 	d.PGNs = &PGNStore{coll: d.db.Collection("pgns")}
 	d.NNs = &NNStore{coll: d.db.Collection("nns")}
 	d.KV = &KVStore{coll: d.db.Collection("kvstore")}

@@ -29,3 +29,13 @@ func (s *UserStore) UpdateBehindCache(ctx context.Context, username string, set 
 	_, err := s.coll.UpdateOne(ctx, bson.D{{Key: "username", Value: username}}, bson.D{{Key: "$set", Value: set}})
 	return err
 }
+
+// SetWorkerIndexClock replaces the clock that ages the workers' in-memory copy.
+func (s *WorkerStore) SetWorkerIndexClock(now func() time.Time) { s.index.now = now }
+
+// SetBlockedBehindIndex changes a worker's record without telling this store's copy, as another
+// instance would.
+func (s *WorkerStore) SetBlockedBehindIndex(ctx context.Context, name string, blocked bool) error {
+	_, err := s.coll.UpdateOne(ctx, bson.D{{Key: "worker_name", Value: name}}, bson.D{{Key: "$set", Value: bson.D{{Key: "blocked", Value: blocked}}}})
+	return err
+}

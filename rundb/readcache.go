@@ -21,14 +21,12 @@ const (
 )
 
 // readCache keeps recently read documents by key, so that the worker API, which authenticates
-// every call and checks every request_task's worker against the blocked list, does not read
-// the database a thousand times a second. An absent document is cached as nil when
-// cacheAbsent is set. Safe for concurrent use.
+// every call, does not read the database a thousand times a second. An absent document is not cached. Safe for
+// concurrent use.
 type readCache[T any] struct {
-	ttl         time.Duration
-	now         func() time.Time
-	copy        func(*T) *T
-	cacheAbsent bool
+	ttl  time.Duration
+	now  func() time.Time
+	copy func(*T) *T
 
 	mu      sync.Mutex
 	entries map[string]readCacheEntry[T]
@@ -42,8 +40,8 @@ type readCacheEntry[T any] struct {
 	expires time.Time
 }
 
-func newReadCache[T any](ttl time.Duration, now func() time.Time, copy func(*T) *T, cacheAbsent bool) *readCache[T] {
-	return &readCache[T]{ttl: ttl, now: now, copy: copy, cacheAbsent: cacheAbsent,
+func newReadCache[T any](ttl time.Duration, now func() time.Time, copy func(*T) *T) *readCache[T] {
+	return &readCache[T]{ttl: ttl, now: now, copy: copy,
 		entries: make(map[string]readCacheEntry[T])}
 }
 
@@ -67,7 +65,7 @@ func (c *readCache[T]) get(ctx context.Context, key string, read func(context.Co
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.gen == gen && (!absent || c.cacheAbsent) {
+		if c.gen == gen && !absent {
 			c.putLocked(key, doc)
 		}
 		return doc, nil

@@ -10,7 +10,7 @@ import (
 
 // A read that began before a change must not put the old document back in the cache.
 func TestUserCacheReadRacingAnInvalidation(t *testing.T) {
-	c := newReadCache(time.Minute, time.Now, copyUser, false)
+	c := newReadCache(time.Minute, time.Now, copyUser)
 	var reads atomic.Int32
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -49,7 +49,7 @@ func TestUserCacheReadRacingAnInvalidation(t *testing.T) {
 
 // A thousand callers arriving at an empty cache cost one read.
 func TestUserCacheConcurrentMissesShareARead(t *testing.T) {
-	c := newReadCache(time.Minute, time.Now, copyUser, false)
+	c := newReadCache(time.Minute, time.Now, copyUser)
 	var reads atomic.Int32
 	gate := make(chan struct{})
 	read := func(context.Context) (*User, error) {

@@ -95,20 +95,49 @@ func TestWorkerGetCachedSeesABlockAtOnce(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
 	const name = "alice-8cores-0123abcd"
-	if _, err := db.Workers.GetCached(ctx, name); !errors.Is(err, rundb.ErrNotFound) {
+	if _, err := db.Workers.GetCached(ctx, name, nil); !errors.Is(err, rundb.ErrNotFound) {
 		t.Fatalf("a worker never noted: %v, want ErrNotFound", err)
 	}
 	if err := db.Workers.Put(ctx, &rundb.Worker{WorkerName: name, Blocked: true, Message: "bad results"}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := db.Workers.GetCached(ctx, name)
+	w, err := db.Workers.GetCached(ctx, name, nil)
 	if err != nil || !w.Blocked || w.Message != "bad results" {
 		t.Fatalf("right after the block: %+v, %v", w, err)
 	}
 	if err := db.Workers.Put(ctx, &rundb.Worker{WorkerName: name, Blocked: false}); err != nil {
 		t.Fatal(err)
 	}
-	if w, err := db.Workers.GetCached(ctx, name); err != nil || w.Blocked {
+	if w, err := db.Workers.GetCached(ctx, name, nil); err != nil || w.Blocked {
 		t.Fatalf("right after the unblock: %+v, %v", w, err)
+	}
+}
+
+// A block made by another instance reaches request_task's check within UserCacheTTL, and the
+// check reads no database before then.
+func TestWorkerGetCachedSeesOtherBlocksWithinTTL(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	const name = "bob-4cores-89abcdef"
+	var mu sync.Mutex
+	now := time.Now()
+	db.Workers.SetWorkerIndexClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	if err := db.Workers.Put(ctx, &rundb.Worker{WorkerName: name, Message: "noted"}); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := db.Workers.GetCached(ctx, name, nil); err != nil || w.Blocked {
+		t.Fatalf("before the block: %+v, %v", w, err)
+	}
+	if err := db.Workers.SetBlockedBehindIndex(ctx, name, true); err != nil {
+		t.Fatal(err)
+	}
+	advance(rundb.UserCacheTTL / 2)
+	if w, err := db.Workers.GetCached(ctx, name, nil); err != nil || w.Blocked {
+		t.Fatalf("within the TTL the copy answers: %+v, %v", w, err)
+	}
+	advance(rundb.UserCacheTTL/2 + time.Millisecond)
+	if w, err := db.Workers.GetCached(ctx, name, nil); err != nil || !w.Blocked {
+		t.Fatalf("after the TTL: %+v, %v, want blocked", w, err)
 	}
 }

@@ -151,7 +151,7 @@ func newUserStore(coll *mongo.Collection, hashCost int) *UserStore {
 		coll:     coll,
 		hashCost: hashCost,
 		creds:    newCredentialCache(credentialTTL, credentialCacheSize, time.Now),
-		cache:    newReadCache(UserCacheTTL, time.Now, copyUser, false),
+		cache:    newReadCache(UserCacheTTL, time.Now, copyUser),
 		now:      time.Now,
 	}
 }
