@@ -78,13 +78,16 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	}
 	defer s.calls.leave()
 
-	// Before the slot: the worker's record, which may be a database read (cold for every
-	// worker of a storm). A slot covers only the in-memory decision.
+	// Before the slot: is the worker blocked? An in-memory copy of the workers collection
+	// answers; it is read from the database (through DBGate) only at the first call and by one
+	// caller every UserCacheTTL, so a storm of new workers makes no database read. A slot
+	// covers only the in-memory decision.
 	name := wi.ShortName()
-	w, err := s.db.Workers.GetCached(ctx, name)
+	w, err := s.db.Workers.GetCached(ctx, name, s.dbGate)
 	switch {
 	case err == nil && w.Blocked:
-		if err := s.db.Workers.Put(ctx, w); err != nil { // records when it last tried
+		// The record notes when the blocked worker last tried.
+		if err := s.dbGate(ctx, func(ctx context.Context) error { return s.db.Workers.Put(ctx, w) }); err != nil {
 			s.logger.Warn("update blocked worker", "worker", name, "err", err)
 		}
 		return TaskReply{Waiting: true, Error: blockedMessage(name, w.Message, hostURL)}, nil
@@ -116,9 +119,11 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	if ok {
 		s.cfg.Metrics.TaskAssigned()
 	}
-	// The event log is written once the scheduling lock is free: a slow database must not
-	// hold up the next worker.
-	s.writeActions(ctx, ev.actions)
+	// After the slot, the event log (rare: a worker whose architecture a run's filter cannot
+	// read), once the scheduling lock is free: a slow database must not hold up the next worker.
+	if len(ev.actions) > 0 {
+		_ = s.dbGate(ctx, func(ctx context.Context) error { s.writeActions(ctx, ev.actions); return nil })
+	}
 	// The caller waits for the task's record with Stored once it lets go of its own token. If
 	// the record is not stored the task stays made in memory but the worker is not told of it:
 	// it is scavenged as dead in time, as one whose worker vanished would be.

@@ -26,6 +26,11 @@ type Config struct {
 	TaskDuration          time.Duration
 	// BooksURL is where books.json is refreshed from; empty: only the database's copy.
 	BooksURL string
+	// DBGate runs request_task's database work, which is rare: the first read of the workers
+	// collection and its reloads, a blocked worker's record, the event log (the server passes
+	// its token pool's Do). The rest of request_task is memory-only and runs without it. Nil
+	// runs the work directly.
+	DBGate func(ctx context.Context, fn func(context.Context) error) error
 	// Metrics receives the scheduler's counts: tasks assigned, finished and reclaimed,
 	// too-busy replies, the scheduling lock's hold time, beat lag and the fleet's size. Nil
 	// records nothing.
@@ -241,6 +246,14 @@ func (s *Scheduler) modifyStored(ctx context.Context, id rundb.ObjectID, task in
 
 // writeActions stores actions collected while locks were held; a failure is logged, as losing
 // an event-log line must not fail the worker's request.
+// dbGate runs fn through Config.DBGate, or directly when there is none.
+func (s *Scheduler) dbGate(ctx context.Context, fn func(context.Context) error) error {
+	if s.cfg.DBGate == nil {
+		return fn(ctx)
+	}
+	return s.cfg.DBGate(ctx, fn)
+}
+
 func (s *Scheduler) writeActions(ctx context.Context, actions []*rundb.Action) {
 	for _, a := range actions {
 		if err := s.db.Actions.Insert(context.WithoutCancel(ctx), a); err != nil {

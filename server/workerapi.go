@@ -365,19 +365,17 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	if c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https" {
 		scheme = "https"
 	}
-	var reply scheduler.TaskReply
 	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), c.ClientIP(), time.Now()) {
 		// fishtest's worker waits and asks again on this reply, as on "too busy".
 		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo, Duration: duration(c)})
 		return
 	}
-	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		var err error
-		reply, err = primaryOf(c).RequestTask(ctx, w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)
-		return err
-	})
+	// No token here: request_task is memory work but for its rare database reads and writes,
+	// which take one through the scheduler's DBGate. A storm's requests must not queue for
+	// tokens behind the database's other work.
+	reply, err := primaryOf(c).RequestTask(c.Request.Context(), w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)
 	if err == nil {
-		err = reply.Stored(c.Request.Context()) // with the token given back, as schedulerCall
+		err = reply.Stored(c.Request.Context())
 	}
 	if err != nil {
 		s.workerFailure(c, err)

@@ -62,7 +62,7 @@ func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *rundb.Journ
 	}
 	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, HeartbeatPeriod: 120 * time.Second,
 		DeadTaskTimeout: 360 * time.Second, ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second,
-		TaskDuration: 1800 * time.Second}, db, cache, logger)
+		TaskDuration: 1800 * time.Second, DBGate: pool.Do}, db, cache, logger)
 	if err := sched.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -695,6 +695,35 @@ func TestWorkerAPIBeatNeedsNoToken(t *testing.T) {
 	released = true
 	if r := <-done; r.code != http.StatusOK || r.out["task_alive"] != true {
 		t.Errorf("update_task once a token is free: %d %v", r.code, r.out)
+	}
+}
+
+// request_task is memory work once the workers collection was read: in a reconnection storm,
+// with every token held by calls waiting for the database, a worker new to the server (its
+// user seen before) still gets a task at once.
+func TestWorkerAPIRequestTaskNeedsNoToken(t *testing.T) {
+	pool := tokenpool.New(1)
+	f := newFleetWithPool(t, pool)
+	f.newRun(map[string]any{"num_games": 10000})
+	if code, out := f.post("/api/request_task", call(1, nil)); code != http.StatusOK || out["task_id"] == nil {
+		t.Fatalf("request_task: %d %v", code, out)
+	}
+	if err := pool.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Release()
+	done := make(chan map[string]any, 1)
+	go func() {
+		_, out := f.post("/api/request_task", call(2, nil))
+		done <- out
+	}()
+	select {
+	case out := <-done:
+		if out["task_id"] == nil {
+			t.Errorf("a new worker with every token held: %v, want a task", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("request_task waited for a token")
 	}
 }
 

@@ -56,7 +56,7 @@ func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
 		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
 		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
-		BooksURL: cfg.BooksURL,
+		BooksURL: cfg.BooksURL, DBGate: inst.tokens.Do,
 	}, FlushPeriod: cfg.FlushPeriod}
 	if cfg.Journal {
 		p.journal, err = inst.db.OpenJournal(ctx, rundb.JournalOptions{Lease: lease, Holder: inst.holder(),
