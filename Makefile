@@ -9,7 +9,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 ADDR      ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help build run demo test test-race test-norace lint fmt bench bench-go fuzz clean
+.PHONY: help build run demo test test-race test-norace lint fmt bench bench-go fuzz clean FORCE
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,8 +43,19 @@ lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: build ## the performance report (docs/benchmarks/report.{md,json}), the journal's cost and a takeover included; QUICK=1 for small sizes
-	$(BIN) bench $(if $(QUICK),--quick) --scenarios steady,storm,ceiling,critical-section,durability --out docs/benchmarks
+# `make bench BASELINE=<git ref>` also builds that commit (bin/shoal-baseline) and runs steady and
+# the storms against it first, in the same run, for this build's ratios to it.
+BASELINE  ?=
+bench: build $(if $(BASELINE),bin/shoal-baseline) ## the performance report (docs/benchmarks/report.{md,json}), the journal's cost and a takeover included; QUICK=1 for small sizes, BASELINE=<ref> to compare
+	$(BIN) bench $(if $(QUICK),--quick) $(if $(BASELINE),--baseline bin/shoal-baseline) --scenarios steady,storm,ceiling,critical-section,durability --out docs/benchmarks
+
+bin/shoal-baseline: FORCE
+	rm -rf bin/baseline-src && mkdir -p bin/baseline-src
+	git archive $(BASELINE) | tar -x -C bin/baseline-src
+	cd bin/baseline-src && $(GO) build -trimpath -o ../shoal-baseline ./cmd/shoal
+	rm -rf bin/baseline-src
+
+FORCE:
 
 bench-go: ## Go benchmarks of the hot paths (request_task, update_task, SPRT update, credential check, decoding)
 	$(GO) test -run '^$$' -bench . -benchmem ./...

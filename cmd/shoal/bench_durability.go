@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,20 +17,12 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 )
 
-// durabilityOrder is the journal setting of each leg of the durability scenario: off, on, on,
-// off, so that a drift over the bench run (a warming machine, a neighbour's load) weighs on both
-// sides alike.
-var durabilityOrder = []bool{false, true, true, false}
+// durabilityRound is the journal setting of each leg of one round of the durability scenario:
+// off, on, on, off, so that a drift over the round (a warming machine, a neighbour's load) weighs
+// on both sides alike.
+var durabilityRound = []bool{false, true, true, false}
 
-// durabilityLegs are the report's sections of the durability scenario's legs.
-func durabilityLegs() []string {
-	legs := make([]string, len(durabilityOrder))
-	for i, on := range durabilityOrder {
-		legs[i] = durabilityLeg(i, on)
-	}
-	return legs
-}
-
+// durabilityLeg names leg i (from 0, over all rounds) in the report.
 func durabilityLeg(i int, on bool) string {
 	if on {
 		return fmt.Sprintf("durability-%d-journal-on", i+1)
@@ -42,15 +35,18 @@ func durabilityLeg(i int, on bool) string {
 var durabilityFigures = []string{"steady: update_task p99", "steady: beat p99", "steady: request_task p99",
 	"steady: update_task p50", "steady: beat p50", "steady: server CPU per wall second"}
 
-// benchDurability runs the steady scenario once per leg of durabilityOrder, with the journal
-// off or on, and reports each figure's ratio: the mean of the legs with the journal over the
-// mean of those without. The journal's target is the issue's: update_task p99 at most 1.5 times
-// what it is without; beat, which writes no record, should not move beyond the noise.
+// benchDurability runs set.durabilityRounds rounds of the steady scenario, each of four legs of
+// set.durabilityLeg with the journal off, on, on, off, and reports each figure's ratio per round
+// (the mean of its legs with the journal over the mean of those without) and the median of the
+// rounds' ratios, which is what the targets judge: on a shared machine a noisy minute moves one
+// round's p99 several times over, and the median leaves that round out. The journal's target is
+// the issue's: update_task p99 at most 1.5 times what it is without; beat, which writes no
+// record, should not move beyond the noise.
 func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
 	updateRatio, beatRatio, takeover := (*float64)(nil), (*float64)(nil), (*float64)(nil)
 	defer func() {
-		sc.target("update_task p99, journal on / off", updateRatio, "x", "<= 1.5", func(v float64) bool { return v <= 1.5 })
-		sc.target("beat p99, journal on / off", beatRatio, "x", "<= 1.5", func(v float64) bool { return v <= 1.5 })
+		sc.target("update_task p99, journal on / off (median of the rounds)", updateRatio, "x", "<= 1.5", func(v float64) bool { return v <= 1.5 })
+		sc.target("beat p99, journal on / off (median of the rounds)", beatRatio, "x", "<= 1.5", func(v float64) bool { return v <= 1.5 })
 		sc.target("takeover: worker API served again after SIGKILL of the primary", takeover, "s", "<= 15", func(v float64) bool { return v <= 15 })
 	}()
 	fmt.Fprintf(stdout, "bench: durability: takeover of a killed primary by a standby...\n")
@@ -60,55 +56,72 @@ func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport,
 		takeover = ref(d.Seconds())
 		sc.figure("takeover: worker API served again after SIGKILL of the primary (default lease)", d.Seconds(), "s")
 	}
-	legs := make([]*scenarioReport, len(durabilityOrder))
-	for i, on := range durabilityOrder {
+	rounds := max(set.DurabilityRounds, 1)
+	n := rounds * len(durabilityRound)
+	legs := make([]*scenarioReport, n)
+	on := make([]bool, n)
+	for i := range n {
+		on[i] = durabilityRound[i%len(durabilityRound)]
 		leg := &scenarioReport{}
 		legs[i] = leg
-		rep.Scenarios[durabilityLeg(i, on)] = leg
-		fmt.Fprintf(stdout, "bench: durability leg %d of %d, journal %v...\n", i+1, len(durabilityOrder), on)
+		rep.Scenarios[durabilityLeg(i, on[i])] = leg
+		fmt.Fprintf(stdout, "bench: durability leg %d of %d, journal %v...\n", i+1, n, on[i])
 		lset := set
+		lset.duration = set.durabilityLeg
 		if set.profiles != "" {
 			// Each leg profiled alike, into a directory of its own: what the journal costs
 			// shows in the difference.
-			lset.profiles = filepath.Join(set.profiles, durabilityLeg(i, on))
+			lset.profiles = filepath.Join(set.profiles, durabilityLeg(i, on[i]))
 		}
-		lset.serveArgs = append(append([]string(nil), set.serveArgs...), fmt.Sprintf("--journal=%v", on))
+		lset.serveArgs = append(append([]string(nil), set.serveArgs...), fmt.Sprintf("--journal=%v", on[i]))
 		if err := benchSteady(ctx, lset, leg, stderr); err != nil {
 			leg.Error = err.Error()
-			return fmt.Errorf("leg %d (journal %v): %w", i+1, on, err)
+			return fmt.Errorf("leg %d (journal %v): %w", i+1, on[i], err)
 		}
 	}
 	for _, name := range durabilityFigures {
-		var on, off []float64
-		for i, leg := range legs {
-			if v, ok := leg.value(name); ok {
-				if durabilityOrder[i] {
-					on = append(on, v)
-				} else {
-					off = append(off, v)
+		short := strings.TrimPrefix(name, "steady: ")
+		var ratios, allOn, allOff []float64
+		for r := range rounds {
+			var ons, offs []float64
+			for i := r * len(durabilityRound); i < (r+1)*len(durabilityRound); i++ {
+				if v, ok := legs[i].value(name); ok {
+					if on[i] {
+						ons = append(ons, v)
+					} else {
+						offs = append(offs, v)
+					}
 				}
 			}
+			allOn, allOff = append(allOn, ons...), append(allOff, offs...)
+			if len(ons) == 0 || len(offs) == 0 || mean(offs) <= 0 {
+				continue
+			}
+			ratio := mean(ons) / mean(offs)
+			ratios = append(ratios, ratio)
+			if rounds > 1 {
+				sc.figure(fmt.Sprintf("round %d: ratio on / off: %s", r+1, short), ratio, "x")
+			}
 		}
-		if len(on) == 0 || len(off) == 0 || mean(off) <= 0 {
+		if len(ratios) == 0 {
 			continue
 		}
-		short := strings.TrimPrefix(name, "steady: ")
-		sc.figure("journal off: "+short+" (mean of legs)", mean(off), unitOf(legs, name))
-		sc.figure("journal on: "+short+" (mean of legs)", mean(on), unitOf(legs, name))
-		r := mean(on) / mean(off)
-		sc.figure("ratio on / off: "+short, r, "x")
+		sc.figure("journal off: "+short+" (mean of legs)", mean(allOff), unitOf(legs, name))
+		sc.figure("journal on: "+short+" (mean of legs)", mean(allOn), unitOf(legs, name))
+		m := median(ratios)
+		sc.figure("ratio on / off: "+short+" (median of the rounds)", m, "x")
 		switch name {
 		case "steady: update_task p99":
-			updateRatio = ref(r)
+			updateRatio = ref(m)
 		case "steady: beat p99":
-			beatRatio = ref(r)
+			beatRatio = ref(m)
 		}
 	}
 	for _, name := range []string{"steady: journal batch mean duration", "steady: journal records per batch (mean)", "steady: journal batch p99 (bucket upper bound)",
 		"steady: journal wait mean (queued to stored)", "steady: journal wait p99 (bucket upper bound)"} {
 		var vs []float64
 		for i, leg := range legs {
-			if v, ok := leg.value(name); ok && durabilityOrder[i] {
+			if v, ok := leg.value(name); ok && on[i] {
 				vs = append(vs, v)
 			}
 		}
@@ -117,6 +130,15 @@ func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport,
 		}
 	}
 	return nil
+}
+
+// median is the middle of vs (the mean of the two middle ones for an even count).
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func mean(vs []float64) float64 {

@@ -21,7 +21,8 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "report")
 	// The binary is its own baseline: the mechanism of --baseline is what is checked here.
-	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "steady,ceiling", "--out", out, "--duration", "20s", "--baseline", bin)
+	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "steady,storm,ceiling", "--out", out, "--duration", "20s",
+		"--storm-workers", "60", "--baseline", bin)
 	cmd.Dir = t.TempDir()
 	text, err := cmd.CombinedOutput()
 	if err != nil {
@@ -55,9 +56,9 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	if rep.Machine.Cores < 1 || rep.Commit == "" {
 		t.Errorf("machine or commit missing: %+v %q", rep.Machine, rep.Commit)
 	}
-	want := map[string]int{"steady": 4, "ceiling": 1, "steady-baseline": 4}
+	want := map[string]int{"steady": 4, "storm": 4, "ceiling": 1, "steady-baseline": 4}
 	if len(rep.Scenarios) != len(want) {
-		t.Errorf("scenarios %v, want steady, its baseline and ceiling", rep.Scenarios)
+		t.Errorf("scenarios %v, want steady, its baseline, storm and ceiling", rep.Scenarios)
 	}
 	for name, n := range want {
 		sc, ok := rep.Scenarios[name]
@@ -88,6 +89,26 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 				t.Errorf("%s: target %s was not measured", name, tg["name"])
 			}
 		}
+	}
+	// The storm, against the baseline and this build: every worker got a task, and the
+	// waits, too-busy replies and ratios are reported.
+	storm := map[string]float64{}
+	for _, f := range rep.Scenarios["storm"].Figures {
+		storm[f.Name] = f.Value
+	}
+	for _, label := range []string{"storm 60", "storm 60 baseline"} {
+		if v, ok := storm[label+": time until 99 % of the workers hold a task"]; !ok || v <= 0 {
+			t.Errorf("%s: time until 99 %% hold a task %v (reported %v), want a positive time", label, v, ok)
+		}
+		if v := storm[label+": tasks handed out"]; v < 60 {
+			t.Errorf("%s: %v tasks handed out to 60 workers", label, v)
+		}
+		if v := storm[label+": exactly-once check passed"]; v != 1 {
+			t.Errorf("%s: exactly-once check %v", label, v)
+		}
+	}
+	if _, ok := storm["storm 60: ratio to the baseline: tasks handed out"]; !ok {
+		t.Errorf("storm: no ratio to the baseline in %v", storm)
 	}
 	figures := map[string]float64{}
 	for _, f := range rep.Scenarios["steady"].Figures {

@@ -51,3 +51,26 @@ func pinSelf(first int) error {
 	}
 	return nil
 }
+
+// raiseFileLimit raises this process's open-file limit (which the servers it starts inherit) to
+// at least need, past the hard limit where the process may (as root), and says what it is: a
+// simulated worker holds up to two connections, so a storm of 20,000 needs some 40,000
+// descriptors in the fleet and as many in the server.
+func raiseFileLimit(need uint64) string {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return "open-file limit unknown: " + err.Error()
+	}
+	if rl.Cur < need {
+		want := syscall.Rlimit{Cur: need, Max: max(rl.Max, need)}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want) != nil {
+			want = syscall.Rlimit{Cur: rl.Max, Max: rl.Max}
+			_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want)
+		}
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
+	}
+	if rl.Cur < need {
+		return fmt.Sprintf("open-file limit %d, under the %d the largest fleet needs: its transport errors are the generator's", rl.Cur, need)
+	}
+	return fmt.Sprintf("open-file limit %d", rl.Cur)
+}
