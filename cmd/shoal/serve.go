@@ -49,13 +49,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("serve: unexpected arguments %q", rest)
 	}
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	// SIGHUP is caught before the instance says it is ready: one sent as soon as it does must
+	// reload, not end the process (SIGHUP's default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	inst, err := startInstance(ctx, cfg, logger, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	var served error
 	for served == nil && ctx.Err() == nil {
 		select {
