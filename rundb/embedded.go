@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -212,20 +213,38 @@ func unlockDataDir(f *os.File) {
 }
 
 // levelFloor drops records below min; it lets the embedded database share Shoal's handler
-// while saying less than Shoal does.
+// while saying less than Shoal does. Attributes and groups added with With are applied only to
+// a record that passes the floor: the embedded database adds each SQL statement's arguments
+// (a whole run's JSON, for a run write) to a logger for a debug record that is never written,
+// and a text handler formats attributes as soon as they are added.
 type levelFloor struct {
 	slog.Handler
 	min slog.Level
+	// with are the WithAttrs and WithGroup calls made so far, in order, not yet applied.
+	with []func(slog.Handler) slog.Handler
 }
 
 func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.min && h.Handler.Enabled(ctx, l)
 }
 
+func (h levelFloor) Handle(ctx context.Context, r slog.Record) error {
+	inner := h.Handler
+	for _, f := range h.with {
+		inner = f(inner)
+	}
+	return inner.Handle(ctx, r)
+}
+
 func (h levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return levelFloor{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+	return h.then(func(inner slog.Handler) slog.Handler { return inner.WithAttrs(attrs) })
 }
 
 func (h levelFloor) WithGroup(name string) slog.Handler {
-	return levelFloor{Handler: h.Handler.WithGroup(name), min: h.min}
+	return h.then(func(inner slog.Handler) slog.Handler { return inner.WithGroup(name) })
+}
+
+// then is h with f applied after its other additions.
+func (h levelFloor) then(f func(slog.Handler) slog.Handler) levelFloor {
+	return levelFloor{Handler: h.Handler, min: h.min, with: append(slices.Clip(h.with), f)}
 }
