@@ -319,7 +319,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if slices.Contains(set.Scenarios, "storm") {
 		largest = max(largest, slices.Max(set.StormSizes))
 	}
-	set.FileLimit = raiseFileLimit(uint64(3*largest + 10000))
+	set.FileLimit = raiseFileLimit(uint64(2*largest + 1000))
 	fmt.Fprintf(stdout, "bench: %s\n", set.FileLimit)
 	rep := &benchReport{Started: time.Now().UTC().Truncate(time.Second), Machine: readMachine(), Commit: gitDescribe(),
 		Version: version, Settings: set, Scenarios: map[string]*scenarioReport{}}

@@ -53,9 +53,9 @@ func pinSelf(first int) error {
 }
 
 // raiseFileLimit raises this process's open-file limit (which the servers it starts inherit) to
-// at least need, past the hard limit where the process may (as root), and says what it is: a
-// simulated worker holds up to two connections, so a storm of 20,000 needs some 40,000
-// descriptors in the fleet and as many in the server.
+// at least need, past the hard limit where the process may (root with CAP_SYS_RESOURCE), and
+// says what it is: a simulated worker holds up to two connections, so a storm of 20,000 needs
+// some 40,000 descriptors in the fleet and as many in the server.
 func raiseFileLimit(need uint64) string {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
@@ -70,7 +70,7 @@ func raiseFileLimit(need uint64) string {
 		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
 	}
 	if rl.Cur < need {
-		return fmt.Sprintf("open-file limit %d, under the %d the largest fleet needs: its transport errors are the generator's", rl.Cur, need)
+		return fmt.Sprintf("open-file limit %d, under the %d the largest fleet may hold at once: if its workers run out of sockets, their transport errors are the generator's", rl.Cur, need)
 	}
 	return fmt.Sprintf("open-file limit %d", rl.Cur)
 }
