@@ -61,10 +61,14 @@ bench-go: ## Go benchmarks of the hot paths (request_task, update_task, SPRT upd
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 FUZZTIME ?= 30s
-fuzz: ## run each fuzz target for FUZZTIME (30s)
-	$(GO) test -run '^$$' -fuzz '^FuzzCalcElo$$' -fuzztime $(FUZZTIME) ./server/
-	$(GO) test -run '^$$' -fuzz '^FuzzWorkerAPI$$' -fuzztime $(FUZZTIME) ./server/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./worker/protocol/
+# Every fuzz target is found by name, so a new one is fuzzed without editing this file.
+fuzz: ## run every fuzz target (func Fuzz... in a _test.go) for FUZZTIME (30s) each
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for name in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2); do \
+			echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$dir/"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$dir/; \
+		done; \
+	done
 
 clean: ## remove build output (not ./data)
 	rm -rf bin
