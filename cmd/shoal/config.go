@@ -437,7 +437,7 @@ func options() []option {
 			func(c *Config) *string { return &c.EmbeddedDBAddr }, optional(checkEmbeddedDBAddr)),
 		stringOption("log_level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
-		stringOption("books_url", "URL of the books.json metadata refreshed every 15 minutes; empty: only the database's",
+		stringOption("books_url", "URL of the books.json metadata refreshed every 15 scavenge periods (15 minutes by default); empty: only the database's",
 			func(c *Config) *string { return &c.BooksURL }, checkOptionalURL),
 		intOption("threadpool_tokens", "maximum number of blocking database operations at once",
 			func(c *Config) *int { return &c.ThreadpoolTokens }),
