@@ -145,10 +145,10 @@ type WorkerStore struct {
 // effect at once; a change made by another instance within UserCacheTTL. through, if not nil,
 // runs that read (request_task passes the server's token pool: no token for a memory read).
 func (s *WorkerStore) GetCached(ctx context.Context, name string, through func(context.Context, func(context.Context) error) error) (*Worker, error) {
+	if through == nil {
+		through = func(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+	}
 	return s.index.get(ctx, name, func(ctx context.Context) (all map[string]*Worker, err error) {
-		if through == nil {
-			return readAllWorkers(ctx, s.coll)
-		}
 		err = through(ctx, func(ctx context.Context) error {
 			all, err = readAllWorkers(ctx, s.coll)
 			return err

@@ -21,8 +21,8 @@ const (
 )
 
 // readCache keeps recently read documents by key, so that the worker API, which authenticates
-// every call, does not read the database a thousand times a second. An absent document is not cached. Safe for
-// concurrent use.
+// every call, does not read the database a thousand times a second. An absent document is not
+// cached. Safe for concurrent use.
 type readCache[T any] struct {
 	ttl  time.Duration
 	now  func() time.Time
@@ -36,7 +36,7 @@ type readCache[T any] struct {
 }
 
 type readCacheEntry[T any] struct {
-	doc     *T // nil: absent
+	doc     *T
 	expires time.Time
 }
 

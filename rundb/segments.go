@@ -137,10 +137,10 @@ func (s *fileSegments) syncer() {
 		}
 		s.mu.Lock()
 		if s.dirty && s.f != nil {
+			s.dirty = false
 			if err := s.f.Sync(); err != nil {
 				s.closeLocked() // the next batch starts a new file, see fileSegments
 			}
-			s.dirty = false
 		}
 		s.mu.Unlock()
 	}

@@ -244,8 +244,6 @@ func (s *Scheduler) modifyStored(ctx context.Context, id rundb.ObjectID, task in
 	return stored, err
 }
 
-// writeActions stores actions collected while locks were held; a failure is logged, as losing
-// an event-log line must not fail the worker's request.
 // dbGate runs fn through Config.DBGate, or directly when there is none.
 func (s *Scheduler) dbGate(ctx context.Context, fn func(context.Context) error) error {
 	if s.cfg.DBGate == nil {
@@ -254,6 +252,8 @@ func (s *Scheduler) dbGate(ctx context.Context, fn func(context.Context) error) 
 	return s.cfg.DBGate(ctx, fn)
 }
 
+// writeActions stores actions collected while locks were held; a failure is logged, as losing
+// an event-log line must not fail the worker's request.
 func (s *Scheduler) writeActions(ctx context.Context, actions []*rundb.Action) {
 	for _, a := range actions {
 		if err := s.db.Actions.Insert(context.WithoutCancel(ctx), a); err != nil {

@@ -262,7 +262,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	switch {
 	case set.Workers < 1 || set.Runs < 1 || set.duration <= 0:
-		return errors.New("bench: --workers, --runs, --storm-workers and --duration must be positive")
+		return errors.New("bench: --workers, --runs and --duration must be positive")
 	case !(set.TimeScale >= 1):
 		return errors.New("bench: --time-scale must be at least 1")
 	}

@@ -22,9 +22,12 @@ import (
 // on both sides alike.
 var durabilityRound = []bool{false, true, true, false}
 
+// legOn is whether leg i (from 0, over all rounds) has the journal on.
+func legOn(i int) bool { return durabilityRound[i%len(durabilityRound)] }
+
 // durabilityLeg names leg i (from 0, over all rounds) in the report.
-func durabilityLeg(i int, on bool) string {
-	if on {
+func durabilityLeg(i int) string {
+	if legOn(i) {
 		return fmt.Sprintf("durability-%d-journal-on", i+1)
 	}
 	return fmt.Sprintf("durability-%d-journal-off", i+1)
@@ -59,24 +62,22 @@ func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport,
 	rounds := max(set.DurabilityRounds, 1)
 	n := rounds * len(durabilityRound)
 	legs := make([]*scenarioReport, n)
-	on := make([]bool, n)
 	for i := range n {
-		on[i] = durabilityRound[i%len(durabilityRound)]
 		leg := &scenarioReport{}
 		legs[i] = leg
-		rep.Scenarios[durabilityLeg(i, on[i])] = leg
-		fmt.Fprintf(stdout, "bench: durability leg %d of %d, journal %v...\n", i+1, n, on[i])
+		rep.Scenarios[durabilityLeg(i)] = leg
+		fmt.Fprintf(stdout, "bench: durability leg %d of %d, journal %v...\n", i+1, n, legOn(i))
 		lset := set
 		lset.duration = set.durabilityLeg
 		if set.profiles != "" {
 			// Each leg profiled alike, into a directory of its own: what the journal costs
 			// shows in the difference.
-			lset.profiles = filepath.Join(set.profiles, durabilityLeg(i, on[i]))
+			lset.profiles = filepath.Join(set.profiles, durabilityLeg(i))
 		}
-		lset.serveArgs = append(append([]string(nil), set.serveArgs...), fmt.Sprintf("--journal=%v", on[i]))
+		lset.serveArgs = append(append([]string(nil), set.serveArgs...), fmt.Sprintf("--journal=%v", legOn(i)))
 		if err := benchSteady(ctx, lset, leg, stderr); err != nil {
 			leg.Error = err.Error()
-			return fmt.Errorf("leg %d (journal %v): %w", i+1, on[i], err)
+			return fmt.Errorf("leg %d (journal %v): %w", i+1, legOn(i), err)
 		}
 	}
 	for _, name := range durabilityFigures {
@@ -86,7 +87,7 @@ func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport,
 			var ons, offs []float64
 			for i := r * len(durabilityRound); i < (r+1)*len(durabilityRound); i++ {
 				if v, ok := legs[i].value(name); ok {
-					if on[i] {
+					if legOn(i) {
 						ons = append(ons, v)
 					} else {
 						offs = append(offs, v)
@@ -121,7 +122,7 @@ func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport,
 		"steady: journal wait mean (queued to stored)", "steady: journal wait p99 (bucket upper bound)"} {
 		var vs []float64
 		for i, leg := range legs {
-			if v, ok := leg.value(name); ok && on[i] {
+			if v, ok := leg.value(name); ok && legOn(i) {
 				vs = append(vs, v)
 			}
 		}
