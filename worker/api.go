@@ -73,6 +73,10 @@ type Observer interface {
 	// active" reply (task_alive false with "info"), which records nothing. Stats are
 	// cumulative, so an update retried after a lost reply is harmless.
 	Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool)
+	// Unanswered is called for each update_task that got no usable reply (none, cut short,
+	// or not JSON), with the cumulative stats it sent: the server may have recorded them or
+	// not, and nobody can tell which.
+	Unanswered(runID string, taskID int, cumulative protocol.Stats)
 	// TaskEnded is called when the worker is done with a task that TaskStarted announced, with
 	// how it ended.
 	TaskEnded(runID string, taskID int, how TaskEnd)

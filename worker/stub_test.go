@@ -404,6 +404,8 @@ type recordingObserver struct {
 	accepted []protocol.Stats
 	alive    []bool
 	ended    []TaskEnd
+	// unanswered are the cumulative stats of update_task calls that got no usable reply.
+	unanswered []protocol.Stats
 }
 
 func (o *recordingObserver) Request(endpoint string, took time.Duration, status int, reply map[string]any, err error) {
@@ -423,6 +425,12 @@ func (o *recordingObserver) TaskEnded(runID string, taskID int, how TaskEnd) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ended = append(o.ended, how)
+}
+
+func (o *recordingObserver) Unanswered(runID string, taskID int, cumulative protocol.Stats) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.unanswered = append(o.unanswered, cumulative)
 }
 
 func (o *recordingObserver) Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool) {

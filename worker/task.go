@@ -266,6 +266,9 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 	req.SPSA = spsa
 	for attempt := 1; attempt <= updateAttempts; attempt++ {
 		r, err := w.post(ctx, "update_task", req)
+		if err != nil && w.obs != nil {
+			w.obs.Unanswered(t.task.RunID, t.task.TaskID, stats)
+		}
 		if ctx.Err() != nil {
 			return false, false, "", ctx.Err()
 		}

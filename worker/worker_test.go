@@ -398,6 +398,8 @@ func TestUpdateTaskRetries(t *testing.T) {
 		wantUpdates int
 		wantFailed  string // "" means no failed_task
 		wantUpload  bool
+		// wantUnanswered is how many update_task calls the observer hears got no usable reply.
+		wantUnanswered int
 	}{
 		{"transport errors, then success", func(n int) answer {
 			switch n {
@@ -407,23 +409,23 @@ func TestUpdateTaskRetries(t *testing.T) {
 				return dropConnection
 			}
 			return ok("task_alive", false)
-		}, 3, "", true},
-		{"five transport errors fail the task", func(int) answer { return plainText(502, "Bad Gateway") }, 5, "Too many failed update attempts.", false},
+		}, 3, "", true, 2},
+		{"five transport errors fail the task", func(int) answer { return plainText(502, "Bad Gateway") }, 5, "Too many failed update attempts.", false, 5},
 		{"a restart's 503 text is retried", func(n int) answer {
 			if n < 4 {
 				return plainText(503, "/api/update_task: server is shutting down; retry later")
 			}
 			return ok("task_alive", false)
-		}, 4, "", true},
+		}, 4, "", true, 3},
 		{"a JSON error while shutting down is final, as in fishtest's worker", func(int) answer {
 			return jsonAnswer(503, map[string]any{"error": "/api/update_task: server is shutting down", "duration": 0.001})
-		}, 1, "update_task refused: /api/update_task: server is shutting down", false},
+		}, 1, "update_task refused: /api/update_task: server is shutting down", false, 0},
 		{"a 200 error is not retried", func(int) answer {
 			return ok("task_alive", false, "error", "Update_task: task 3 has incompatible stats")
-		}, 1, "update_task refused: Update_task: task 3 has incompatible stats", false},
+		}, 1, "update_task refused: Update_task: task 3 has incompatible stats", false, 0},
 		{"a 400 error is not retried", func(int) answer {
 			return jsonAnswer(400, map[string]any{"error": "/api/update_task: Invalid task_id 3 for run", "duration": 0.001})
-		}, 1, "update_task refused: /api/update_task: Invalid task_id 3", false},
+		}, 1, "update_task refused: /api/update_task: Invalid task_id 3", false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -458,6 +460,16 @@ func TestUpdateTaskRetries(t *testing.T) {
 			if len(updates) != tt.wantUpdates {
 				t.Fatalf("%d update_task calls, want %d", len(updates), tt.wantUpdates)
 			}
+			obs.mu.Lock()
+			if len(obs.unanswered) != tt.wantUnanswered {
+				t.Errorf("observer heard of %d unanswered updates, want %d", len(obs.unanswered), tt.wantUnanswered)
+			}
+			for _, st := range obs.unanswered {
+				if st != *updates[0].req.Stats {
+					t.Errorf("observer heard of unanswered stats %+v, sent %+v", st, *updates[0].req.Stats)
+				}
+			}
+			obs.mu.Unlock()
 			for i := 1; i < len(updates); i++ {
 				if *updates[i].req.Stats != *updates[0].req.Stats {
 					t.Errorf("retry %d sent other stats", i)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -357,5 +358,44 @@ func TestExactlyOnceNeedsGamesAndOneWorkerPerTask(t *testing.T) {
 	rep.checkRuns(context.Background(), rec, http.DefaultClient, "http://127.0.0.1:0", nil)
 	if rep.ExactlyOnce || rep.SharedTasks != 1 {
 		t.Errorf("exactly_once %v with %d shared tasks", rep.ExactlyOnce, rep.SharedTasks)
+	}
+}
+
+// An update that got no reply may or may not be in the server's results: the check accepts
+// either, and still fails a lost acknowledged game or an unanswered update counted twice.
+func TestExactlyOnceAllowsUnansweredUpdatesOnce(t *testing.T) {
+	rec := newRecorder()
+	w := &workerObserver{rec: rec}
+	pair := func(wins, draws, p2, p4 int) protocol.Stats {
+		return protocol.Stats{Wins: wins, Draws: draws, Pentanomial: [5]int{0, 0, p2, 0, p4}}
+	}
+	rec.accept(taskKey{"r", 0}, pair(0, 2, 1, 0), w)
+	rec.accept(taskKey{"r", 1}, pair(2, 0, 0, 1), w)
+	w.Unanswered("r", 1, pair(2, 2, 1, 1)) // the reply to task 1's second update never came
+	w.Unanswered("r", 0, pair(0, 2, 1, 0)) // an earlier update retried and since accepted: no doubt
+	acked, doubt, tasks := rec.acceptedSum("r")
+	if tasks != 2 || acked != pair(2, 2, 1, 1) || doubt != pair(0, 2, 1, 0) {
+		t.Fatalf("acceptedSum = %+v, doubt %+v, %d tasks", acked, doubt, tasks)
+	}
+	for _, tt := range []struct {
+		name   string
+		server protocol.Stats
+		want   bool
+	}{
+		{"the unanswered update was not recorded", pair(2, 2, 1, 1), true},
+		{"the unanswered update was recorded", pair(2, 4, 2, 1), true},
+		{"an acknowledged game is missing", pair(1, 2, 1, 1), false},
+		{"the unanswered update was counted twice", pair(2, 6, 3, 1), false},
+		{"games nobody sent", pair(3, 2, 1, 1), false},
+	} {
+		if got := accountedFor(tt.server, acked, doubt); got != tt.want {
+			t.Errorf("%s: accountedFor(%+v) = %v, want %v", tt.name, tt.server, got, tt.want)
+		}
+	}
+	if accountedFor(pair(2, 4, 2, 1), acked, protocol.Stats{}) {
+		t.Error("without unanswered updates, more games than acknowledged passed")
+	}
+	if rec.unanswer(taskKey{"s", 0}, pair(0, 2, 1, 0)); !slices.Contains(rec.runsTouched(), "s") {
+		t.Error("a run whose only update got no reply is not checked")
 	}
 }

@@ -66,6 +66,7 @@ type recorder struct {
 	transportSamples []string
 	appErrors        map[string]int64
 	accepted         map[taskKey]protocol.Stats  // the last cumulative stats the server took
+	unanswered       map[taskKey]protocol.Stats  // the largest cumulative stats sent without a reply
 	owner            map[taskKey]*workerObserver // the worker whose updates were accepted for a task
 	sharedTasks      int                         // tasks two workers had updates accepted for
 	reclaimed        map[taskKey]bool            // tasks whose worker vanished while holding them
@@ -82,6 +83,7 @@ func newRecorder() *recorder {
 		httpErrors: make(map[int]int64),
 		appErrors:  make(map[string]int64),
 		accepted:   make(map[taskKey]protocol.Stats),
+		unanswered: make(map[taskKey]protocol.Stats),
 		owner:      make(map[taskKey]*workerObserver),
 		reclaimed:  make(map[taskKey]bool),
 		exitErrors: make(map[string]int),
@@ -240,6 +242,42 @@ func (r *recorder) accept(k taskKey, st protocol.Stats, by *workerObserver) {
 
 func games(st protocol.Stats) int { return st.Wins + st.Losses + st.Draws }
 
+// cells lists the counts of st, cell by cell.
+func cells(st protocol.Stats) []int {
+	return append([]int{st.Wins, st.Losses, st.Draws, st.Crashes, st.TimeLosses}, st.Pentanomial[:]...)
+}
+
+// beyond is st - base cell by cell; ok is false when a cell of st is below base's (cumulative
+// stats of one task never shrink, so st is not a later report than base).
+func beyond(st, base protocol.Stats) (protocol.Stats, bool) {
+	d := protocol.Stats{
+		Wins: st.Wins - base.Wins, Losses: st.Losses - base.Losses, Draws: st.Draws - base.Draws,
+		Crashes: st.Crashes - base.Crashes, TimeLosses: st.TimeLosses - base.TimeLosses,
+	}
+	for i := range d.Pentanomial {
+		d.Pentanomial[i] = st.Pentanomial[i] - base.Pentanomial[i]
+	}
+	for _, c := range cells(d) {
+		if c < 0 {
+			return protocol.Stats{}, false
+		}
+	}
+	return d, true
+}
+
+// accountedFor says whether a run's server results are what the fleet was told plus part of
+// what it sent without an answer: every acknowledged game there (nothing lost) and no more
+// than the unanswered updates could add (nothing counted twice). Without unanswered updates
+// the two must be equal.
+func accountedFor(server, acked, doubt protocol.Stats) bool {
+	extra, ok := beyond(server, acked)
+	if !ok {
+		return false
+	}
+	_, ok = beyond(doubt, extra)
+	return ok
+}
+
 // vanish records a worker that vanished holding task k.
 func (r *recorder) vanish(k taskKey) {
 	r.mu.Lock()
@@ -290,6 +328,9 @@ func (r *recorder) runsTouched() []string {
 	for k := range r.accepted {
 		seen[k.run] = true
 	}
+	for k := range r.unanswered {
+		seen[k.run] = true
+	}
 	out := make([]string, 0, len(seen))
 	for id := range seen {
 		out = append(out, id)
@@ -299,20 +340,35 @@ func (r *recorder) runsTouched() []string {
 }
 
 // acceptedSum is the sum over run's tasks of the last accepted cumulative stats, and the number
-// of tasks.
-func (r *recorder) acceptedSum(run string) (protocol.Stats, int) {
+// of tasks. doubt is what the server may hold beyond sum: for each task whose newest update got
+// no reply, what that update adds to the accepted stats.
+func (r *recorder) acceptedSum(run string) (sum, doubt protocol.Stats, tasks int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var sum protocol.Stats
-	n := 0
 	for k, st := range r.accepted {
 		if k.run != run {
 			continue
 		}
-		n++
+		tasks++
 		sum = sum.Add(st)
 	}
-	return sum, n
+	for k, st := range r.unanswered {
+		if k.run == run {
+			if extra, ok := beyond(st, r.accepted[k]); ok {
+				doubt = doubt.Add(extra)
+			}
+		}
+	}
+	return sum, doubt, tasks
+}
+
+// unanswer records cumulative stats sent for a task that got no reply; only the largest counts.
+func (r *recorder) unanswer(k taskKey, st protocol.Stats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if games(st) > games(r.unanswered[k]) {
+		r.unanswered[k] = st
+	}
 }
 
 // workerObserver is the Observer of one worker: it forwards to the fleet's recorder and keeps
@@ -383,6 +439,11 @@ func (o *workerObserver) TaskEnded(runID string, taskID int, how worker.TaskEnd)
 
 // Accepted implements worker.Observer. The worker calls it only for updates the server
 // recorded, so these are the stats the server's totals must contain.
+// Unanswered records an update_task the server may or may not have recorded.
+func (o *workerObserver) Unanswered(runID string, taskID int, cumulative protocol.Stats) {
+	o.rec.unanswer(taskKey{runID, taskID}, cumulative)
+}
+
 func (o *workerObserver) Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool) {
 	o.mu.Lock()
 	vanishNow := alive && o.vanish != nil && !o.vanished

@@ -124,7 +124,10 @@ type EndpointReport struct {
 
 // RunReport is the exactly-once check of one run: the server's results (GET /api/get_run) must
 // equal the sum over the run's tasks of the last cumulative stats the server accepted from the
-// fleet, vanished workers included. It assumes the fleet is the only source of the run's games.
+// fleet, vanished workers included. An update that got no reply (the fleet stopped, the
+// connection broke) may or may not have been recorded: for its task the server may hold up to
+// what it adds, cell by cell, and no more. It assumes the fleet is the only source of the
+// run's games.
 type RunReport struct {
 	RunID string `json:"run_id"`
 	// Tasks is the number of the run's tasks the fleet had an update accepted for.
@@ -136,8 +139,11 @@ type RunReport struct {
 	FleetResults  protocol.Stats  `json:"fleet_results"`
 	ServerGames   int             `json:"server_games"`
 	FleetGames    int             `json:"fleet_games"`
-	ExactlyOnce   bool            `json:"exactly_once"`
-	Error         string          `json:"error,omitempty"`
+	// GamesInDoubt are the games of updates that got no reply beyond what the fleet was told
+	// for the same tasks: the server may hold any part of them.
+	GamesInDoubt int    `json:"games_in_doubt"`
+	ExactlyOnce  bool   `json:"exactly_once"`
+	Error        string `json:"error,omitempty"`
 }
 
 // fillWindow copies the window's figures into the report. Error counts are the whole
@@ -284,8 +290,8 @@ func (rep *Report) checkRuns(ctx context.Context, rec *recorder, client *http.Cl
 	// No games at all prove nothing: a fleet whose every request failed must not pass.
 	rep.ExactlyOnce = rec.games.Load() > 0 && rep.SharedTasks == 0
 	for _, id := range ids {
-		fleet, tasks := rec.acceptedSum(id)
-		rr := RunReport{RunID: id, Tasks: tasks, FleetResults: fleet, FleetGames: games(fleet)}
+		fleet, doubt, tasks := rec.acceptedSum(id)
+		rr := RunReport{RunID: id, Tasks: tasks, FleetResults: fleet, FleetGames: games(fleet), GamesInDoubt: games(doubt)}
 		rs, err := getRun(ctx, client, base, id)
 		if err != nil {
 			rr.Error = err.Error()
@@ -297,7 +303,7 @@ func (rep *Report) checkRuns(ctx context.Context, rec *recorder, client *http.Cl
 			if rs.Args.SPRT != nil {
 				rr.State = rs.Args.SPRT.State
 			}
-			rr.ExactlyOnce = res == fleet
+			rr.ExactlyOnce = accountedFor(res, fleet, doubt)
 		}
 		rep.ExactlyOnce = rep.ExactlyOnce && rr.ExactlyOnce
 		rep.Runs = append(rep.Runs, rr)
@@ -384,8 +390,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 			} else if !r.ExactlyOnce {
 				equal = fmt.Sprintf("NO: server %+v, fleet %+v", *r.ServerResults, r.FleetResults)
 			}
+			fleetGames := thousands(int64(r.FleetGames))
+			if r.GamesInDoubt > 0 {
+				fleetGames += fmt.Sprintf(" (+%s in doubt)", thousands(int64(r.GamesInDoubt)))
+			}
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", r.RunID, r.Tasks, thousands(int64(r.ServerGames)),
-				thousands(int64(r.FleetGames)), state, equal)
+				fleetGames, state, equal)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
