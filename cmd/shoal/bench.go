@@ -836,6 +836,12 @@ func (s *scenarioReport) explainUnmet(set benchSettings) {
 		if t.Met || t.Figure == nil {
 			continue
 		}
+		if storm, found := strings.CutSuffix(t.Name, ": request_task p99"); found && strings.HasPrefix(storm, "storm ") {
+			if line, ok := s.explainStorm(storm, t); ok {
+				s.Limits = append(s.Limits, line)
+				continue
+			}
+		}
 		server, ok := s.value("steady: server-side beat p99 (bucket upper bound)")
 		if t.Name != "beat p99 (steady window)" || !ok {
 			s.Limits = append(s.Limits, fmt.Sprintf("%s: see the CPU profiles below.", t.Name))
@@ -858,6 +864,30 @@ func (s *scenarioReport) explainUnmet(set benchSettings) {
 		}
 		s.Limits = append(s.Limits, line)
 	}
+}
+
+// explainStorm says where a storm's request_task p99 went: in the server's handler, or before
+// it (waiting to be accepted and read) and in the fleet, with how busy each side's core was
+// while the workers arrived.
+func (s *scenarioReport) explainStorm(storm string, t benchTarget) (string, bool) {
+	server, ok := s.value(storm + ": server-side request_task p99 (bucket upper bound)")
+	if !ok {
+		return "", false
+	}
+	line := fmt.Sprintf("%s: the fleet saw %.4g ms; the server's own histogram puts request_task p99 at no more than %g ms from the handler's start to its answer",
+		t.Name, *t.Figure, server)
+	if server >= 100 {
+		line += ": the handler itself is over the target"
+	} else {
+		line += ": the rest passed before the handler (the connection waiting to be accepted and its request to be read) and in the fleet"
+	}
+	srv, ok1 := s.value(storm + ": server CPU per wall second over the arrival")
+	fl, ok2 := s.value(storm + ": fleet CPU per wall second over the arrival")
+	arrival, ok3 := s.value(storm + ": arrival (until 99 % were given a task)")
+	if ok1 && ok2 && ok3 {
+		line += fmt.Sprintf(". Over the %.3g s the arrival took, the server used %.2f of its core and the fleet %.2f of its own", arrival, srv, fl)
+	}
+	return line + "; the CPU profiles below cover the arrival.", true
 }
 
 func boolFigure(b bool) float64 {
@@ -1065,7 +1095,7 @@ func benchStorm(ctx context.Context, set benchSettings, sc *scenarioReport, stdo
 		if w > stormTargetUpTo {
 			continue
 		}
-		sc.Profile = r.profile // the largest storm with targets: what limits them
+		sc.Profile, sc.FleetProfile = r.profile, r.fleetProfile // the largest storm with targets: what limits them
 		var held *float64
 		if p := r.rep.FirstTaskP99S; p >= 0 {
 			held = ref(p)
@@ -1079,12 +1109,26 @@ func benchStorm(ctx context.Context, set benchSettings, sc *scenarioReport, stdo
 	return nil
 }
 
+// stormProfiled is how long the storm's profiles run from the first arrival: the arrival and
+// the first tasks, not the games that follow.
+const stormProfiled = 5 * time.Second
+
 // stormResult is one storm against one server.
 type stormResult struct {
 	workers int
 	rep     *fleet.Report
 	cpu     float64 // the server's CPU seconds from the first arrival to the fleet's end
-	profile *profileSummary
+	// arrival is from the first arrival until 99 % of the workers held a task (0 if they never
+	// did); serverCores and fleetCores are the CPU each side used over it, per wall second.
+	arrival                 time.Duration
+	serverCores, fleetCores float64
+	// serverP50MS and serverP99MS are request_task's quantiles in the server's own histogram
+	// (bucket upper bounds), from the handler's start to its answer: without the time spent
+	// waiting to be accepted and read, or in the fleet.
+	serverP50MS, serverP99MS float64
+	profile                  *profileSummary
+	// fleetProfile is the bench process's over the same time: the client side of the storm.
+	fleetProfile *profileSummary
 }
 
 func (r *stormResult) tooBusyPerWorker() float64 { return float64(r.rep.TooBusy) / float64(r.workers) }
@@ -1104,7 +1148,16 @@ func (r *stormResult) figures(sc *scenarioReport, label string) {
 	rt := r.requestTask()
 	sc.figure(label+": request_task p50", rt.P50MS, "ms")
 	sc.figure(label+": request_task p99", rt.P99MS, "ms")
+	if r.serverP99MS > 0 {
+		sc.figure(label+": server-side request_task p50 (bucket upper bound)", r.serverP50MS, "ms")
+		sc.figure(label+": server-side request_task p99 (bucket upper bound)", r.serverP99MS, "ms")
+	}
 	sc.figure(label+": server CPU", r.cpu, "s")
+	if r.arrival > 0 {
+		sc.figure(label+": arrival (until 99 % were given a task)", r.arrival.Seconds(), "s")
+		sc.figure(label+": server CPU per wall second over the arrival", r.serverCores, "cores")
+		sc.figure(label+": fleet CPU per wall second over the arrival", r.fleetCores, "cores")
+	}
 	sc.figure(label+": exactly-once check passed", boolFigure(r.rep.ExactlyOnce), "bool")
 	sc.figure(label+": updates in doubt (no reply)", float64(r.rep.UpdatesInDoubt), "calls")
 }
@@ -1124,11 +1177,23 @@ func stormOnce(ctx context.Context, set benchSettings, w int, stderr io.Writer) 
 	if err != nil {
 		return nil, err
 	}
+	fleetBefore, err := readProc(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	metricsBefore, err := scrapeMetrics(ctx, s.base)
+	if err != nil {
+		return nil, err
+	}
+	res := &stormResult{workers: w}
+	start := time.Now()
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opts := fleetOptions(s, set, w)
 	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, time.Second, stormLimit // all arriving within a second
-	profiled := profileDuring(ctx, s, set, fmt.Sprintf("storm-%d", w), 0, 15*time.Second)
+	// The profiles cover the arrival, where the storm's targets are decided.
+	profiled := profileDuring(ctx, s, set, fmt.Sprintf("storm-%d", w), 0, stormProfiled)
+	fleetProfiled := profileFleet(ctx, set, fmt.Sprintf("storm-%d", w), 0, stormProfiled)
 	var rep *fleet.Report
 	var runErr error
 	done := make(chan struct{})
@@ -1144,6 +1209,13 @@ poll:
 		}
 		m, err := scrapeMetrics(ctx, s.base)
 		if err == nil && metricSum(m, "shoal_scheduler_tasks_assigned_total") >= 0.99*float64(w) {
+			res.arrival = time.Since(start)
+			srv, serr := readProc(s.cmd.Process.Pid)
+			fl, ferr := readProc(os.Getpid())
+			if serr == nil && ferr == nil {
+				res.serverCores = (srv.CPUSeconds - before.CPUSeconds) / res.arrival.Seconds()
+				res.fleetCores = (fl.CPUSeconds - fleetBefore.CPUSeconds) / res.arrival.Seconds()
+			}
 			select {
 			case <-time.After(5 * time.Second):
 			case <-done:
@@ -1153,8 +1225,17 @@ poll:
 		}
 	}
 	<-done
+	if m, err := scrapeMetrics(ctx, s.base); err == nil {
+		route := `route="/api/request_task"`
+		if q, ok := histQuantile(metricsBefore, m, "shoal_http_request_duration_seconds", 0.5, route); ok {
+			res.serverP50MS = q * 1000
+		}
+		if q, ok := histQuantile(metricsBefore, m, "shoal_http_request_duration_seconds", 0.99, route); ok {
+			res.serverP99MS = q * 1000
+		}
+	}
 	after, err := readProc(s.cmd.Process.Pid)
-	profile := <-profiled
+	res.profile, res.fleetProfile = <-profiled, <-fleetProfiled
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -1166,7 +1247,8 @@ poll:
 		fmt.Fprintf(stderr, "bench: storm of %d workers (server %s): the exactly-once check failed:\n", w, set.serverExe)
 		_ = rep.WriteText(stderr)
 	}
-	return &stormResult{workers: w, rep: rep, cpu: after.CPUSeconds - before.CPUSeconds, profile: profile}, nil
+	res.rep, res.cpu = rep, after.CPUSeconds-before.CPUSeconds
+	return res, nil
 }
 
 // benchCeiling measures a bare net/http JSON handler and Shoal's beat with the same load

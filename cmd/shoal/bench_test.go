@@ -106,6 +106,13 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 		if v := storm[label+": exactly-once check passed"]; v != 1 {
 			t.Errorf("%s: exactly-once check %v", label, v)
 		}
+		// Where the latency went: the server's own view, and how busy each side was.
+		for _, f := range []string{"server-side request_task p99 (bucket upper bound)",
+			"server CPU per wall second over the arrival", "fleet CPU per wall second over the arrival"} {
+			if v := storm[label+": "+f]; v <= 0 {
+				t.Errorf("%s: %s = %v, want positive", label, f, v)
+			}
+		}
 	}
 	if _, ok := storm["storm 60: ratio to the baseline: tasks handed out"]; !ok {
 		t.Errorf("storm: no ratio to the baseline in %v", storm)
@@ -123,7 +130,8 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 	// Where a target is missed the report names what limits it: the server's CPU profile.
 	for name, p := range map[string]*benchProfileJSON{"steady": rep.Scenarios["steady"].Profile,
-		"ceiling": rep.Scenarios["ceiling"].Profile, "steady's fleet": rep.Scenarios["steady"].FleetProfile} {
+		"ceiling": rep.Scenarios["ceiling"].Profile, "steady's fleet": rep.Scenarios["steady"].FleetProfile,
+		"storm's fleet": rep.Scenarios["storm"].FleetProfile} {
 		if p == nil || len(p.Top) == 0 {
 			t.Errorf("%s: no CPU profile summary: %+v", name, p)
 			continue
