@@ -178,14 +178,15 @@ func LoadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, key
 	}
 
 	defaults := DefaultConfig()
-	fs.String("config", "", "path of a TOML configuration file (env "+configEnv+")")
+	defineText(fs, "config", "", "path", "TOML configuration file (env "+configEnv+")")
 	for _, opt := range flagOpts {
 		if opt.boolean {
 			fs.Bool(opt.flag, false, opt.usage+" (env "+opt.env+")")
 			continue
 		}
-		fs.String(opt.flag, opt.get(&defaults), opt.usage+" (env "+opt.env+")")
+		defineText(fs, opt.flag, opt.get(&defaults), opt.kind(), opt.usage+" (env "+opt.env+")")
 	}
+	useTypedHelp(fs)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, nil, fmt.Errorf("parse flags: %w", err)
 	}
@@ -394,6 +395,9 @@ type option struct {
 
 	// numeric is true when the TOML file may give the value as a number.
 	numeric bool
+	// duration is true for a duration ("30s", or seconds as a number); numeric without it is
+	// an integer. The help names the value by it.
+	duration bool
 	// boolean is true for a switch: a flag without a value, true or false in the file.
 	boolean bool
 	// set parses raw, checks it and stores it in c; it returns only the
@@ -405,6 +409,17 @@ type option struct {
 	check func(c *Config) error
 	// redact, if set, hides secrets in a value before it is printed.
 	redact func(string) string
+}
+
+// kind names the option's value in the flags' help.
+func (o option) kind() string {
+	switch {
+	case o.duration:
+		return "duration"
+	case o.numeric:
+		return "int"
+	}
+	return "string"
 }
 
 // withFlag overrides the flag name derived from the key, for the few flags
@@ -616,9 +631,10 @@ func durationOption(key, usage string, field func(*Config) *time.Duration) optio
 // checkedDurationOption describes a duration whose values check accepts.
 func checkedDurationOption(key, usage string, field func(*Config) *time.Duration, check func(time.Duration) error) option {
 	return option{
-		key:     key,
-		usage:   usage,
-		numeric: true,
+		key:      key,
+		usage:    usage,
+		numeric:  true,
+		duration: true,
 		set: func(c *Config, raw string) error {
 			d, err := parseDuration(raw)
 			if err != nil {

@@ -821,3 +821,45 @@ func TestRole(t *testing.T) {
 		}
 	}
 }
+
+// The flags' help names each value by what it takes, not "string" for every one, for serve's
+// flags and the worker's alike.
+func TestFlagHelpNamesValueKinds(t *testing.T) {
+	help := func(load func(fs *flag.FlagSet) error) string {
+		var out strings.Builder
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(&out)
+		if err := load(fs); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("-help: %v, want flag.ErrHelp", err)
+		}
+		return out.String()
+	}
+	serve := help(func(fs *flag.FlagSet) error {
+		_, _, err := LoadConfig(fs, []string{"-help"}, mapEnv(nil), nil)
+		return err
+	})
+	worker := help(func(fs *flag.FlagSet) error {
+		_, err := loadWorkerSettings(fs, []string{"-help"}, mapEnv(nil))
+		return err
+	})
+	for _, tt := range []struct{ help, want string }{
+		{serve, "  -task-semaphore-size int\n"},
+		{serve, "  -dead-task-timeout duration\n"},
+		{serve, "(default 6m0s)"},
+		{serve, "  -addr string\n"},
+		{serve, `(default "127.0.0.1:8000")`},
+		{serve, "  -insecure-dev\n"},
+		{serve, "  -config path\n"},
+		{worker, "  -concurrency int\n"},
+		{worker, "  -time-scale float\n"},
+		{worker, "  -sim-pair-time duration\n"},
+		{worker, "  -server string\n"},
+	} {
+		if !strings.Contains(tt.help, tt.want) {
+			t.Errorf("help lacks %q:\n%s", tt.want, tt.help)
+		}
+	}
+	if strings.Contains(serve, "(default false)") {
+		t.Errorf("a switch shows its default:\n%s", serve)
+	}
+}

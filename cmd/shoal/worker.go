@@ -53,7 +53,8 @@ func defaultWorkerSettings() workerSettings {
 // dashes) and environment variable (SHOAL_ and the key in capitals).
 type workerOption struct {
 	key, usage string
-	numeric    bool // the TOML file may give a number
+	numeric    bool   // the TOML file may give a number
+	kind       string // the value's name in the flags' help: int, float, duration; "" is string
 	set        func(s *workerSettings, raw string) error
 	get        func(s *workerSettings) string
 	secret     bool
@@ -75,7 +76,7 @@ func workerOptions() []workerOption {
 			get: func(s *workerSettings) string { return *field(s) }}
 	}
 	integer := func(key, usage string, field func(*workerSettings) *int, least int) workerOption {
-		return workerOption{key: key, usage: usage, numeric: true,
+		return workerOption{key: key, usage: usage, numeric: true, kind: "int",
 			set: func(s *workerSettings, raw string) error {
 				n, err := strconv.Atoi(raw)
 				if err != nil || n < least {
@@ -87,7 +88,7 @@ func workerOptions() []workerOption {
 			get: func(s *workerSettings) string { return strconv.Itoa(*field(s)) }}
 	}
 	float := func(key, usage string, field func(*workerSettings) *float64, check func(float64) error) workerOption {
-		return workerOption{key: key, usage: usage, numeric: true,
+		return workerOption{key: key, usage: usage, numeric: true, kind: "float",
 			set: func(s *workerSettings, raw string) error {
 				f, err := strconv.ParseFloat(raw, 64)
 				if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -134,7 +135,7 @@ func workerOptions() []workerOption {
 				}
 				return nil
 			}),
-		{key: "sim_pair_time", usage: "how long a simulated game pair takes; 0 (default): a real 10+0.1 pair's time (61.8 s) shared by the concurrency and divided by the time scale", numeric: true,
+		{key: "sim_pair_time", usage: "how long a simulated game pair takes; 0 (default): a real 10+0.1 pair's time (61.8 s) shared by the concurrency and divided by the time scale", numeric: true, kind: "duration",
 			set: func(s *workerSettings, raw string) error {
 				d, err := parseDuration(raw)
 				if err != nil {
@@ -178,14 +179,19 @@ func checkUUIDPrefix(s string) error {
 func loadWorkerSettings(fs *flag.FlagSet, args []string, getenv func(string) string) (workerSettings, error) {
 	opts := workerOptions()
 	defaults := defaultWorkerSettings()
-	fs.String("config", "", "path of a TOML configuration file (env "+workerConfigEnv+"); configs/worker.example.toml lists the keys")
+	defineText(fs, "config", "", "path", "TOML configuration file (env "+workerConfigEnv+"); configs/worker.example.toml lists the keys")
 	for _, o := range opts {
 		def := o.get(&defaults)
 		if o.secret {
 			def = ""
 		}
-		fs.String(o.flag(), def, o.usage+" (env "+o.env()+")")
+		kind := o.kind
+		if kind == "" {
+			kind = "string"
+		}
+		defineText(fs, o.flag(), def, kind, o.usage+" (env "+o.env()+")")
 	}
+	useTypedHelp(fs)
 	if err := fs.Parse(args); err != nil {
 		return workerSettings{}, fmt.Errorf("worker: %w", err)
 	}
