@@ -24,7 +24,7 @@ func (c *clock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); ret
 func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 func testConfig() Config {
-	return Config{TaskSemaphoreSize: 5, HeartbeatPeriod: 120 * time.Second, DeadTaskTimeout: 360 * time.Second,
+	return Config{TaskSemaphoreSize: 5, DeadTaskTimeout: 360 * time.Second,
 		ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second, TaskDuration: 1800 * time.Second}
 }
 

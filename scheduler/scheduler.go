@@ -19,7 +19,6 @@ import (
 // Config holds the operator's knobs the scheduler uses.
 type Config struct {
 	TaskSemaphoreSize     int
-	HeartbeatPeriod       time.Duration
 	DeadTaskTimeout       time.Duration
 	ScavengePeriod        time.Duration
 	DuplicateWorkerWindow time.Duration

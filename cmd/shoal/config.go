@@ -458,7 +458,7 @@ func options() []option {
 			func(c *Config) *int { return &c.ThreadpoolTokens }),
 		intOption("task_semaphore_size", "request_task callers let in at once; the rest are told the server is busy",
 			func(c *Config) *int { return &c.TaskSemaphoreSize }),
-		durationOption("heartbeat_period", "how often workers report that they are alive",
+		durationOption("heartbeat_period", "how often workers report that they are alive (fishtest's worker: 120 s); the per-user and per-address request_task limits scale with it, and dead_task_timeout must exceed it",
 			func(c *Config) *time.Duration { return &c.HeartbeatPeriod }),
 		durationOption("dead_task_timeout", "time without a heartbeat after which a task is reclaimed",
 			func(c *Config) *time.Duration { return &c.DeadTaskTimeout }),

@@ -53,8 +53,8 @@ func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 	}()
 	pcfg := scheduler.PrimaryConfig{Config: scheduler.Config{
 		Metrics:           inst.metrics,
-		TaskSemaphoreSize: cfg.TaskSemaphoreSize, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		DeadTaskTimeout: cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
+		TaskSemaphoreSize: cfg.TaskSemaphoreSize,
+		DeadTaskTimeout:   cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
 		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
 		BooksURL: cfg.BooksURL, DBGate: inst.tokens.Do,
 	}, FlushPeriod: cfg.FlushPeriod}
