@@ -335,3 +335,46 @@ func TestGitHubLimitedWorkersDuringWorkerRunsCleanup(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A panic inside request_task's critical section (a bug in the choice of a run, say) fails that
+// one request: the scheduling lock and the semaphore slot are given back, and the next worker
+// still gets a task instead of waiting forever.
+func TestRequestTaskPanicReleasesTheLock(t *testing.T) {
+	s, clk := newTestScheduler(t)
+	id := addRun(t, s, runSpec{numGames: 1000, approved: true})
+	var armed atomic.Bool
+	armed.Store(true)
+	s.now = func() time.Time {
+		if armed.CompareAndSwap(true, false) {
+			panic("a bug in the critical section")
+		}
+		return clk.now()
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("request_task did not panic")
+			}
+		}()
+		_, _ = s.RequestTask(context.Background(), worker(1), 16, "")
+	}()
+	if n := s.inside.Load(); n != 0 {
+		t.Errorf("%d callers still counted inside the semaphore after the panic", n)
+	}
+	done := make(chan TaskReply, 1)
+	go func() {
+		got, err := s.RequestTask(context.Background(), worker(2), 16, "")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- got
+	}()
+	select {
+	case got := <-done:
+		if got.Waiting || got.RunID != id {
+			t.Errorf("the request after the panic: %+v, want a task of %s", got, id.Hex())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request after a panic in the critical section is still waiting: the lock was never released")
+	}
+}
