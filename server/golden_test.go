@@ -271,7 +271,7 @@ func checkRetryLater(t *testing.T, name string, w *httptest.ResponseRecorder) {
 func TestGoldenRetryLaterWhileShuttingDownAndOnASecondary(t *testing.T) {
 	f := newFleet(t)
 	id := f.newRun(map[string]any{"num_games": 10000})
-	secondary, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: f.db.Users, DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, discardLogger()),
+	secondary, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, discardLogger()),
 		Version: "test", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

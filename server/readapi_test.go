@@ -35,7 +35,7 @@ func newReadServer(t *testing.T, change func(*Deps)) (*Server, *rundb.DB) {
 	t.Helper()
 	db := rundbtest.Open(t)
 	deps := Deps{
-		Logger: discardLogger(), Tokens: tokenpool.New(4), Users: db.Users, Version: "test",
+		Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		DB: db, Runs: rundb.NewRunCache(db.Runs, time.Now, discardLogger()),
 	}
 	if change != nil {

@@ -26,11 +26,6 @@ import (
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
-// UserCounter is what the home page needs from the users store.
-type UserCounter interface {
-	Count(ctx context.Context) (int64, error)
-}
-
 // RunSource gives the current state of a run: from the primary's run cache, or from the
 // database on a secondary. The run returned is the caller's own copy.
 type RunSource interface {
@@ -41,7 +36,6 @@ type RunSource interface {
 type Deps struct {
 	Logger   *slog.Logger
 	Tokens   *tokenpool.Pool // bounds blocking database work
-	Users    UserCounter
 	Version  string
 	Database string // a few words on the database in use, for people
 

@@ -21,11 +21,12 @@ func TestMain(m *testing.M) { rundbtest.Main(m) }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newTestServer(t *testing.T, users UserCounter) *Server {
+// newTestServer returns a server over db (nil: none).
+func newTestServer(t *testing.T, db *rundb.DB) *Server {
 	t.Helper()
 	s, err := New(Deps{
 		Logger: discardLogger(), Tokens: tokenpool.New(4),
-		Users: users, Version: "test", Database: "the test database",
+		DB: db, Version: "test", Database: "the test database",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestHealthAndHome(t *testing.T) {
 	if _, err := db.Users.Create(context.Background(), rundb.NewUser{Username: "alice", Password: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	s := newTestServer(t, db.Users)
+	s := newTestServer(t, db)
 
 	w := do(s, http.MethodGet, "/healthz")
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"status":"ok"`) {
@@ -80,7 +81,7 @@ func TestHealthAndHome(t *testing.T) {
 
 func TestErrorShapes(t *testing.T) {
 	db := rundbtest.Open(t)
-	s := newTestServer(t, db.Users)
+	s := newTestServer(t, db)
 	s.engine.POST("/api/explode", func(*gin.Context) { panic("boom") })
 
 	w := do(s, http.MethodGet, "/api/no_such_endpoint")
@@ -103,7 +104,7 @@ func TestErrorShapes(t *testing.T) {
 
 func TestShutdownRefusesNewWork(t *testing.T) {
 	db := rundbtest.Open(t)
-	s := newTestServer(t, db.Users)
+	s := newTestServer(t, db)
 	s.BeginShutdown()
 	if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("GET /healthz while shutting down = %d, want 503", w.Code)
@@ -129,7 +130,7 @@ func TestHomeWithoutDatabase(t *testing.T) {
 	if err := db.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := newTestServer(t, db.Users)
+	s := newTestServer(t, db)
 	w := do(s, http.MethodGet, "/tests")
 	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "Try again shortly") {
 		t.Errorf("GET /tests with a closed database = %d:\n%s", w.Code, w.Body)
@@ -140,7 +141,7 @@ func TestHomeWithoutDatabase(t *testing.T) {
 // (503 in the API's shape), and never while shutting down.
 func TestReadyz(t *testing.T) {
 	db := rundbtest.Open(t)
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: db.Users, DB: db, Instance: "secondary@test"})
+	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: db, Instance: "secondary@test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestReadyz(t *testing.T) {
 	if err := closed.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s, err = New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: closed.Users, DB: closed})
+	s, err = New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: closed})
 	if err != nil {
 		t.Fatal(err)
 	}

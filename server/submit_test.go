@@ -41,7 +41,7 @@ func newSubmitServer(t *testing.T) (*Server, *rundb.DB) {
 	logger := discardLogger()
 	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
 	s, err := New(Deps{
-		Logger: logger, Tokens: tokenpool.New(4), Users: db.Users, Version: "test",
+		Logger: logger, Tokens: tokenpool.New(4), Version: "test",
 		DB: db, Runs: sch, Scheduler: sch,
 	})
 	if err != nil {
@@ -179,7 +179,7 @@ func TestCreateRunBodyTooLarge(t *testing.T) {
 
 func TestSubmissionNeedsThePrimary(t *testing.T) {
 	db := rundbtest.Open(t)
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: db.Users, DB: db})
+	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,7 +272,7 @@ func TestUILiveRefusals(t *testing.T) {
 func TestUILiveSecondaryPolls(t *testing.T) {
 	env := newUIEnv(t)
 	r := env.runsAdd("alice", runsTestRequest(nil))
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: env.db.Users, Version: "test",
+	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		DB: env.db, Runs: env.sched})
 	if err != nil {
 		t.Fatal(err)

@@ -543,7 +543,7 @@ func TestUISPRTCalc(t *testing.T) {
 // A secondary instance shows the form but stores nothing: uploads go to the primary.
 func TestUINNUploadOnASecondary(t *testing.T) {
 	env := newUIEnv(t)
-	secondary, err := New(Deps{Logger: discardLogger(), Tokens: env.s.deps.Tokens, Users: env.db.Users, Version: "test",
+	secondary, err := New(Deps{Logger: discardLogger(), Tokens: env.s.deps.Tokens, Version: "test",
 		DB: env.db, Runs: env.runs, DataDir: env.s.deps.DataDir})
 	if err != nil {
 		t.Fatal(err)

@@ -489,7 +489,7 @@ func TestUIRunFormSubmit(t *testing.T) {
 func (b *browser) onSecondary(t *testing.T) *browser {
 	t.Helper()
 	env := b.env
-	sec, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Users: env.db.Users, Version: "test",
+	sec, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		DB: env.db, Runs: env.sched, SessionSecret: env.s.deps.SessionSecret, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

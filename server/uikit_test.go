@@ -51,7 +51,7 @@ func newUIEnv(t *testing.T) *uiEnv {
 	runs := rundb.NewRunCache(db.Runs, nil, logger)
 	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, runs, logger)
 	s, err := New(Deps{
-		Logger: logger, Tokens: tokenpool.New(8), Users: db.Users, Version: "test",
+		Logger: logger, Tokens: tokenpool.New(8), Version: "test",
 		DB: db, Runs: sch, Scheduler: sch, DataDir: t.TempDir(), Changed: runs.Changed,
 	})
 	if err != nil {

@@ -60,13 +60,13 @@ func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *rundb.Journ
 	if j != nil {
 		cache.SetJournal(j)
 	}
-	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, HeartbeatPeriod: 120 * time.Second,
+	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5,
 		DeadTaskTimeout: 360 * time.Second, ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration: 1800 * time.Second, DBGate: pool.Do}, db, cache, logger)
 	if err := sched.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Deps{Logger: logger, Tokens: pool, Users: db.Users, Version: "test",
+	s, err := New(Deps{Logger: logger, Tokens: pool, Version: "test",
 		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

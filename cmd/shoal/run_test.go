@@ -345,7 +345,7 @@ func TestRunAgainstTheServer(t *testing.T) {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
-	s, err := server.New(server.Deps{Logger: logger, Tokens: tokenpool.New(4), Users: db.Users, DB: db, Runs: sch, Scheduler: sch})
+	s, err := server.New(server.Deps{Logger: logger, Tokens: tokenpool.New(4), DB: db, Runs: sch, Scheduler: sch})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -225,7 +225,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 	watchTokenPool(m, tokens)
 	deps := server.Deps{
 		Metrics: m, Gatherer: reg,
-		Logger: logger, Tokens: tokens, Users: db.Users,
+		Logger: logger, Tokens: tokens,
 		Version: version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir, TransferTimeout: cfg.TransferTimeout,
 		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
