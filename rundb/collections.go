@@ -90,24 +90,6 @@ func (s *ActionStore) Insert(ctx context.Context, a *Action) error {
 	return nil
 }
 
-// Recent returns up to limit actions, newest first, optionally only of one kind.
-func (s *ActionStore) Recent(ctx context.Context, action string, limit int) ([]*Action, error) {
-	filter := bson.D{}
-	if action != "" {
-		filter = bson.D{{Key: "action", Value: action}}
-	}
-	opts := options.Find().SetSort(bson.D{{Key: "time", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit))
-	cur, err := s.coll.Find(ctx, filter, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list actions: %w", err)
-	}
-	var out []*Action
-	if err := cur.All(ctx, &out); err != nil {
-		return nil, fmt.Errorf("list actions: %w", err)
-	}
-	return out, nil
-}
-
 // maxWorkerMessage is the longest block message kept for a worker, as in fishtest.
 const maxWorkerMessage = 500
 

@@ -25,7 +25,7 @@ func TestActions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all, err := db.Actions.Recent(ctx, "", 10)
+	all, err := db.Actions.Find(ctx, rundb.ActionFilter{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestActions(t *testing.T) {
 	if all[1].TaskID == nil || *all[1].TaskID != 0 {
 		t.Errorf("task_id 0 did not survive: %v", all[1].TaskID)
 	}
-	failed, err := db.Actions.Recent(ctx, "failed_task", 10)
+	failed, err := db.Actions.Find(ctx, rundb.ActionFilter{Action: "failed_task"}, 10)
 	if err != nil || len(failed) != 1 || failed[0].Worker != "bob-8cores-ab12cd34-5a28" {
 		t.Errorf("Recent(failed_task) = %v, %v", failed, err)
 	}

@@ -412,7 +412,7 @@ func TestCreateAndApproveRun(t *testing.T) {
 		stored.Args.Info != "LTC: try a patch" || !stored.StartTime.Equal(created.StartTime) {
 		t.Errorf("stored run = %+v", stored)
 	}
-	actions, err := db.Actions.Recent(ctx, "new_run", 10)
+	actions, err := db.Actions.Find(ctx, rundb.ActionFilter{Action: "new_run"}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestCreateAndApproveRun(t *testing.T) {
 	if r, _ := db.Runs.Get(ctx, created.ID); !r.Approved || r.Approver != "bob" {
 		t.Errorf("after approval the database says approved %v by %q", r.Approved, r.Approver)
 	}
-	actions, err = db.Actions.Recent(ctx, "approve_run", 10)
+	actions, err = db.Actions.Find(ctx, rundb.ActionFilter{Action: "approve_run"}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestCreateAndApproveRun(t *testing.T) {
 	if err := s.ApproveRun(ctx, rundb.NewObjectID(), "bob"); !errors.Is(err, ErrRunNotFound) {
 		t.Errorf("approving a missing run = %v, want ErrRunNotFound", err)
 	}
-	if actions, _ := db.Actions.Recent(ctx, "approve_run", 10); len(actions) != 1 {
+	if actions, _ := db.Actions.Find(ctx, rundb.ActionFilter{Action: "approve_run"}, 10); len(actions) != 1 {
 		t.Errorf("refused approvals were logged: %+v", actions)
 	}
 }
@@ -491,7 +491,7 @@ func TestCreateRunNeedsUploadedNets(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Field != "new_nets" || !strings.Contains(fe.Message, testNetB) || strings.Contains(fe.Message, testNetA) {
 		t.Fatalf("CreateRun with a missing net = %v", err)
 	}
-	if n, _ := db.Actions.Recent(ctx, "", 10); len(n) != 0 {
+	if n, _ := db.Actions.Find(ctx, rundb.ActionFilter{}, 10); len(n) != 0 {
 		t.Errorf("a refused run was logged: %+v", n)
 	}
 

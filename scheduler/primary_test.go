@@ -256,7 +256,7 @@ func TestPrimaryAfterStopChangesNothing(t *testing.T) {
 		t.Errorf("a run added after Stop is in the database: %v", err)
 	}
 	for _, kind := range []string{"stop_run", "delete_run", "failed_task"} {
-		if got, err := db.Actions.Recent(ctx, kind, 1); err != nil || len(got) > 0 {
+		if got, err := db.Actions.Find(ctx, rundb.ActionFilter{Action: kind}, 1); err != nil || len(got) > 0 {
 			t.Errorf("%s actions after Stop: %d, %v; want none", kind, len(got), err)
 		}
 	}

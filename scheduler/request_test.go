@@ -137,7 +137,7 @@ func TestDuplicateWorkerName(t *testing.T) {
 		t.Errorf("stale task active=%v, new task active=%v", r.Tasks[1].Active, r.Tasks[2].Active)
 	}
 	checkInvariants(t, r)
-	acts, _ := s.db.Actions.Recent(context.Background(), "failed_task", 10)
+	acts, _ := s.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "failed_task"}, 10)
 	if len(acts) != 2 || acts[0].Message != "Stale active task" {
 		t.Errorf("failed_task actions %+v, want the stale tasks logged", acts)
 	}

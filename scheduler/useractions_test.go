@@ -72,7 +72,7 @@ func TestUserActionsOnAMissingRun(t *testing.T) {
 			t.Errorf("%s of a missing run = %v, want ErrRunNotFound", name, err)
 		}
 	}
-	if acts, _ := s.db.Actions.Recent(ctx, "", 10); len(acts) != 0 {
+	if acts, _ := s.db.Actions.Find(ctx, rundb.ActionFilter{}, 10); len(acts) != 0 {
 		t.Errorf("actions on a missing run were logged: %+v", acts)
 	}
 }

@@ -225,7 +225,7 @@ func TestCreateAndApproveOverHTTP(t *testing.T) {
 		s.Params[0].Theta != 20 || r.Args.NumGames != 20000 || r.Args.BaseSignature != "2061234" {
 		t.Errorf("SPSA run args = %+v spsa %+v", r.Args, r.Args.SPSA)
 	}
-	if actions, _ := db.Actions.Recent(ctx, "new_run", 10); len(actions) != 3 {
+	if actions, _ := db.Actions.Find(ctx, rundb.ActionFilter{Action: "new_run"}, 10); len(actions) != 3 {
 		t.Errorf("new_run actions = %d, want 3", len(actions))
 	}
 
@@ -275,7 +275,7 @@ func TestCreateAndApproveOverHTTP(t *testing.T) {
 			t.Errorf("run %s approved by a refused request", id)
 		}
 	}
-	actions, _ := db.Actions.Recent(ctx, "approve_run", 10)
+	actions, _ := db.Actions.Find(ctx, rundb.ActionFilter{Action: "approve_run"}, 10)
 	if len(actions) != 1 || actions[0].Username != "bob" || actions[0].RunID != stc.Hex() || actions[0].Message != "approved" {
 		t.Errorf("approve_run actions = %+v", actions)
 	}

@@ -11,10 +11,10 @@ import (
 )
 
 // templateFuncs returns every function page templates may call: the shared ones below and
-// each area's own (runFuncs, accountFuncs, nnFuncs), which must not reuse a name.
+// each area's own (runFuncs, accountFuncs), which must not reuse a name.
 func templateFuncs() template.FuncMap {
 	all := template.FuncMap{}
-	for _, m := range []template.FuncMap{baseFuncs, runFuncs, accountFuncs, nnFuncs} {
+	for _, m := range []template.FuncMap{baseFuncs, runFuncs, accountFuncs} {
 		for name := range m {
 			if _, dup := all[name]; dup {
 				panic("server: template function " + name + " defined twice")

@@ -27,8 +27,6 @@ import (
 	"github.com/shoal-chess/shoal/stats"
 )
 
-// nnFuncs are this area's template functions.
-var nnFuncs = template.FuncMap{}
 
 // Networks (NNUE files) are uploaded through /upload, listed on /nns and downloaded by workers
 // from /api/nn/{name}. Each is stored gzipped at DataDir/nn/{name}.gz, the layout fishtest's

@@ -349,7 +349,7 @@ func TestWorkerAPITaskLifecycle(t *testing.T) {
 		!strings.Contains(fmt.Sprint(out["error"]), "Missing task_id for worker_log run context") {
 		t.Errorf("worker_log with a run but no task: %d %v", code, out)
 	}
-	acts, _ := f.db.Actions.Recent(context.Background(), "worker_log", 5)
+	acts, _ := f.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "worker_log"}, 5)
 	if len(acts) != 1 || len(acts[0].Message) != 5120 || acts[0].Worker != "wrk-8cores-ab000001-5a28" {
 		t.Errorf("worker_log actions: %+v", acts)
 	}
@@ -438,7 +438,7 @@ func TestWorkerAPISameKeyTwiceIsNoDuplicate(t *testing.T) {
 	if r := f.run(id); len(r.Tasks) != 2 || r.Tasks[0].Active || !r.Tasks[1].Active {
 		t.Errorf("tasks after asking twice: %+v", r.Tasks)
 	}
-	acts, _ := f.db.Actions.Recent(context.Background(), "failed_task", 5)
+	acts, _ := f.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "failed_task"}, 5)
 	if len(acts) != 1 || acts[0].Message != "Stale active task" {
 		t.Errorf("failed_task actions: %+v", acts)
 	}
@@ -544,7 +544,7 @@ func TestWorkerSequenceFinishesFixedGamesAndSPRTRuns(t *testing.T) {
 	if !r.Finished || r.Args.SPRT.State != "rejected" {
 		t.Errorf("SPRT run: finished %v state %q", r.Finished, r.Args.SPRT.State)
 	}
-	acts, _ := f.db.Actions.Recent(context.Background(), "finished_run", 5)
+	acts, _ := f.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "finished_run"}, 5)
 	if len(acts) != 2 {
 		t.Errorf("finished_run actions: %d, want 2", len(acts))
 	}
@@ -590,7 +590,7 @@ func TestWorkerAPIAutoPurgeFlow(t *testing.T) {
 		}
 	}
 	// All draws: every worker agrees, so the purge finds nobody to remove.
-	acts, _ := f.db.Actions.Recent(context.Background(), "purge_run", 5)
+	acts, _ := f.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "purge_run"}, 5)
 	if len(acts) != 1 || acts[0].Message != "Auto purge (not performed): No bad workers" {
 		t.Errorf("purge_run actions: %+v", acts)
 	}

@@ -148,40 +148,6 @@ func ParseSPSAParams(raw string, a, alpha, gamma float64, numIter int) ([]SPSAPa
 	return params, nil
 }
 
-// NewSPSAState builds the SPSA state of a new run of numGames games from the form's raw_params,
-// A ratio (A as a fraction of the iterations), alpha and gamma. It fails if a number is
-// negative or not finite, if numGames leaves no iteration to play, if raw_params has a bad line,
-// or if it defines no parameter.
-func NewSPSAState(rawParams string, numGames int, aRatio, alpha, gamma float64) (*SPSAState, error) {
-	for _, f := range []struct {
-		name  string
-		value float64
-	}{{"A ratio", aRatio}, {"alpha", alpha}, {"gamma", gamma}} {
-		if !isFinite(f.value) || f.value < 0 {
-			return nil, fmt.Errorf("new spsa state: %s must be a finite number >= 0, got %v", f.name, f.value)
-		}
-	}
-	if numGames < 2 {
-		return nil, fmt.Errorf("new spsa state: num_games must be at least 2, got %d", numGames)
-	}
-	s := &SPSAState{
-		A:         math.Trunc(aRatio * float64(numGames) / 2),
-		Alpha:     alpha,
-		Gamma:     gamma,
-		RawParams: rawParams,
-		NumIter:   numGames / 2,
-	}
-	params, err := ParseSPSAParams(rawParams, s.A, alpha, gamma, s.NumIter)
-	if err != nil {
-		return nil, fmt.Errorf("new spsa state: %w", err)
-	}
-	if len(params) == 0 {
-		return nil, errors.New("new spsa state: raw_params defines no parameter")
-	}
-	s.Params = params
-	return s, nil
-}
-
 // checkSPSAParamGains says why p cannot be tuned: a constant that is not finite, or a gain that
 // is not usable at the first or the last of numIter iterations. The gains in between are
 // products of factors monotonic in k, so they are usable too.

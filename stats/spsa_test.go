@@ -88,7 +88,7 @@ func loadSPSAReference(t *testing.T) spsaReference {
 func TestNewSPSAStateMatchesFishtest(t *testing.T) {
 	for _, c := range loadSPSAReference(t).Parse {
 		t.Run(c.Name, func(t *testing.T) {
-			s, err := NewSPSAState(c.RawParams, c.NumGames, c.ARatio, c.Alpha, c.Gamma)
+			s, err := newSPSAState(c.RawParams, c.NumGames, c.ARatio, c.Alpha, c.Gamma)
 			switch {
 			case c.Error:
 				if err == nil {
@@ -137,7 +137,7 @@ func TestNewSPSAStateMatchesFishtest(t *testing.T) {
 func TestSPSARunsMatchFishtest(t *testing.T) {
 	for _, run := range loadSPSAReference(t).Runs {
 		t.Run(run.Name, func(t *testing.T) {
-			s, err := NewSPSAState(run.RawParams, run.NumGames, run.ARatio, run.Alpha, run.Gamma)
+			s, err := newSPSAState(run.RawParams, run.NumGames, run.ARatio, run.Alpha, run.Gamma)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,30 +257,6 @@ func TestParseSPSAParamsNamesTheBadLine(t *testing.T) {
 	}
 }
 
-func TestNewSPSAStateRejectsBadSettings(t *testing.T) {
-	const raw = "a,1,0,10,1,0.002"
-	for _, c := range []struct {
-		name                 string
-		raw                  string
-		numGames             int
-		aRatio, alpha, gamma float64
-	}{
-		{"no games", raw, 0, 0.1, 0.602, 0.101},
-		{"one game leaves no iteration", raw, 1, 0.1, 0.602, 0.101},
-		{"negative A ratio", raw, 1000, -0.1, 0.602, 0.101},
-		{"NaN alpha", raw, 1000, 0.1, math.NaN(), 0.101},
-		{"infinite gamma", raw, 1000, 0.1, 0.602, math.Inf(1)},
-		{"no parameters", "\n \n", 1000, 0.1, 0.602, 0.101},
-		{"bad line", "a,1,0,10", 1000, 0.1, 0.602, 0.101},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if s, err := NewSPSAState(c.raw, c.numGames, c.aRatio, c.alpha, c.gamma); err == nil {
-				t.Errorf("got %+v, want an error", s)
-			}
-		})
-	}
-}
-
 func TestPackFlipsLayout(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -344,7 +320,7 @@ func mustBatch(t *testing.T, s *SPSAState, flip func() bool) SPSABatch {
 // newTestSPSA is a run of 1000 games (500 iterations) with one parameter in [0, 100].
 func newTestSPSA(t *testing.T, start float64) *SPSAState {
 	t.Helper()
-	s, err := NewSPSAState(fmt.Sprintf("p,%g,0,100,5,0.01", start), 1000, DefaultSPSAARatio, DefaultSPSAAlpha, DefaultSPSAGamma)
+	s, err := newSPSAState(fmt.Sprintf("p,%g,0,100,5,0.01", start), 1000, DefaultSPSAARatio, DefaultSPSAAlpha, DefaultSPSAGamma)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +477,7 @@ func TestSPSAStateRefusesNumbersThatAreNotFinite(t *testing.T) {
 }
 
 func TestNewBatchDoesNotChangeTheState(t *testing.T) {
-	s, err := NewSPSAState("a,1,0,10,1,0.002\nb,5,0,10,2,0.002\nc,9,0,10,1,0.002", 1000, 0.1, 0.602, 0.101)
+	s, err := newSPSAState("a,1,0,10,1,0.002\nb,5,0,10,2,0.002\nc,9,0,10,1,0.002", 1000, 0.1, 0.602, 0.101)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,4 +546,35 @@ func TestSPSAHistorySkipsUpdatesBetweenSamples(t *testing.T) {
 	if last.Theta != s.Params[0].Theta {
 		t.Errorf("last sample theta %g, current %g", last.Theta, s.Params[0].Theta)
 	}
+}
+
+// newSPSAState builds, for these tests, the SPSA state of a new run of numGames games from
+// raw_params, the A ratio (A as a fraction of the iterations), alpha and gamma, with the checks
+// the server's run creation makes: each number finite and >= 0, an iteration to play, good
+// lines and a parameter at least.
+func newSPSAState(rawParams string, numGames int, aRatio, alpha, gamma float64) (*SPSAState, error) {
+	for _, f := range []float64{aRatio, alpha, gamma} {
+		if !isFinite(f) || f < 0 {
+			return nil, fmt.Errorf("new spsa state: %v is not a finite number >= 0", f)
+		}
+	}
+	if numGames < 2 {
+		return nil, fmt.Errorf("new spsa state: num_games must be at least 2, got %d", numGames)
+	}
+	s := &SPSAState{
+		A:         math.Trunc(aRatio * float64(numGames) / 2),
+		Alpha:     alpha,
+		Gamma:     gamma,
+		RawParams: rawParams,
+		NumIter:   numGames / 2,
+	}
+	params, err := ParseSPSAParams(rawParams, s.A, alpha, gamma, s.NumIter)
+	if err != nil {
+		return nil, err
+	}
+	if len(params) == 0 {
+		return nil, errors.New("new spsa state: raw_params defines no parameter")
+	}
+	s.Params = params
+	return s, nil
 }

@@ -204,7 +204,7 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 	if st, err := db.UserCache.Get(ctx, "bob"); err != nil || st.CPUHours != 1500 {
 		t.Errorf("bob's cpu hours = %+v, %v", st, err)
 	}
-	events, err := db.Actions.Recent(ctx, "system_event", 10)
+	events, err := db.Actions.Find(ctx, rundb.ActionFilter{Action: "system_event"}, 10)
 	if err != nil || len(events) != 4 {
 		t.Errorf("system events = %d (%v), want start and stop twice", len(events), err)
 	}

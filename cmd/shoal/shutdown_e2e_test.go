@@ -216,7 +216,7 @@ func storedRun(t *testing.T, db *rundb.DB, id string) (results, tasks protocol.S
 // systemEvents lists the system_event messages of starts and stops, newest first.
 func systemEvents(t *testing.T, db *rundb.DB) []string {
 	t.Helper()
-	actions, err := db.Actions.Recent(context.Background(), "system_event", 20)
+	actions, err := db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "system_event"}, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
