@@ -49,6 +49,10 @@ type Config struct {
 	// BooksURL is where the opening books' metadata (fishtest's books.json, with each book's
 	// checksum that workers verify) is refreshed from; empty means only what the database holds.
 	BooksURL string
+	// NNURL is where GET /api/nn/{name} sends a client for a network known here without a
+	// file in the data directory (a mirror or CDN of the networks); empty means this server's
+	// own /nn/.
+	NNURL string
 	// ThreadpoolTokens bounds how many blocking database operations this
 	// instance runs at once; further callers wait for a token.
 	ThreadpoolTokens int
@@ -454,6 +458,8 @@ func options() []option {
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
 		stringOption("books_url", "URL of the books.json metadata refreshed every 15 scavenge periods (15 minutes by default); empty: only the database's",
 			func(c *Config) *string { return &c.BooksURL }, checkOptionalURL),
+		stringOption("nn_url", "base URL of the networks' files (BASE/nn/NAME) for networks known without a file here; empty: this server's own /nn/",
+			func(c *Config) *string { return &c.NNURL }, checkOptionalURL),
 		intOption("threadpool_tokens", "maximum number of blocking database operations at once",
 			func(c *Config) *int { return &c.ThreadpoolTokens }),
 		intOption("task_semaphore_size", "request_task callers let in at once; the rest are told the server is busy",

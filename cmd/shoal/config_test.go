@@ -148,6 +148,7 @@ func TestOptionTable(t *testing.T) {
 		"embedded_db_addr":            "embedded-db-addr",
 		"log_level":                   "log-level",
 		"books_url":                   "books-url",
+		"nn_url":                      "nn-url",
 		"threadpool_tokens":           "threadpool-tokens",
 		"task_semaphore_size":         "task-semaphore-size",
 		"heartbeat_period":            "heartbeat-period",

@@ -227,7 +227,7 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		Metrics: m, Gatherer: reg,
 		Logger: logger, Tokens: tokens,
 		Version: version, Database: db.Describe(), DB: db,
-		SessionSecret: secret, DataDir: cfg.DataDir, TransferTimeout: cfg.TransferTimeout,
+		SessionSecret: secret, DataDir: cfg.DataDir, NNURL: cfg.NNURL, TransferTimeout: cfg.TransferTimeout,
 		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
 	}
 	inst = &instance{logger: logger, cfg: cfg, getenv: getenv, metrics: m, addr: ln.Addr().String(), db: db,

@@ -177,13 +177,36 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 		t.Errorf("user add printed %q", addOut.String())
 	}
 
+	// A network known without a file here, for nn_url below.
+	const net = "nn-0123456789ab.nnue"
+	ndb, err := rundb.Open(context.Background(), rundb.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ndb.NNs.Insert(context.Background(), &rundb.NN{Name: net}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ndb.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
 	// Restart: nothing is lost, and no second admin password appears.
-	base, out, stop = startServe(t, env, "--addr", "127.0.0.1:0")
+	base, out, stop = startServe(t, env, "--addr", "127.0.0.1:0", "--nn-url", "https://nets.example.org/")
 	if strings.Contains(out.String(), "Created the first user") {
 		t.Error("a restart created the admin again")
 	}
 	if code, body := get(t, base); code != http.StatusOK || !strings.Contains(body, "<h1>Tests") {
 		t.Errorf("after a restart GET / = %d, want 200 with the tests page:\n%s", code, body)
+	}
+	// nn_url sends a client to where the networks' files are.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noFollow.Get(base + "api/nn/" + net); err != nil {
+		t.Error(err)
+	} else {
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || loc != "https://nets.example.org/nn/"+net {
+			t.Errorf("GET /api/nn/%s with nn_url = %d to %q, want 302 to the nn_url", net, resp.StatusCode, loc)
+		}
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
