@@ -27,7 +27,6 @@ import (
 	"github.com/shoal-chess/shoal/stats"
 )
 
-
 // Networks (NNUE files) are uploaded through /upload, listed on /nns and downloaded by workers
 // from /api/nn/{name}. Each is stored gzipped at DataDir/nn/{name}.gz, the layout fishtest's
 // nginx serves from, so an existing fishtest nn directory can be copied in as is.
