@@ -203,9 +203,56 @@ func (j *Journal) encodeRecord(rec *journalRecord) ([]byte, error) {
 	return bson.Marshal(storedRecord{Run: rec.Run, Epoch: rec.Epoch, Seq: rec.Seq, Record: inner})
 }
 
+// journalTask is one task of a record: its whole after-image (Task), or for a change to an
+// existing task that kept its worker, only the fields such a change touches (Core): the
+// worker_info is most of a task's bytes and of the time its encoding takes. Records written
+// before Core existed hold Task, which decodes as before.
 type journalTask struct {
-	Index int  `bson:"i"`
-	Task  Task `bson:"task"`
+	Index int       `bson:"i"`
+	Task  *Task     `bson:"task,omitempty"`
+	Core  *taskCore `bson:"core,omitempty"`
+}
+
+// taskCore is a task without its worker_info and the fields Shoal does not know (Extra).
+type taskCore struct {
+	NumGames      int         `bson:"num_games"`
+	Active        bool        `bson:"active"`
+	LastUpdated   time.Time   `bson:"last_updated"`
+	Start         int         `bson:"start"`
+	Stats         Results     `bson:"stats"`
+	Bad           bool        `bson:"bad,omitempty"`
+	SPSAParams    *SPSAParams `bson:"spsa_params,omitempty"`
+	TaskID        *int        `bson:"task_id,omitempty"`
+	Residual      *float64    `bson:"residual,omitempty"`
+	ResidualColor string      `bson:"residual_color,omitempty"`
+}
+
+func coreOf(t *Task) *taskCore {
+	return &taskCore{NumGames: t.NumGames, Active: t.Active, LastUpdated: t.LastUpdated, Start: t.Start,
+		Stats: t.Stats, Bad: t.Bad, SPSAParams: t.SPSAParams, TaskID: t.TaskID, Residual: t.Residual,
+		ResidualColor: t.ResidualColor}
+}
+
+// applyTo sets t's fields from c, keeping t's worker_info and unknown fields.
+func (c *taskCore) applyTo(t *Task) {
+	t.NumGames, t.Active, t.LastUpdated, t.Start, t.Stats = c.NumGames, c.Active, c.LastUpdated, c.Start, c.Stats
+	t.Bad, t.SPSAParams, t.TaskID, t.Residual, t.ResidualColor = c.Bad, c.SPSAParams, c.TaskID, c.Residual, c.ResidualColor
+}
+
+// sameWorker says whether a and b have equal worker_info and no unknown fields: then a change
+// from a to b is written as b's core alone.
+func sameWorker(a, b *Task) bool {
+	return len(a.Extra) == 0 && len(b.Extra) == 0 && len(a.WorkerInfo.Extra) == 0 && len(b.WorkerInfo.Extra) == 0 &&
+		equalWorkerInfo(&a.WorkerInfo, &b.WorkerInfo)
+}
+
+func equalWorkerInfo(a, b *WorkerInfo) bool {
+	return a.Uname == b.Uname && slices.Equal(a.Architecture, b.Architecture) && a.Concurrency == b.Concurrency &&
+		a.MaxMemory == b.MaxMemory && a.MinThreads == b.MinThreads && a.Username == b.Username &&
+		a.Version == b.Version && slices.Equal(a.PythonVersion, b.PythonVersion) &&
+		slices.Equal(a.GCCVersion, b.GCCVersion) && a.Compiler == b.Compiler && a.UniqueKey == b.UniqueKey &&
+		a.Modified == b.Modified && a.WorkerArch == b.WorkerArch && a.ARCH == b.ARCH && a.NPS == b.NPS &&
+		a.NearGithubAPILimit == b.NearGithubAPILimit && a.RemoteAddr == b.RemoteAddr && a.CountryCode == b.CountryCode
 }
 
 type journalSPSA struct {
@@ -429,11 +476,20 @@ func (j *Journal) read(ctx context.Context) error {
 	return nil
 }
 
-// mark is what record needs of a run from before a change: where its tasks and history ended.
-type mark struct{ tasks, history int }
+// mark is what record needs of a run from before a change: where its tasks and history ended,
+// and a copy of the task the change is about, if it existed (before is nil otherwise).
+type mark struct {
+	tasks, history int
+	task           int
+	before         *Task
+}
 
-func markOf(r *Run) mark {
-	m := mark{tasks: len(r.Tasks)}
+func markOf(r *Run, task int) mark {
+	m := mark{tasks: len(r.Tasks), task: task}
+	if task >= 0 && task < len(r.Tasks) {
+		before := r.Tasks[task]
+		m.before = &before
+	}
 	if r.Args.SPSA != nil {
 		m.history = len(r.Args.SPSA.ParamHistory)
 	}
@@ -445,6 +501,11 @@ func markOf(r *Run) mark {
 // the history rows added since m. The caller holds r's lock, so records of one run are queued in
 // their order. Its channel receives the write's outcome.
 func (j *Journal) record(r *Run, task int, m mark) (<-chan error, error) {
+	return j.push(r, j.makeRecord(r, task, m))
+}
+
+// makeRecord is r's next record after a change about task (see record).
+func (j *Journal) makeRecord(r *Run, task int, m mark) *journalRecord {
 	var tasks []int
 	if task >= 0 && task < m.tasks && task < len(r.Tasks) {
 		tasks = append(tasks, task)
@@ -452,16 +513,25 @@ func (j *Journal) record(r *Run, task int, m mark) (<-chan error, error) {
 	for i := m.tasks; i < len(r.Tasks); i++ {
 		tasks = append(tasks, i)
 	}
-	return j.queueRecord(r, tasks, m.history)
+	rec := j.newRecord(r, tasks, m.history)
+	if len(tasks) > 0 && tasks[0] == m.task && m.before != nil && m.task == task && sameWorker(m.before, &r.Tasks[task]) {
+		rec.Tasks[0] = journalTask{Index: task, Core: coreOf(&r.Tasks[task])}
+	}
+	return rec
 }
 
 // queueRecord queues r's next record: the after-images of tasks (indices into r.Tasks), and for
 // an SPSA run its iteration, thetas and the history rows from historyFrom on. It advances r's
 // position to the record's.
 func (j *Journal) queueRecord(r *Run, tasks []int, historyFrom int) (<-chan error, error) {
+	return j.push(r, j.newRecord(r, tasks, historyFrom))
+}
+
+// newRecord is r's next record with the whole after-images of tasks (see queueRecord).
+func (j *Journal) newRecord(r *Run, tasks []int, historyFrom int) *journalRecord {
 	rec := &journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, LastUpdated: r.LastUpdated}
 	for _, i := range tasks {
-		rec.Tasks = append(rec.Tasks, journalTask{Index: i, Task: r.Tasks[i]})
+		rec.Tasks = append(rec.Tasks, journalTask{Index: i, Task: &r.Tasks[i]})
 	}
 	if s := r.Args.SPSA; s != nil {
 		from := min(historyFrom, len(s.ParamHistory))
@@ -471,6 +541,11 @@ func (j *Journal) queueRecord(r *Run, tasks []int, historyFrom int) (<-chan erro
 		}
 		rec.SPSA = js
 	}
+	return rec
+}
+
+// push encodes rec, queues it and advances r's position to it. r's lock is held.
+func (j *Journal) push(r *Run, rec *journalRecord) (<-chan error, error) {
 	doc, err := j.encodeRecord(rec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: journal: encode a record of run %s: %w", ErrNotStored, r.ID, err)
@@ -769,10 +844,16 @@ func (j *Journal) replayInto(r *Run) (applied int, touched map[int]bool, history
 func applyRecord(r *Run, rec *journalRecord) error {
 	for _, t := range rec.Tasks {
 		switch {
+		case t.Core != nil && t.Index < len(r.Tasks):
+			t.Core.applyTo(&r.Tasks[t.Index])
+		case t.Core != nil:
+			return fmt.Errorf("a change to task %d, after only %d tasks", t.Index, len(r.Tasks))
+		case t.Task == nil:
+			return fmt.Errorf("task %d without its contents", t.Index)
 		case t.Index < len(r.Tasks):
-			r.Tasks[t.Index] = t.Task
+			r.Tasks[t.Index] = *t.Task
 		case t.Index == len(r.Tasks):
-			r.Tasks = append(r.Tasks, t.Task)
+			r.Tasks = append(r.Tasks, *t.Task)
 		default:
 			return fmt.Errorf("task %d after only %d tasks", t.Index, len(r.Tasks))
 		}

@@ -246,7 +246,7 @@ func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bo
 		defer e.mu.Unlock() // a panicking callback must not leave the run locked
 		var m mark
 		if durable {
-			m = markOf(e.run)
+			m = markOf(e.run, task)
 		}
 		prio, err := fn(e.run)
 		if err == nil && durable && prio < PrioSaveNow {

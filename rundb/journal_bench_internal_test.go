@@ -1,0 +1,51 @@
+package rundb
+
+import (
+	"testing"
+	"time"
+)
+
+// benchTask is a task as request_task makes it, with a few batches reported.
+func benchTask() Task {
+	return Task{
+		NumGames: 480, Active: true, LastUpdated: time.Now().UTC(), Start: 960,
+		Stats: Results{Wins: 40, Losses: 38, Draws: 82, Pentanomial: []int{2, 18, 40, 16, 4}},
+		WorkerInfo: WorkerInfo{
+			Uname: "Linux 6.1.0-13-amd64", Architecture: []string{"64bit", "ELF"}, Concurrency: 8,
+			MaxMemory: 8000, MinThreads: 1, Username: "worker", Version: 280,
+			PythonVersion: []int{3, 11, 2}, GCCVersion: []int{12, 2, 0}, Compiler: "g++",
+			UniqueKey: "4a3f9c2e-9a21-4c4e-8f3a-2b6c1d0e9f11", WorkerArch: "x86-64-avx2",
+			ARCH: "x86-64-avx2", NPS: 1.2e6, RemoteAddr: "203.0.113.7", CountryCode: "NL",
+		},
+	}
+}
+
+// BenchmarkJournalRecordEncode measures what update_task pays, under the run's lock, to encode
+// its journal record on the embedded database: the task's whole after-image, or its changing
+// part when the worker is the same.
+func BenchmarkJournalRecordEncode(b *testing.B) {
+	j := &Journal{store: &RunStore{flatHistory: true}, epoch: 3}
+	run := &Run{ID: NewObjectID(), Tasks: []Task{benchTask(), benchTask()}, LastUpdated: time.Now().UTC()}
+	before := run.Tasks[1]
+	for _, bc := range []struct {
+		name string
+		m    mark
+	}{
+		{"whole task", mark{tasks: 2}},
+		{"changing part", mark{tasks: 2, task: 1, before: &before}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			size := 0
+			for b.Loop() {
+				run.Tasks[1].Stats.Wins++
+				rec := j.makeRecord(run, 1, bc.m)
+				doc, err := j.encodeRecord(rec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(doc)
+			}
+			b.ReportMetric(float64(size), "bytes/record")
+		})
+	}
+}

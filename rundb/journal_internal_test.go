@@ -1,0 +1,82 @@
+package rundb
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// A change to an existing task that keeps its worker is journalled as the task's core alone;
+// read back and replayed over the run as it was, it gives the run as it is, worker_info and all.
+// A change of worker writes the whole task.
+func TestJournalRecordOfAnUpdateKeepsTheWorker(t *testing.T) {
+	for _, flat := range []bool{false, true} {
+		j := &Journal{store: &RunStore{flatHistory: flat}, epoch: 2}
+		later := time.Now().UTC().Truncate(time.Millisecond)
+		for _, tt := range []struct {
+			name     string
+			change   func(*Task)
+			wantCore bool
+		}{
+			{"a batch reported", func(t *Task) {
+				t.Stats = Results{Wins: 41, Losses: 38, Draws: 83, Pentanomial: []int{2, 18, 41, 16, 4}}
+				t.LastUpdated = later
+				t.WorkerInfo.Architecture = []string{"64bit", "ELF"} // the worker's new report, equal
+			}, true},
+			{"the task ends", func(t *Task) { t.Active = false; t.LastUpdated = later }, true},
+			{"the worker reports another address", func(t *Task) { t.WorkerInfo.RemoteAddr = "198.51.100.1" }, false},
+			{"the worker reports another compiler", func(t *Task) { t.WorkerInfo.GCCVersion = []int{13, 1, 0} }, false},
+		} {
+			before := &Run{ID: NewObjectID(), Tasks: []Task{benchTask(), benchTask()}, JournalEpoch: 2, JournalSeq: 7}
+			before.Tasks[1].LastUpdated = later.Add(-time.Minute)
+			after := cloneForTest(t, before)
+			m := markOf(after, 1)
+			tt.change(&after.Tasks[1])
+			rec := j.makeRecord(after, 1, m)
+			if len(rec.Tasks) != 1 || (rec.Tasks[0].Core != nil) != tt.wantCore || (rec.Tasks[0].Task != nil) == tt.wantCore {
+				t.Fatalf("flat %v, %s: record %+v, want the core alone: %v", flat, tt.name, rec.Tasks, tt.wantCore)
+			}
+			raw, err := j.encodeRecord(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stored storedRecord
+			read := new(journalRecord)
+			if err := bson.Unmarshal(raw, &stored); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.store.decodeDoc(stored.Record, read); err != nil {
+				t.Fatal(err)
+			}
+			replayed := cloneForTest(t, before)
+			if err := applyRecord(replayed, read); err != nil {
+				t.Fatal(err)
+			}
+			replayed.JournalEpoch, replayed.JournalSeq = after.JournalEpoch, after.JournalSeq
+			if !reflect.DeepEqual(replayed.Tasks, after.Tasks) {
+				t.Errorf("flat %v, %s: replayed tasks\n %+v, want\n %+v", flat, tt.name, replayed.Tasks, after.Tasks)
+			}
+		}
+	}
+	// A core for a task the run does not have is an error, not a new task.
+	r := &Run{Tasks: []Task{benchTask()}}
+	if err := applyRecord(r, &journalRecord{Tasks: []journalTask{{Index: 1, Core: coreOf(&r.Tasks[0])}}}); err == nil {
+		t.Error("a change to a missing task was applied")
+	}
+}
+
+// cloneForTest deep-copies r through BSON.
+func cloneForTest(t *testing.T, r *Run) *Run {
+	t.Helper()
+	raw, err := bson.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Run
+	if err := bson.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
