@@ -37,7 +37,10 @@ var (
 			"my_task": map[string]any{"num_games": "number", "start": "number", "stats": stats5}},
 		"task_id": "number", "duration": "number",
 	}
-	goldenNoTask    = map[string]any{"task_waiting": "boolean", "duration": "number"}
+	goldenNoTask = map[string]any{"task_waiting": "boolean", "duration": "number"}
+	// goldenPaced is a request_task turned away: fishtest's keys and Shoal's retry_after, which
+	// fishtest's worker ignores (docs/PROTOCOL.md).
+	goldenPaced     = map[string]any{"task_waiting": "boolean", "info": "string", "retry_after": "number", "duration": "number"}
 	goldenAlive     = map[string]any{"task_alive": "boolean", "duration": "number"}
 	goldenNotActive = map[string]any{"task_alive": "boolean", "info": "string", "duration": "number"}
 	goldenDone      = map[string]any{"duration": "number"}

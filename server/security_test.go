@@ -27,6 +27,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
+	"github.com/shoal-chess/shoal/worker/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
 )
 
@@ -680,6 +681,13 @@ func TestSecurityRequestTaskFloodIsLimitedPerAccount(t *testing.T) {
 		if out["info"] == taskLimitedInfo {
 			if out["task_waiting"] != false {
 				t.Fatalf("a limited request_task = %v, want task_waiting false (the worker waits and asks again)", out)
+			}
+			if wait, ok := out["retry_after"].(float64); !ok || wait < paceFloor.Seconds() {
+				t.Fatalf("a limited request_task = %v, want a retry_after of at least %v", out, paceFloor)
+			}
+			if limited == 0 {
+				checkGolden(t, "request_task over the account's rate", w.Code, w.Body.Bytes(), http.StatusOK,
+					goldenPaced, &protocol.TaskReply{})
 			}
 			limited++
 		}

@@ -101,6 +101,7 @@ type Server struct {
 	authLog      *throttledLog    // failed and refused logins, a line a minute per user and client
 	heavy        *tokenpool.Pool  // slots for reads that scan (event log searches), apart from the worker path
 	taskLimits   *taskLimiter     // request_task calls per account and per address
+	pacer        *requestPacer    // retry_after for the request_task calls turned away
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 	current      atomic.Pointer[role] // see role.go
@@ -130,6 +131,7 @@ func New(deps Deps) (*Server, error) {
 	s.authLog = newThrottledLog(s.logger, time.Minute, 100_000)
 	s.heavy = tokenpool.New(heavyReadSlots)
 	s.taskLimits = newTaskLimiter(deps.HeartbeatPeriod)
+	s.pacer = newRequestPacer(s.taskLimits.speed)
 	s.engine = s.routes()
 	return s, nil
 }

@@ -93,6 +93,10 @@ func TestTuningLiveResizeDropsNoRequest(t *testing.T) {
 				}
 				if out["info"] == scheduler.TooBusy {
 					tooBusy.Add(1)
+					if wait, ok := out["retry_after"].(float64); !ok || wait <= 0 {
+						fail("request_task too busy without a retry_after: %v", out)
+						return
+					}
 				}
 			}
 		}

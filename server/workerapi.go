@@ -367,7 +367,8 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	}
 	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), c.ClientIP(), time.Now()) {
 		// fishtest's worker waits and asks again on this reply, as on "too busy".
-		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo, Duration: duration(c)})
+		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo,
+			RetryAfter: s.pacer.retryAfter(), Duration: duration(c)})
 		return
 	}
 	// No token here: request_task is memory work but for its rare database reads and writes,
@@ -382,7 +383,11 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		return
 	}
 	if reply.Waiting {
-		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: reply.Info, Error: reply.Error, Duration: duration(c)})
+		out := protocol.TaskReply{TaskWaiting: new(false), Info: reply.Info, Error: reply.Error, Duration: duration(c)}
+		if reply.Info == scheduler.TooBusy {
+			out.RetryAfter = s.pacer.retryAfter()
+		}
+		c.JSON(http.StatusOK, out)
 		return
 	}
 	stats := protocol.Stats{Wins: reply.Task.Stats.Wins, Losses: reply.Task.Stats.Losses, Draws: reply.Task.Stats.Draws,

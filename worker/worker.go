@@ -277,7 +277,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Info("Stopped", "by", reason)
 			return nil
 		}
-		gotTask, success, err := w.fetchAndHandleTask(ctx)
+		gotTask, success, paced, err := w.fetchAndHandleTask(ctx)
 		if err != nil {
 			return err
 		}
@@ -294,6 +294,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		if success {
 			delay = w.scaled(initialBackoff)
+			continue
+		}
+		if paced >= 0 {
+			// The server said how long to wait: it spreads a returning fleet itself.
+			w.log.Info("Waiting before retrying, as the server asks", "delay", paced)
+			if err := w.backoff(ctx, paced); err != nil {
+				return err
+			}
 			continue
 		}
 		w.log.Info("Waiting before retrying", "delay", delay)
@@ -344,31 +352,36 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // fetchAndHandleTask is one turn of fishtest's loop. gotTask is true when request_task gave a
-// task; success false means back off. err is fatal: ctx ended, a newer protocol, or credentials
-// refused.
-func (w *Worker) fetchAndHandleTask(ctx context.Context) (gotTask, success bool, err error) {
+// task; success false means back off: for paced (when not negative) if the server said how long
+// in retry_after, else by fishtest's backoff. err is fatal: ctx ended, a newer protocol, or
+// credentials refused.
+func (w *Worker) fetchAndHandleTask(ctx context.Context) (gotTask, success bool, paced time.Duration, err error) {
+	paced = -1
 	if ok, err := w.verifyVersion(ctx); !ok || err != nil {
-		return false, false, err
+		return false, false, paced, err
 	}
 
 	r, err := w.post(ctx, "request_task", protocol.Request{Password: w.cfg.Password, WorkerInfo: w.info})
 	if err != nil {
-		return false, false, ctx.Err()
+		return false, false, paced, ctx.Err()
 	}
 	if r.hasError() {
-		return false, false, nil
+		return false, false, paced, nil
 	}
 	if r.has("task_waiting") {
 		w.log.Info("No tasks available at this time, waiting...")
-		return false, false, nil
+		if secs, ok := r.m["retry_after"].(float64); ok && secs >= 0 && !math.IsInf(secs, 0) {
+			paced = min(time.Duration(secs*float64(time.Second)), w.scaled(maxBackoff))
+		}
+		return false, false, paced, nil
 	}
 	var tr protocol.TaskReply
 	if err := r.decode(&tr); err != nil || tr.Run == nil || tr.TaskID == nil {
 		w.log.Warn("Invalid reply to request_task: no run or task_id", "err", err)
-		return false, false, nil
+		return false, false, paced, nil
 	}
 	success, err = w.handleTask(ctx, tr.Run, *tr.TaskID)
-	return true, success, err
+	return true, success, paced, err
 }
 
 // verifyVersion is fishtest's verify_worker_version: ok false without error means back off

@@ -999,3 +999,49 @@ func TestRunTwice(t *testing.T) {
 		t.Fatal("second Run: no error")
 	}
 }
+
+var pacedRE = regexp.MustCompile(`msg="Waiting before retrying, as the server asks" .*delay=(\S+)`)
+
+// A "too busy" reply with Shoal's retry_after makes the worker wait that long, in place of its
+// own backoff, which does not grow meanwhile; a hint above the longest backoff is cut to it;
+// replies without the hint get fishtest's backoff.
+func TestRequestTaskRetryAfterPacesTheWorker(t *testing.T) {
+	busy := func(hint any) answer {
+		return ok("task_waiting", false, "info", "Request_task: the server is currently too busy...", "retry_after", hint)
+	}
+	st := newStub(t, func(c call) answer {
+		if c.endpoint != "request_task" {
+			return nil
+		}
+		switch c.n {
+		case 1, 2:
+			return busy(0.04)
+		case 5:
+			return busy(1e6)
+		}
+		return ok("task_waiting", false)
+	})
+	log := &syncBuffer{}
+	r := start(t, context.Background(), testConfig(st, log), newRecordingSource(1))
+	waitFor(t, "6 request_task calls", func() bool { return len(st.got("request_task")) >= 6 })
+	r.w.Stop()
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	calls := st.got("request_task")
+	for i := 1; i <= 2; i++ {
+		if gap := calls[i].at.Sub(calls[i-1].at); gap < 40*time.Millisecond {
+			t.Errorf("request_task %d came %v after a retry_after of 40 ms", i+1, gap)
+		}
+	}
+	var paced []string
+	for _, m := range pacedRE.FindAllStringSubmatch(log.String(), -1) {
+		paced = append(paced, m[1])
+	}
+	if want := []string{"40ms", "40ms", "900ms"}; !reflect.DeepEqual(paced, want) {
+		t.Errorf("paced waits %v, want %v (the last cut to the longest backoff, 900 s / 1000)", paced, want)
+	}
+	if got := loggedDelays(log.String()); len(got) < 2 || !reflect.DeepEqual(got[:2], []string{"15ms", "30ms"}) {
+		t.Errorf("backoff delays %v, want 15ms, 30ms: the paced waits did not grow the backoff", got)
+	}
+}

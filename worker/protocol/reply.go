@@ -34,7 +34,10 @@ type TaskReply struct {
 	Error       string   `json:"error,omitempty"`
 	Run         *TaskRun `json:"run,omitempty"`
 	TaskID      *int     `json:"task_id,omitempty"`
-	Duration    float64  `json:"duration"`
+	// RetryAfter is Shoal's pacing hint, beyond fishtest: on a "too busy" or rate-limited
+	// reply, the seconds to wait before asking again. fishtest's worker ignores it.
+	RetryAfter *float64 `json:"retry_after,omitempty"`
+	Duration   float64  `json:"duration"`
 }
 
 // TaskRun is the slice of a run that request_task hands a worker.
