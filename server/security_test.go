@@ -27,8 +27,8 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
-	"github.com/shoal-chess/shoal/worker/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // The tests named TestSecurity... perform one finding of the security audit each (docs/SECURITY.md)
