@@ -250,7 +250,7 @@ func (s *Server) workerCall(limit int64, handle func(*gin.Context, *workerReques
 				apiError(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
 				return
 			case err != nil:
-				s.internalError(c, err)
+				s.workerFailure(c, err)
 				return
 			}
 			if req.TaskID != nil {
@@ -480,14 +480,19 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Con
 // workerFailure answers a worker call that failed here. A change the journal did not store
 // (the database failed, or this primary lost its lease and is stepping down) is made in memory
 // but not acknowledged: the worker is told to retry, which is harmless (a repeated update is
-// not counted twice) and, behind nginx, reaches the new primary. Anything else is a 500.
+// not counted twice) and, behind nginx, reaches the new primary. So is a call that passed
+// primaryOnly just before the scheduler stopped (a step-down, or a shutdown after its drain):
+// it changed nothing. Anything else is a 500.
 func (s *Server) workerFailure(c *gin.Context, err error) {
-	if errors.Is(err, rundb.ErrNotStored) {
+	switch {
+	case errors.Is(err, rundb.ErrNotStored):
 		s.logger.Warn("worker call not acknowledged: its change was not stored", "path", c.Request.URL.Path, "err", err)
 		retryLater(c, "the change could not be stored")
-		return
+	case errors.Is(err, scheduler.ErrStopped):
+		retryLater(c, "primary instance required")
+	default:
+		s.internalError(c, err)
 	}
-	s.internalError(c, err)
 }
 
 func (s *Server) updateTask(c *gin.Context, w *workerRequest) {

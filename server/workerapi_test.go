@@ -18,6 +18,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/tokenpool"
+	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // fleet is a Shoal server on a real database behind a real HTTP listener, with users for the
@@ -45,6 +46,55 @@ func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
 // newFleetOn is newFleet on db, its run cache journaled by j if j is not nil.
 func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *rundb.Journal) *fleet {
 	t.Helper()
+	addFleetUsers(t, db)
+	logger := discardLogger()
+	cache := rundb.NewRunCache(db.Runs, nil, logger)
+	if j != nil {
+		cache.SetJournal(j)
+	}
+	sched := scheduler.New(fleetSchedulerConfig(pool), db, cache, logger)
+	if err := sched.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return serveFleet(t, pool, db, sched)
+}
+
+// newPrimaryFleet is newFleet with its scheduler owned by a started Primary, as serve's is.
+func newPrimaryFleet(t testing.TB) (*fleet, *scheduler.Primary) {
+	t.Helper()
+	pool, db := tokenpool.New(20), rundbtest.Open(t)
+	addFleetUsers(t, db)
+	p := scheduler.NewPrimary(scheduler.PrimaryConfig{Config: fleetSchedulerConfig(pool)}, db, discardLogger())
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	return serveFleet(t, pool, db, p.Scheduler()), p
+}
+
+func fleetSchedulerConfig(pool *tokenpool.Pool) scheduler.Config {
+	return scheduler.Config{TaskSemaphoreSize: 5,
+		DeadTaskTimeout: 360 * time.Second, ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second,
+		TaskDuration: 1800 * time.Second, DBGate: pool.Do}
+}
+
+// serveFleet serves the worker API of sched over HTTP.
+func serveFleet(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, sched *scheduler.Scheduler) *fleet {
+	t.Helper()
+	logger := discardLogger()
+	s, err := New(Deps{Logger: logger, Tokens: pool, Version: "test",
+		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return &fleet{t: t, url: ts.URL, db: db, sched: sched, handler: s.Handler(), srv: s}
+}
+
+// addFleetUsers creates the fleet's accounts: alice, bob (an approver) and wrk (the workers').
+func addFleetUsers(t testing.TB, db *rundb.DB) {
+	t.Helper()
 	ctx := context.Background()
 	for _, u := range []rundb.NewUser{
 		{Username: "alice", Password: "alicepw", Accepted: true},
@@ -55,25 +105,6 @@ func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *rundb.Journ
 			t.Fatal(err)
 		}
 	}
-	logger := discardLogger()
-	cache := rundb.NewRunCache(db.Runs, nil, logger)
-	if j != nil {
-		cache.SetJournal(j)
-	}
-	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5,
-		DeadTaskTimeout: 360 * time.Second, ScavengePeriod: time.Minute, DuplicateWorkerWindow: 120 * time.Second,
-		TaskDuration: 1800 * time.Second, DBGate: pool.Do}, db, cache, logger)
-	if err := sched.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Deps{Logger: logger, Tokens: pool, Version: "test",
-		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	return &fleet{t: t, url: ts.URL, db: db, sched: sched, handler: s.Handler(), srv: s}
 }
 
 // post sends a JSON body (a value, or raw bytes) and decodes the reply, checking that it is a
@@ -758,5 +789,41 @@ func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
 	}
 	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); err != nil {
 		t.Errorf("stored pgn: %v", err)
+	}
+}
+
+// A worker call that reaches a scheduler that has just stopped (the primary stepping down, or
+// shutting down after its drain) is told to retry, as a call refused by primaryOnly is: a JSON
+// error would make fishtest's worker drop its update and fail the task, losing its games.
+func TestWorkerAPIStoppedSchedulerSaysRetry(t *testing.T) {
+	f, p := newPrimaryFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	code, out := f.post("/api/request_task", call(1, nil))
+	if code != http.StatusOK || out["task_id"] == nil {
+		t.Fatalf("request_task: %d %v", code, out)
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stats := map[string]any{"wins": 1, "losses": 1, "draws": 0, "crashes": 0, "time_losses": 0, "pentanomial": []int{0, 0, 1, 0, 0}}
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/api/update_task", call(1, map[string]any{"run_id": id, "task_id": 0, "stats": stats})},
+		{"/api/beat", call(1, map[string]any{"run_id": id, "task_id": 0})},
+		{"/api/request_task", call(2, nil)},
+	} {
+		b, _ := json.Marshal(c.body)
+		resp, err := http.Post(f.url+c.path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != protocol.RetryLaterStatus || resp.Header.Get("Retry-After") == "" || json.Valid(raw) {
+			t.Errorf("%s on a stopped scheduler = %d %q (Retry-After %q), want a plain-text %d to retry",
+				c.path, resp.StatusCode, raw, resp.Header.Get("Retry-After"), protocol.RetryLaterStatus)
+		}
 	}
 }
