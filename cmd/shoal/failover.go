@@ -188,7 +188,9 @@ func (inst *instance) followLease(ctx context.Context) {
 			return
 		}
 		inst.primary, inst.watching = p, nil
+		semaphore := inst.semaphore // a reload's size, if one came while this instance stood by
 		inst.roleMu.Unlock()
+		p.Scheduler().SetTaskSemaphoreSize(semaphore)
 		inst.srv.Promote(p.Scheduler(), p.Scheduler(), p.RunCache().Changed)
 		inst.logger.Warn("serving as the primary", "epoch", lease.Epoch)
 		return

@@ -66,14 +66,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		case <-hup:
 			// Reload in the background: a shrinking pool waits for tokens to come back, and
 			// a second SIGHUP meanwhile is queued behind it (Resize is serialised).
-			go inst.reload(ctx, func() (Config, error) {
-				c, _, err := LoadConfig(newFlagSet("serve", io.Discard), args, getenv, nil)
-				return c, err
-			}, cfg)
+			inst.reloads.Go(func() {
+				inst.reload(ctx, func() (Config, error) {
+					c, _, err := LoadConfig(newFlagSet("serve", io.Discard), args, getenv, nil)
+					return c, err
+				}, cfg)
+			})
 		case <-ctx.Done():
 			logger.Info("shutting down on signal; a second signal stops at once")
 		}
 	}
+	// A reload still running gives up its wait for tokens now that ctx has ended (or within
+	// reloadShrinkLimit); it is joined before the instance stops.
+	inst.reloads.Wait()
 	return errors.Join(served, inst.shutdown())
 }
 
@@ -88,7 +93,13 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 		return
 	}
 	inst.logger.Info("reload: applying", "threadpool_tokens", next.ThreadpoolTokens, "task_semaphore_size", next.TaskSemaphoreSize)
-	if p := inst.currentPrimary(); p != nil {
+	// The size is kept for a primary this instance becomes later (a standby's takeover), and
+	// applied to the one it is now.
+	inst.roleMu.Lock()
+	inst.semaphore = next.TaskSemaphoreSize
+	p := inst.primary
+	inst.roleMu.Unlock()
+	if p != nil {
 		p.Scheduler().SetTaskSemaphoreSize(next.TaskSemaphoreSize)
 	}
 	// A shrink waits for tokens in use to come back, and holds up new callers meanwhile: give
@@ -133,6 +144,10 @@ type instance struct {
 	watching context.CancelFunc // stops the standby's lease watch, while it runs
 	watchers sync.WaitGroup
 	stopping bool // shutdown has begun: no more role changes
+	// semaphore is task_semaphore_size in force: the configuration's, or the last reload's.
+	semaphore int
+	// reloads are the SIGHUP reloads running; serve joins them before the shutdown.
+	reloads sync.WaitGroup
 }
 
 // currentPrimary is the running primary role, or nil.
@@ -231,7 +246,8 @@ func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv 
 		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
 	}
 	inst = &instance{logger: logger, cfg: cfg, getenv: getenv, metrics: m, addr: ln.Addr().String(), db: db,
-		served: make(chan error, 1), tokens: tokens, leaseHolder: leaseHolder(ln.Addr().String())}
+		served: make(chan error, 1), tokens: tokens, leaseHolder: leaseHolder(ln.Addr().String()),
+		semaphore: cfg.TaskSemaphoreSize}
 	if role == "primary" {
 		if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
 			return nil, err

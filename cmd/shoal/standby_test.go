@@ -88,6 +88,12 @@ func TestStandbyTakesOverWhenThePrimaryStops(t *testing.T) {
 	if workerAPIAnswers(sbase, users) {
 		t.Fatal("the standby answers the worker API while the primary lives")
 	}
+	// A reload while standing by sets the semaphore of the primary it becomes.
+	standby.reload(ctx, func() (Config, error) {
+		c := scfg
+		c.TaskSemaphoreSize = 9
+		return c, nil
+	}, scfg)
 
 	stopped = true
 	if err := primary.shutdown(); err != nil {
@@ -103,6 +109,9 @@ func TestStandbyTakesOverWhenThePrimaryStops(t *testing.T) {
 	}
 	if h := healthOf(t, sbase); h.Role != "primary" || h.Primary.Holder != standby.holder() || h.Primary.Epoch != 2 {
 		t.Errorf("after the takeover /healthz says %+v, want the standby as the primary, epoch 2", h)
+	}
+	if p := standby.currentPrimary(); p == nil || p.Scheduler().TaskSemaphoreSize() != 9 {
+		t.Errorf("after the takeover the semaphore is not the size reloaded while standing by (9)")
 	}
 
 	// The old primary's configuration, started again: the lease is live, so it waits.
