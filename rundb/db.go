@@ -39,8 +39,9 @@ type Options struct {
 	URI string
 	// DataDir holds the embedded database's files and its lock file. Unused with a URI.
 	DataDir string
-	// EmbeddedAddr is the loopback HOST:PORT the embedded database listens on ("127.0.0.1:0"
-	// picks a free port).
+	// EmbeddedAddr, if set, is a loopback HOST:PORT where the embedded database also listens,
+	// for this OS user's other processes ("127.0.0.1:0" picks a free port); it always listens
+	// on a Unix socket in the data directory.
 	EmbeddedAddr string
 	// Database is the database name; empty means DefaultDatabase.
 	Database string

@@ -571,8 +571,9 @@ func (j *Journal) enqueue(run ObjectID, p Position, doc []byte) <-chan error {
 	return e.done
 }
 
-// write is the writer: it takes every queued record (up to maxBatch), writes them with one
-// insertMany, checks the lease and tells each waiter; then it drops the segments no run needs.
+// write is the writer: it takes every queued record (up to maxBatch), appends them to the
+// current segment in one write (one insertMany into a collection, or one write to a file),
+// checks the lease and tells each waiter; then it drops the segments no run needs.
 func (j *Journal) write() {
 	defer close(j.done)
 	for {
@@ -668,8 +669,9 @@ func (j *Journal) nextSegmentAfter(seg *segment) {
 	}
 }
 
-// checkLease returns ErrFenced unless the lease still names this primary's epoch. It runs after
-// a batch is written and before it is acknowledged. While this primary renewed its lease less
+// checkLease returns ErrFenced unless the lease still names this primary's epoch. It runs
+// before a batch is written, and again after it is written and before it is acknowledged (the
+// run cache calls it before each run write too). While this primary renewed its lease less
 // than half its time to live ago, no other instance can have taken it (they wait a whole time
 // to live without renewal, by their clocks, which must agree with this one's within the other
 // half: NTP does far better), so the batch is safe without a read; past that, the lease is read.

@@ -27,7 +27,7 @@ type segmentStore interface {
 	// read calls each with every record of segment name, in the order they were appended.
 	read(ctx context.Context, name string, each func(raw []byte) error) error
 	// append stores docs at the end of segment name (created if new); when it returns nil they
-	// are durable.
+	// are durable, or, for files with journal_fsync > 0, written and fsynced by the next tick.
 	append(ctx context.Context, name string, docs [][]byte) error
 	// drop deletes segment name.
 	drop(ctx context.Context, name string) error

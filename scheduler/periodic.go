@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// Job is work repeated every Period. Like fishtest's scheduler, each run waits Period after the
-// previous one ended (never less than MinDelay), plus or minus Jitter of the period, so jobs
-// started together drift apart instead of hitting the database in lockstep.
+// Job is work repeated every Period. Like fishtest's scheduler, each run starts Period after the
+// previous one started, but never sooner than MinDelay after it ended, plus or minus Jitter of
+// that wait, so jobs started together drift apart instead of hitting the database in lockstep.
 type Job struct {
 	Name     string
 	Period   time.Duration

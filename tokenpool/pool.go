@@ -1,8 +1,10 @@
 // Package tokenpool bounds how many operations may run at the same time.
 //
-// Shoal runs all blocking database work of every HTTP endpoint under one
-// Pool, so that a single server instance never has more than a fixed number
-// of database operations in flight. When the database slows down, the excess
+// Shoal runs the blocking database work of its HTTP endpoints under one Pool
+// (request_task's rare database work through the scheduler's DBGate; only
+// /readyz's ping, bounded by its own 2 s timeout, goes without), so that a
+// single server instance never has more than a fixed number of database
+// operations in flight. When the database slows down, the excess
 // load shows up as goroutines waiting for a token (visible through Waiting
 // and Stats) instead of as an unbounded pile of concurrent queries.
 //

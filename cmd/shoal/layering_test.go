@@ -13,8 +13,9 @@ import (
 const module = "github.com/shoal-chess/shoal/"
 
 // allowedImports is the one-way package layering of STYLE.md: which of Shoal's own packages
-// each top-level part may import (tests included). .golangci.yml's depguard says the same for
-// editors; this test makes `make test` hold the line without it.
+// each top-level part may import (tests included). It is the whole rule: .golangci.yml's
+// depguard denies the main upward imports for editors, a part of the same, and this test makes
+// `make test` hold the line without it.
 var allowedImports = map[string][]string{
 	"cmd":       {"server", "scheduler", "worker", "rundb", "tokenpool", "stats", "metrics"},
 	"server":    {"scheduler", "rundb", "stats", "worker/protocol", "tokenpool", "templates", "static", "metrics"},
