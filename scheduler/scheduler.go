@@ -36,6 +36,10 @@ type Config struct {
 	Metrics *metrics.Metrics
 }
 
+// DefaultTaskSemaphoreSize is how many request_task calls are let in at once unless configured:
+// fishtest's five.
+const DefaultTaskSemaphoreSize = 5
+
 // ErrRunNotFound means the run asked for does not exist. It is a rundb.ErrNotFound, so callers
 // that only care whether something was missing need test for one error.
 var ErrRunNotFound = fmt.Errorf("run %w", rundb.ErrNotFound)
@@ -87,7 +91,7 @@ type Scheduler struct {
 // New returns a scheduler over the run cache. Call Load before serving.
 func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *Scheduler {
 	if cfg.TaskSemaphoreSize < 1 {
-		cfg.TaskSemaphoreSize = 5
+		cfg.TaskSemaphoreSize = DefaultTaskSemaphoreSize
 	}
 	if logger == nil {
 		logger = slog.Default()

@@ -361,10 +361,6 @@ func need(c *gin.Context, present bool, what string) bool {
 }
 
 func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
-	scheme := "http"
-	if c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https" {
-		scheme = "https"
-	}
 	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), c.ClientIP(), time.Now()) {
 		// fishtest's worker waits and asks again on this reply, as on "too busy".
 		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo,
@@ -374,7 +370,7 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	// No token here: request_task is memory work but for its rare database reads and writes,
 	// which take one through the scheduler's DBGate. A storm's requests must not queue for
 	// tokens behind the database's other work.
-	reply, err := primaryOf(c).RequestTask(c.Request.Context(), w.info, w.user.EffectiveMachineLimit(), scheme+"://"+c.Request.Host)
+	reply, err := primaryOf(c).RequestTask(c.Request.Context(), w.info, w.user.EffectiveMachineLimit(), requestScheme(c.Request)+"://"+c.Request.Host)
 	if err == nil {
 		err = reply.Stored(c.Request.Context())
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
 )
 
 // configEnv is the environment variable naming the configuration file. It is
@@ -136,11 +137,11 @@ func DefaultConfig() Config {
 		PrimaryPort:           8000,
 		DataDir:               "./data",
 		MongoURI:              "",
-		Database:              "fishtest_new",
+		Database:              rundb.DefaultDatabase,
 		EmbeddedDBAddr:        "",
 		LogLevel:              "info",
 		ThreadpoolTokens:      200,
-		TaskSemaphoreSize:     5,
+		TaskSemaphoreSize:     scheduler.DefaultTaskSemaphoreSize,
 		HeartbeatPeriod:       120 * time.Second,
 		DeadTaskTimeout:       360 * time.Second,
 		ScavengePeriod:        60 * time.Second,
