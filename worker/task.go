@@ -269,7 +269,9 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 		if err != nil && w.obs != nil {
 			w.obs.Unanswered(t.task.RunID, t.task.TaskID, stats)
 		}
-		if ctx.Err() != nil {
+		// A reply that arrived is taken in even if ctx ended meanwhile: the server recorded
+		// what it acknowledged, and the observer must hear of it.
+		if err != nil && ctx.Err() != nil {
 			return false, false, "", ctx.Err()
 		}
 		if err == nil && !r.hasError() && !r.has("task_alive") {
@@ -277,6 +279,9 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 		}
 		if err == nil {
 			if msg, bad := r.errorMessage(); bad {
+				if ctx.Err() != nil {
+					return false, false, "", ctx.Err()
+				}
 				return false, false, "update_task refused: " + msg, nil
 			}
 			alive = r.taskAlive(false)
@@ -288,7 +293,7 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 			if alive {
 				t.lastUpdated.Store(time.Now().UnixNano())
 			}
-			return alive, recorded, "", nil
+			return alive, recorded, "", ctx.Err()
 		}
 		w.log.Warn("Exception calling update_task", "attempt", attempt, "err", err)
 		if attempt < updateAttempts {

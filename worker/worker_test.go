@@ -1045,3 +1045,46 @@ func TestRequestTaskRetryAfterPacesTheWorker(t *testing.T) {
 		t.Errorf("backoff delays %v, want 15ms, 30ms: the paced waits did not grow the backoff", got)
 	}
 }
+
+// cancelOnReply is an observer that ends the worker's context as soon as update_task's reply
+// has arrived, before the worker reads it: a fleet stopping its workers at that moment.
+type cancelOnReply struct {
+	*recordingObserver
+	cancel context.CancelFunc
+}
+
+func (o cancelOnReply) Request(endpoint string, took time.Duration, status int, reply map[string]any, err error) {
+	o.recordingObserver.Request(endpoint, took, status, reply, err)
+	if endpoint == "update_task" && status == http.StatusOK {
+		o.cancel()
+	}
+}
+
+// An update_task whose reply arrived is taken in even if the worker's context ends just then:
+// the server recorded it, so the observer hears it was accepted (and the worker stops).
+func TestUpdateAcceptedAsTheWorkerStops(t *testing.T) {
+	st := newStub(t, func(c call) answer {
+		switch c.endpoint {
+		case "request_task":
+			return taskAnswer(3, 8, 0, sprtArgs(4), nil)
+		case "update_task":
+			return ok("task_alive", true)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	obs := cancelOnReply{&recordingObserver{}, cancel}
+	cfg := testConfig(st, &syncBuffer{})
+	cfg.Observer = obs
+	r := start(t, ctx, cfg, newRecordingSource(2))
+	if err := r.wait(t); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(st.got("update_task")) != 1 || len(obs.accepted) != 1 || len(obs.unanswered) != 0 {
+		t.Errorf("%d update_task calls, observer heard %d accepted and %d unanswered; want 1, 1, 0",
+			len(st.got("update_task")), len(obs.accepted), len(obs.unanswered))
+	}
+}
