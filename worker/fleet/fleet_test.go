@@ -399,3 +399,32 @@ func TestExactlyOnceAllowsUnansweredUpdatesOnce(t *testing.T) {
 		t.Error("a run whose only update got no reply is not checked")
 	}
 }
+
+// A run that fails the check lists the tasks whose results on the server the fleet cannot
+// account for, read one by one until the server has no more.
+func TestExactlyOnceListsTheTasksItCannotAccountFor(t *testing.T) {
+	tasks := map[string]string{
+		"/api/get_task/r/0": `{"stats": {"wins": 0, "losses": 0, "draws": 2, "crashes": 0, "time_losses": 0, "pentanomial": [0, 0, 1, 0, 0]}}`,
+		"/api/get_task/r/1": `{"stats": {"wins": 2, "losses": 0, "draws": 2, "crashes": 0, "time_losses": 0, "pentanomial": [0, 0, 1, 1, 0]}}`,
+		"/api/get_task/r/2": `{"stats": {"wins": 0, "losses": 0, "draws": 4, "crashes": 0, "time_losses": 0, "pentanomial": [0, 0, 2, 0, 0]}}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := tasks[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	rec := newRecorder()
+	w := &workerObserver{rec: rec}
+	rec.accept(taskKey{"r", 0}, protocol.Stats{Draws: 2, Pentanomial: [5]int{0, 0, 1, 0, 0}}, w)
+	rec.accept(taskKey{"r", 1}, protocol.Stats{Draws: 2, Pentanomial: [5]int{0, 0, 1, 0, 0}}, w)
+	w.Unanswered("r", 1, protocol.Stats{Wins: 2, Draws: 2, Pentanomial: [5]int{0, 0, 1, 1, 0}})
+	rec.accept(taskKey{"r", 2}, protocol.Stats{Draws: 2, Pentanomial: [5]int{0, 0, 1, 0, 0}}, w)
+	got := findMismatches(context.Background(), rec, srv.Client(), srv.URL, "r")
+	if len(got) != 1 || got[0].TaskID != 2 || got[0].Server.Draws != 4 || got[0].Accepted.Draws != 2 || !got[0].Known {
+		t.Errorf("mismatches %+v, want task 2 alone (4 draws on the server, 2 acknowledged)", got)
+	}
+}

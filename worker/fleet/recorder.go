@@ -67,6 +67,7 @@ type recorder struct {
 	appErrors        map[string]int64
 	accepted         map[taskKey]protocol.Stats  // the last cumulative stats the server took
 	unanswered       map[taskKey]protocol.Stats  // the largest cumulative stats sent without a reply
+	started          map[taskKey]bool            // tasks request_task gave the fleet's workers
 	owner            map[taskKey]*workerObserver // the worker whose updates were accepted for a task
 	sharedTasks      int                         // tasks two workers had updates accepted for
 	reclaimed        map[taskKey]bool            // tasks whose worker vanished while holding them
@@ -84,6 +85,7 @@ func newRecorder() *recorder {
 		appErrors:  make(map[string]int64),
 		accepted:   make(map[taskKey]protocol.Stats),
 		unanswered: make(map[taskKey]protocol.Stats),
+		started:    make(map[taskKey]bool),
 		owner:      make(map[taskKey]*workerObserver),
 		reclaimed:  make(map[taskKey]bool),
 		exitErrors: make(map[string]int),
@@ -415,6 +417,9 @@ func (o *workerObserver) Request(endpoint string, took time.Duration, status int
 // TaskStarted implements worker.Observer.
 func (o *workerObserver) TaskStarted(runID string, taskID, numGames int) {
 	o.rec.taskStarted()
+	o.rec.mu.Lock()
+	o.rec.started[taskKey{runID, taskID}] = true
+	o.rec.mu.Unlock()
 	o.mu.Lock()
 	wasBusy, first := o.busy, !o.hadTask
 	o.busy, o.hadTask = true, true

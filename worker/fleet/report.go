@@ -144,7 +144,26 @@ type RunReport struct {
 	GamesInDoubt int    `json:"games_in_doubt"`
 	ExactlyOnce  bool   `json:"exactly_once"`
 	Error        string `json:"error,omitempty"`
+	// Mismatches, for a run that fails the check, are its first tasks (up to maxMismatches)
+	// whose results on the server are not what the fleet was told plus part of what got no
+	// reply: where to look.
+	Mismatches []TaskMismatch `json:"mismatches,omitempty"`
 }
+
+// TaskMismatch is one task the exactly-once check cannot account for.
+type TaskMismatch struct {
+	TaskID int            `json:"task_id"`
+	Server protocol.Stats `json:"server"`
+	// Accepted is the newest report the server acknowledged; Unanswered the newest that got
+	// no reply (zero when there was none).
+	Accepted   protocol.Stats `json:"accepted"`
+	Unanswered protocol.Stats `json:"unanswered"`
+	// Known is whether one of the fleet's workers got this task from request_task.
+	Known bool `json:"known"`
+}
+
+// maxMismatches bounds the tasks a failing run's report lists.
+const maxMismatches = 5
 
 // fillWindow copies the window's figures into the report. Error counts are the whole
 // run's only.
@@ -274,6 +293,52 @@ func getRun(ctx context.Context, client *http.Client, base, id string) (*runStat
 	return &rs, nil
 }
 
+// findMismatches reads run's tasks one by one (GET /api/get_task) and returns the first that the
+// fleet's reports do not account for.
+func findMismatches(ctx context.Context, rec *recorder, client *http.Client, base, run string) []TaskMismatch {
+	var out []TaskMismatch
+	for task := 0; len(out) < maxMismatches && ctx.Err() == nil; task++ {
+		server, err := getTaskStats(ctx, client, base, run, task)
+		if err != nil {
+			break // past the last task, or the server does not answer: nothing more to list
+		}
+		k := taskKey{run, task}
+		rec.mu.Lock()
+		acked, ackedOK := rec.accepted[k]
+		unanswered, unansweredOK := rec.unanswered[k]
+		known := rec.started[k]
+		rec.mu.Unlock()
+		doubt, _ := beyond(unanswered, acked)
+		if accountedFor(server, acked, doubt) {
+			continue
+		}
+		out = append(out, TaskMismatch{TaskID: task, Server: server, Accepted: acked, Unanswered: unanswered,
+			Known: known || ackedOK || unansweredOK})
+	}
+	return out
+}
+
+// getTaskStats reads one task's results through the read API.
+func getTaskStats(ctx context.Context, client *http.Client, base, run string, task int) (protocol.Stats, error) {
+	var t struct {
+		Stats protocol.Stats `json:"stats"`
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/get_task/%s/%d", base, url.PathEscape(run), task), nil)
+	if err != nil {
+		return t.Stats, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return t.Stats, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return t.Stats, fmt.Errorf("get task %s/%d: %s", run, task, resp.Status)
+	}
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&t)
+	return t.Stats, err
+}
+
 // checkRuns does the exactly-once check of every run the fleet touched and of extra.
 func (rep *Report) checkRuns(ctx context.Context, rec *recorder, client *http.Client, base string, extra []string) {
 	ids := rec.runsTouched()
@@ -304,6 +369,9 @@ func (rep *Report) checkRuns(ctx context.Context, rec *recorder, client *http.Cl
 				rr.State = rs.Args.SPRT.State
 			}
 			rr.ExactlyOnce = accountedFor(res, fleet, doubt)
+			if !rr.ExactlyOnce {
+				rr.Mismatches = findMismatches(ctx, rec, client, base, id)
+			}
 		}
 		rep.ExactlyOnce = rep.ExactlyOnce && rr.ExactlyOnce
 		rep.Runs = append(rep.Runs, rr)
@@ -396,6 +464,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", r.RunID, r.Tasks, thousands(int64(r.ServerGames)),
 				fleetGames, state, equal)
+		}
+		for _, r := range rep.Runs {
+			for _, m := range r.Mismatches {
+				fmt.Fprintf(&b, "\n- run %s, task %d: the server holds %+v; the fleet was told %+v, and sent %+v without a reply; a task of the fleet's: %v",
+					r.RunID, m.TaskID, m.Server, m.Accepted, m.Unanswered, m.Known)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())
