@@ -386,6 +386,7 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		c.JSON(http.StatusOK, out)
 		return
 	}
+	s.pacer.gaveTask(time.Now())
 	stats := protocol.Stats{Wins: reply.Task.Stats.Wins, Losses: reply.Task.Stats.Losses, Draws: reply.Task.Stats.Draws,
 		Crashes: reply.Task.Stats.Crashes, TimeLosses: reply.Task.Stats.TimeLosses}
 	copy(stats.Pentanomial[:], reply.Task.Stats.Pentanomial)
