@@ -480,12 +480,11 @@ func (j *Journal) read(ctx context.Context) error {
 // and a copy of the task the change is about, if it existed (before is nil otherwise).
 type mark struct {
 	tasks, history int
-	task           int
 	before         *Task
 }
 
 func markOf(r *Run, task int) mark {
-	m := mark{tasks: len(r.Tasks), task: task}
+	m := mark{tasks: len(r.Tasks)}
 	if task >= 0 && task < len(r.Tasks) {
 		before := r.Tasks[task]
 		m.before = &before
@@ -504,17 +503,19 @@ func (j *Journal) record(r *Run, task int, m mark) (<-chan error, error) {
 	return j.push(r, j.makeRecord(r, task, m))
 }
 
-// makeRecord is r's next record after a change about task (see record).
+// makeRecord is r's next record after a change about task, m being markOf(r, task) from before
+// it (see record).
 func (j *Journal) makeRecord(r *Run, task int, m mark) *journalRecord {
 	var tasks []int
-	if task >= 0 && task < m.tasks && task < len(r.Tasks) {
+	existed := m.before != nil && task < len(r.Tasks) // then tasks[0] is task
+	if existed {
 		tasks = append(tasks, task)
 	}
 	for i := m.tasks; i < len(r.Tasks); i++ {
 		tasks = append(tasks, i)
 	}
 	rec := j.newRecord(r, tasks, m.history)
-	if len(tasks) > 0 && tasks[0] == m.task && m.before != nil && m.task == task && sameWorker(m.before, &r.Tasks[task]) {
+	if existed && sameWorker(m.before, &r.Tasks[task]) {
 		rec.Tasks[0] = journalTask{Index: task, Core: coreOf(&r.Tasks[task])}
 	}
 	return rec

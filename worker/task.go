@@ -266,23 +266,23 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 	req.SPSA = spsa
 	for attempt := 1; attempt <= updateAttempts; attempt++ {
 		r, err := w.post(ctx, "update_task", req)
-		if err != nil && w.obs != nil {
-			w.obs.Unanswered(t.task.RunID, t.task.TaskID, stats)
+		if err != nil {
+			if w.obs != nil {
+				w.obs.Unanswered(t.task.RunID, t.task.TaskID, stats)
+			}
+			if ctx.Err() != nil {
+				return false, false, "", ctx.Err()
+			}
 		}
 		// A reply that arrived is taken in even if ctx ended meanwhile: the server recorded
-		// what it acknowledged, and the observer must hear of it.
-		if err != nil && ctx.Err() != nil {
-			return false, false, "", ctx.Err()
-		}
+		// what it acknowledged, and the observer must hear of it. ctx's error, if any, still
+		// ends the task.
 		if err == nil && !r.hasError() && !r.has("task_alive") {
 			err = fmt.Errorf("update_task: no task_alive: %w", errInvalidReply)
 		}
 		if err == nil {
 			if msg, bad := r.errorMessage(); bad {
-				if ctx.Err() != nil {
-					return false, false, "", ctx.Err()
-				}
-				return false, false, "update_task refused: " + msg, nil
+				return false, false, "update_task refused: " + msg, ctx.Err()
 			}
 			alive = r.taskAlive(false)
 			// "task R/T is not active" comes with info and task_alive false: nothing recorded.

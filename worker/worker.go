@@ -370,7 +370,7 @@ func (w *Worker) fetchAndHandleTask(ctx context.Context) (gotTask, success bool,
 	}
 	if r.has("task_waiting") {
 		w.log.Info("No tasks available at this time, waiting...")
-		if secs, ok := r.m["retry_after"].(float64); ok && secs >= 0 && !math.IsInf(secs, 0) {
+		if secs, ok := r.m["retry_after"].(float64); ok && secs >= 0 {
 			paced = min(time.Duration(secs*float64(time.Second)), w.scaled(maxBackoff))
 		}
 		return false, false, paced, nil

@@ -54,7 +54,7 @@ func defaultWorkerSettings() workerSettings {
 type workerOption struct {
 	key, usage string
 	numeric    bool   // the TOML file may give a number
-	kind       string // the value's name in the flags' help: int, float, duration; "" is string
+	kind       string // the value's name in the flags' help: int, float, duration or string
 	set        func(s *workerSettings, raw string) error
 	get        func(s *workerSettings) string
 	secret     bool
@@ -65,7 +65,7 @@ func (o workerOption) env() string  { return "SHOAL_" + strings.ToUpper(o.key) }
 
 func workerOptions() []workerOption {
 	str := func(key, usage string, field func(*workerSettings) *string, check func(string) error) workerOption {
-		return workerOption{key: key, usage: usage,
+		return workerOption{key: key, usage: usage, kind: "string",
 			set: func(s *workerSettings, raw string) error {
 				if err := check(raw); err != nil {
 					return err
@@ -185,11 +185,7 @@ func loadWorkerSettings(fs *flag.FlagSet, args []string, getenv func(string) str
 		if o.secret {
 			def = ""
 		}
-		kind := o.kind
-		if kind == "" {
-			kind = "string"
-		}
-		defineText(fs, o.flag(), def, kind, o.usage+" (env "+o.env()+")")
+		defineText(fs, o.flag(), def, o.kind, o.usage+" (env "+o.env()+")")
 	}
 	useTypedHelp(fs)
 	if err := fs.Parse(args); err != nil {

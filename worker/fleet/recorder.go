@@ -354,14 +354,19 @@ func (r *recorder) acceptedSum(run string) (sum, doubt protocol.Stats, tasks int
 		tasks++
 		sum = sum.Add(st)
 	}
-	for k, st := range r.unanswered {
+	for k := range r.unanswered {
 		if k.run == run {
-			if extra, ok := beyond(st, r.accepted[k]); ok {
-				doubt = doubt.Add(extra)
-			}
+			doubt = doubt.Add(r.doubtOf(k))
 		}
 	}
 	return sum, doubt, tasks
+}
+
+// doubtOf is what task k's newest update without a reply adds to its accepted stats (zero when
+// a later update was accepted). r.mu is held.
+func (r *recorder) doubtOf(k taskKey) protocol.Stats {
+	extra, _ := beyond(r.unanswered[k], r.accepted[k])
+	return extra
 }
 
 // unanswer records cumulative stats sent for a task that got no reply; only the largest counts.
@@ -442,13 +447,13 @@ func (o *workerObserver) TaskEnded(runID string, taskID int, how worker.TaskEnd)
 	o.rec.tasksEnded[how]++
 }
 
-// Accepted implements worker.Observer. The worker calls it only for updates the server
-// recorded, so these are the stats the server's totals must contain.
 // Unanswered records an update_task the server may or may not have recorded.
 func (o *workerObserver) Unanswered(runID string, taskID int, cumulative protocol.Stats) {
 	o.rec.unanswer(taskKey{runID, taskID}, cumulative)
 }
 
+// Accepted implements worker.Observer. The worker calls it only for updates the server
+// recorded, so these are the stats the server's totals must contain.
 func (o *workerObserver) Accepted(runID string, taskID int, cumulative protocol.Stats, alive bool) {
 	o.mu.Lock()
 	vanishNow := alive && o.vanish != nil && !o.vanished

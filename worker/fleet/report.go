@@ -306,14 +306,13 @@ func findMismatches(ctx context.Context, rec *recorder, client *http.Client, bas
 		rec.mu.Lock()
 		acked, ackedOK := rec.accepted[k]
 		unanswered, unansweredOK := rec.unanswered[k]
-		known := rec.started[k]
+		m := TaskMismatch{TaskID: task, Server: server, Accepted: acked, Unanswered: unanswered,
+			Known: rec.started[k] || ackedOK || unansweredOK}
+		doubt := rec.doubtOf(k)
 		rec.mu.Unlock()
-		doubt, _ := beyond(unanswered, acked)
-		if accountedFor(server, acked, doubt) {
-			continue
+		if !accountedFor(server, m.Accepted, doubt) {
+			out = append(out, m)
 		}
-		out = append(out, TaskMismatch{TaskID: task, Server: server, Accepted: acked, Unanswered: unanswered,
-			Known: known || ackedOK || unansweredOK})
 	}
 	return out
 }
