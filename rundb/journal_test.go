@@ -1,7 +1,9 @@
 package rundb_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
@@ -322,12 +324,23 @@ func TestFileJournalIgnoresATornLastWrite(t *testing.T) {
 	if len(segs) != 1 {
 		t.Fatalf("segments %v, want one", segs)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, segs[0]), os.O_WRONLY|os.O_APPEND, 0)
+	path := filepath.Join(dir, segs[0])
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The frames written (a length, a checksum, the record) end where the space allocated
+	// ahead of them begins, or at the file's end.
+	end := 0
+	for end+8 <= len(data) && binary.LittleEndian.Uint32(data[end:]) != 0 {
+		end += 8 + int(binary.LittleEndian.Uint32(data[end:]))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A frame that says 200 bytes follow, and the 10 that made it to the disk.
-	if _, err := f.Write(append([]byte{200, 0, 0, 0, 1, 2, 3, 4}, make([]byte, 10)...)); err != nil {
+	if _, err := f.WriteAt(append([]byte{200, 0, 0, 0, 1, 2, 3, 4}, bytes.Repeat([]byte{7}, 10)...), int64(end)); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
