@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -413,4 +415,39 @@ func TestFileJournalAcknowledgesOnceWritten(t *testing.T) {
 	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
 		t.Fatalf("after the crash the run is\n %+v, want\n %+v", got, want)
 	}
+}
+
+// Changes arriving within GroupWait of a batch's first share its write: ten workers reporting
+// at once cost the journal one or two writes, not ten, and every change is kept.
+func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
+	segmentStores(t, func(t *testing.T, dir string) {
+		ctx := context.Background()
+		db := rundbtest.Open(t)
+		id := journalRun(t, db)
+		var writes atomic.Int32
+		p := startPrimary(t, db, rundb.JournalOptions{Dir: dir, GroupWait: 300 * time.Millisecond,
+			BeforeWrite: func() { writes.Add(1) }})
+		before := cachedState(t, p.cache, id)
+		const changes = 10
+		var wg sync.WaitGroup
+		for i := range changes {
+			wg.Go(func() {
+				if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := writes.Load(); n < 1 || n > 2 {
+			t.Errorf("%d changes arriving together took %d journal writes, want one or two", changes, n)
+		}
+		want := cachedState(t, p.cache, id)
+		if want.Iter != before.Iter+changes {
+			t.Fatalf("the run holds %d SPSA iterations, want %d", want.Iter, before.Iter+changes)
+		}
+		p.journal.Close()
+		if got := cachedState(t, startPrimary(t, db, rundb.JournalOptions{Dir: dir}).cache, id); !equalState(got, want) {
+			t.Errorf("replayed, the run is\n %+v, want\n %+v", got, want)
+		}
+	})
 }

@@ -77,6 +77,9 @@ type Config struct {
 	// JournalFsync is how often a journal kept in files (on the embedded database) is fsynced:
 	// 0, each batch before it is acknowledged (see rundb.JournalOptions.SyncEvery).
 	JournalFsync time.Duration
+	// JournalGroupWait is how long a journal batch gathers changes before it is written (see
+	// rundb.JournalOptions.GroupWait).
+	JournalGroupWait time.Duration
 	// DuplicateWorkerWindow is how long a worker name stays reserved, so
 	// that two workers claiming the same name are detected.
 	DuplicateWorkerWindow time.Duration
@@ -147,6 +150,7 @@ func DefaultConfig() Config {
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           1 * time.Second,
 		Journal:               true,
+		JournalGroupWait:      2 * time.Millisecond,
 		LeaseTTL:              rundb.DefaultLeaseTTL,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
@@ -479,6 +483,13 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.JournalFsync }, func(d time.Duration) error {
 				if d < 0 || d > time.Minute {
 					return errors.New("from 0 (fsync each batch) to 1m")
+				}
+				return nil
+			}),
+		checkedDurationOption("journal_group_wait", "how long a journal batch gathers changes before it is written: changes arriving meanwhile share one write and one fsync, for at most this much longer before each is acknowledged; 0 writes at once",
+			func(c *Config) *time.Duration { return &c.JournalGroupWait }, func(d time.Duration) error {
+				if d < 0 || d > 100*time.Millisecond {
+					return errors.New("from 0 (write at once) to 100ms")
 				}
 				return nil
 			}),

@@ -157,6 +157,7 @@ func TestOptionTable(t *testing.T) {
 		"flush_period":                "flush-period",
 		"journal":                     "journal",
 		"journal_fsync":               "journal-fsync",
+		"journal_group_wait":          "journal-group-wait",
 		"duplicate_worker_window":     "duplicate-worker-window",
 		"task_duration":               "task-duration",
 		"session_secret":              "session-secret",

@@ -60,7 +60,8 @@ func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 	}, FlushPeriod: cfg.FlushPeriod}
 	if cfg.Journal {
 		p.journal, err = inst.db.OpenJournal(ctx, rundb.JournalOptions{Lease: lease, Holder: inst.holder(),
-			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.stepDown, Dir: inst.db.JournalDir(), SyncEvery: cfg.JournalFsync})
+			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.stepDown, Dir: inst.db.JournalDir(), SyncEvery: cfg.JournalFsync,
+			GroupWait: cfg.JournalGroupWait})
 		if err != nil {
 			return nil, err
 		}
