@@ -202,6 +202,14 @@ type storedRecord struct {
 
 // encodeRecord is rec as the journal stores it.
 func (j *Journal) encodeRecord(rec *journalRecord) ([]byte, error) {
+	if doc, ok := appendCoreRecord(make([]byte, 0, 512), rec); ok {
+		return doc, nil
+	}
+	return j.reflectRecord(rec)
+}
+
+// reflectRecord is encodeRecord for every shape of record, by the driver's encoder.
+func (j *Journal) reflectRecord(rec *journalRecord) ([]byte, error) {
 	inner, err := j.store.encodeDoc(rec)
 	if err != nil {
 		return nil, err

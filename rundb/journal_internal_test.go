@@ -1,6 +1,8 @@
 package rundb
 
 import (
+	"bytes"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -79,4 +81,53 @@ func cloneForTest(t *testing.T, r *Run) *Run {
 		t.Fatal(err)
 	}
 	return &out
+}
+
+// The records update_task writes most are encoded without reflection: byte for byte what the
+// driver's encoder writes, for every optional field present or absent and for both stores'
+// encodings; the records of other shapes are left to the driver.
+func TestJournalCoreRecordsEncodeAsTheDriverDoes(t *testing.T) {
+	taskID, residual, negative := 17, -1.25, -3
+	when := time.Date(2026, 11, 25, 20, 1, 2, 345_678_901, time.UTC)
+	cores := []taskCore{
+		{NumGames: 480, Active: true, LastUpdated: when, Start: 960,
+			Stats: Results{Wins: 40, Losses: 38, Draws: 82, Crashes: 1, TimeLosses: 2, Pentanomial: []int{2, 18, 40, 16, 4}}},
+		{NumGames: 1 << 40, Start: -5, Stats: Results{Wins: math.MaxInt32 + 1, Pentanomial: []int{}}},
+		{NumGames: 8, Active: true, Bad: true, TaskID: &taskID, Residual: &residual, ResidualColor: "yellow",
+			LastUpdated: time.Date(1960, 1, 1, 0, 0, 0, 999_999, time.UTC), Stats: Results{Losses: negative}},
+		{Residual: new(float64)}, // the zero time, a zero residual
+	}
+	for _, flat := range []bool{false, true} {
+		j := &Journal{store: &RunStore{flatHistory: flat}}
+		for n := 1; n <= len(cores); n++ {
+			rec := &journalRecord{Run: NewObjectID(), Epoch: 3, Seq: int64(n) << 33, LastUpdated: when.Add(time.Duration(n) * time.Hour)}
+			for i := range n {
+				rec.Tasks = append(rec.Tasks, journalTask{Index: i * 1000, Core: &cores[i]})
+			}
+			got, ok := appendCoreRecord(nil, rec)
+			if !ok {
+				t.Fatalf("flat %v: a record of %d cores was left to the driver", flat, n)
+			}
+			want, err := j.reflectRecord(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("flat %v, %d cores: encoded\n %x\nthe driver writes\n %x", flat, n, got, want)
+			}
+		}
+	}
+	inf := math.Inf(1)
+	whole := benchTask()
+	for name, rec := range map[string]*journalRecord{
+		"no task":           {Run: NewObjectID()},
+		"a whole task":      {Tasks: []journalTask{{Task: &whole}}},
+		"an SPSA step":      {Tasks: []journalTask{{Core: &cores[0]}}, SPSA: &journalSPSA{Iter: 1, Theta: []float64{1}}},
+		"SPSA flips":        {Tasks: []journalTask{{Core: &taskCore{SPSAParams: &SPSAParams{Iter: 2}}}}},
+		"infinite residual": {Tasks: []journalTask{{Core: &taskCore{Residual: &inf}}}},
+	} {
+		if _, ok := appendCoreRecord(nil, rec); ok {
+			t.Errorf("%s: encoded without the driver", name)
+		}
+	}
 }
