@@ -1,0 +1,188 @@
+package uci_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/corentings/chess/v2"
+
+	"github.com/shoal-chess/shoal/worker/uci"
+	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
+)
+
+// The test binary is its own engine: run with fakeEnv set, it is the fake UCI engine.
+const fakeEnv = "SHOAL_TEST_FAKE_UCI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeEnv) == "1" {
+		if err := fakeuci.Run(os.Stdin, os.Stdout); errors.Is(err, fakeuci.ErrCrash) {
+			os.Exit(fakeuci.CrashStatus)
+		}
+		os.Exit(0)
+	}
+	os.Setenv(fakeEnv, "1") // for the engines the tests start
+	os.Exit(m.Run())
+}
+
+func startFake(t *testing.T, options map[string]string) *uci.Engine {
+	t.Helper()
+	e, err := uci.Start(context.Background(), os.Args[0], nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	for k, v := range options {
+		if err := e.SetOption(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.NewGame(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// The handshake gives the engine's name and the options it declares, with their types and
+// bounds, names with spaces included.
+func TestHandshakeReadsNameAndOptions(t *testing.T) {
+	e := startFake(t, nil)
+	if e.Name != fakeuci.Name {
+		t.Errorf("name %q, want %q", e.Name, fakeuci.Name)
+	}
+	want := map[string]uci.Option{
+		"Skill":     {Name: "Skill", Type: "spin", Default: "10", Min: 0, Max: 20},
+		"Misbehave": {Name: "Misbehave", Type: "combo", Default: "none", Vars: []string{"none", "crash", "hang", "illegal", "slow", "nomove"}},
+	}
+	for name, w := range want {
+		if got := e.Options[name]; !reflect.DeepEqual(got, w) {
+			t.Errorf("option %s: %+v, want %+v", name, got, w)
+		}
+	}
+}
+
+// Two engines play a game through Go: every move they name is legal in the position the game
+// is in, and the game reaches its end by the rules.
+func TestTwoEnginesPlayAGame(t *testing.T) {
+	ctx := context.Background()
+	engines := [2]*uci.Engine{startFake(t, map[string]string{"Skill": "20"}), startFake(t, map[string]string{"Skill": "0"})}
+	g := chess.NewGame()
+	var moves []string
+	for ply := 0; g.Outcome() == chess.NoOutcome && ply < 400; ply++ {
+		s, err := engines[ply%2].Go(ctx, "", moves, uci.Limits{WTime: time.Minute, BTime: time.Minute}, 10*time.Second)
+		if err != nil {
+			t.Fatalf("ply %d: %v", ply, err)
+		}
+		if !s.Score.Known || s.Depth != 1 {
+			t.Errorf("ply %d: search %+v, want a score at depth 1", ply, s)
+		}
+		if err := g.PushNotationMove(s.BestMove, chess.UCINotation{}, nil); err != nil {
+			t.Fatalf("ply %d: %s is not legal in %s: %v", ply, s.BestMove, g.FEN(), err)
+		}
+		moves = append(moves, s.BestMove)
+	}
+	if g.Outcome() == chess.NoOutcome {
+		t.Fatalf("no result after %d plies", len(moves))
+	}
+	// The engine that always takes material should not lose to the one that never looks.
+	if g.Outcome() == chess.BlackWon {
+		t.Errorf("Skill 20 lost to Skill 0 (%s by %s)", g.Outcome(), g.Method())
+	}
+}
+
+// A search from a FEN with moves after it is made in that position: here black's king alone,
+// where an engine that ignored the FEN would answer a move of the starting position.
+func TestGoFromAFEN(t *testing.T) {
+	e := startFake(t, nil)
+	const fen = "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1"
+	s, err := e.Go(context.Background(), fen, []string{"e2e4"}, uci.Limits{MoveTime: 100 * time.Millisecond}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := chess.FEN(fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := chess.NewGame(opt)
+	if err := g.PushNotationMove("e2e4", chess.UCINotation{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.PushNotationMove(s.BestMove, chess.UCINotation{}, nil); err != nil {
+		t.Fatalf("answered %s, not legal in %s", s.BestMove, g.FEN())
+	}
+}
+
+// Misbehaving engines are told apart: one that exits is ErrCrashed, one that does not answer in
+// time is ErrTimeout (and Close still ends it), one that names a bad move returns it for the
+// caller to refuse.
+func TestMisbehavingEngines(t *testing.T) {
+	ctx := context.Background()
+	limits := uci.Limits{WTime: time.Second, BTime: time.Second}
+	for _, tt := range []struct {
+		misbehave string
+		want      error
+		move      string
+	}{
+		{"crash", uci.ErrCrashed, ""},
+		{"hang", uci.ErrTimeout, ""},
+		{"slow", uci.ErrTimeout, ""},
+		{"illegal", nil, "a1a1"},
+		{"nomove", nil, "(none)"},
+	} {
+		t.Run(tt.misbehave, func(t *testing.T) {
+			e := startFake(t, map[string]string{"Misbehave": tt.misbehave, "MisbehaveAtPly": "2"})
+			// The first two plies are played as usual.
+			var moves []string
+			for ply := range 2 {
+				s, err := e.Go(ctx, "", moves, limits, 10*time.Second)
+				if err != nil {
+					t.Fatalf("ply %d, before misbehaving: %v", ply, err)
+				}
+				moves = append(moves, s.BestMove)
+			}
+			start := time.Now()
+			s, err := e.Go(ctx, "", moves, limits, 300*time.Millisecond)
+			if !errors.Is(err, tt.want) || (tt.want == nil && s.BestMove != tt.move) {
+				t.Fatalf("search: %+v, %v; want move %q, error %v", s, err, tt.move, tt.want)
+			}
+			if errors.Is(err, uci.ErrTimeout) && time.Since(start) < 300*time.Millisecond {
+				t.Errorf("timed out after %v, before its deadline", time.Since(start))
+			}
+			e.Close()
+			if !e.Exited() {
+				t.Error("the engine still runs after Close")
+			}
+		})
+	}
+}
+
+// An engine that is not there, or that is not a UCI engine, is an error from Start, in time.
+func TestStartFailures(t *testing.T) {
+	if _, err := uci.Start(context.Background(), "/nonexistent/engine", nil, time.Second); err == nil {
+		t.Error("started an engine that does not exist")
+	}
+	start := time.Now()
+	_, err := uci.Start(context.Background(), "/bin/sh", []string{"-c", "sleep 5"}, 200*time.Millisecond)
+	if !errors.Is(err, uci.ErrTimeout) {
+		t.Errorf("a program that never answers uci: %v, want ErrTimeout", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Start took %v to give up on a silent program", took)
+	}
+	_, err = uci.Start(context.Background(), "/bin/sh", []string{"-c", "echo hello"}, 5*time.Second)
+	if !errors.Is(err, uci.ErrCrashed) {
+		t.Errorf("a program that exits: %v, want ErrCrashed", err)
+	}
+}
+
+func ExampleLimits() {
+	fmt.Println(uci.Limits{WTime: 10 * time.Second, BTime: 9500 * time.Millisecond, WInc: 100 * time.Millisecond, BInc: 100 * time.Millisecond}.Command())
+	fmt.Println(uci.Limits{}.Command())
+	// Output:
+	// go wtime 10000 btime 9500 winc 100 binc 100
+	// go infinite
+}
