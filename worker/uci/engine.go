@@ -190,6 +190,7 @@ func (e *Engine) Ready(ctx context.Context, timeout time.Duration) error {
 // position's), or a fixed time, depth or number of nodes. Zero fields are left out.
 type Limits struct {
 	WTime, BTime, WInc, BInc time.Duration
+	MovesToGo                int // moves until the next time control, for moves/time controls
 	MoveTime                 time.Duration
 	Depth, Nodes             int
 }
@@ -205,6 +206,9 @@ func (l Limits) Command() string {
 		if d.v > 0 {
 			fmt.Fprintf(&b, " %s %d", d.key, d.v.Milliseconds())
 		}
+	}
+	if l.MovesToGo > 0 {
+		fmt.Fprintf(&b, " movestogo %d", l.MovesToGo)
 	}
 	if l.Depth > 0 {
 		fmt.Fprintf(&b, " depth %d", l.Depth)

@@ -15,17 +15,8 @@ import (
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
 )
 
-// The test binary is its own engine: run with fakeEnv set, it is the fake UCI engine.
-const fakeEnv = "SHOAL_TEST_FAKE_UCI"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(fakeEnv) == "1" {
-		if err := fakeuci.Run(os.Stdin, os.Stdout); errors.Is(err, fakeuci.ErrCrash) {
-			os.Exit(fakeuci.CrashStatus)
-		}
-		os.Exit(0)
-	}
-	os.Setenv(fakeEnv, "1") // for the engines the tests start
+	fakeuci.ServeIfAsked() // the test binary is its own engine
 	os.Exit(m.Run())
 }
 

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,23 @@ var ErrCrash = errors.New("fakeuci: crashing as told")
 
 // CrashStatus is the exit status of a crash.
 const CrashStatus = 3
+
+// TestEnv is the environment variable that makes a test binary the engine (see ServeIfAsked).
+const TestEnv = "SHOAL_TEST_FAKE_UCI"
+
+// ServeIfAsked makes a test binary its own engine: with TestEnv set to 1 it runs the engine on
+// stdin and stdout and exits; otherwise it sets TestEnv, so that the test binary started as an
+// engine (os.Args[0]) is one. A package's TestMain calls it first.
+func ServeIfAsked() {
+	if os.Getenv(TestEnv) != "1" {
+		os.Setenv(TestEnv, "1")
+		return
+	}
+	if err := Run(os.Stdin, os.Stdout); errors.Is(err, ErrCrash) {
+		os.Exit(CrashStatus)
+	}
+	os.Exit(0)
+}
 
 // Name is the engine's id name.
 const Name = "Shoal fake UCI engine"
