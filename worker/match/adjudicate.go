@@ -29,8 +29,8 @@ type adjudicator struct {
 type verdict int
 
 const (
-	playOn verdict = iota
-	resigns        // the side that just moved loses
+	playOn  verdict = iota
+	resigns         // the side that just moved loses
 	drawn
 )
 
