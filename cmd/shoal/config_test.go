@@ -101,6 +101,7 @@ func TestDefaultConfig(t *testing.T) {
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           time.Second,
 		Journal:               true,
+		JournalGroupWait:      2 * time.Millisecond,
 		LeaseTTL:              10 * time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
@@ -498,6 +499,11 @@ func TestLoadConfigInvalidValues(t *testing.T) {
 			name: "a journal fsync interval over a minute from a flag",
 			in:   loadInput{args: []string{"--journal-fsync", "2m"}},
 			want: []string{`invalid journal_fsync "2m" (from --journal-fsync): from 0 (fsync each batch) to 1m`},
+		},
+		{
+			name: "a journal group wait over 100ms from the environment",
+			in:   loadInput{env: map[string]string{"SHOAL_JOURNAL_GROUP_WAIT": "1s"}},
+			want: []string{`invalid journal_group_wait "1s" (from SHOAL_JOURNAL_GROUP_WAIT): from 0 (write at once) to 100ms`},
 		},
 		{
 			name: "a negative duration from a flag",
