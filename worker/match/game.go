@@ -38,8 +38,10 @@ type Game struct {
 	// Loser is the side whose failure ended the game (time, crash, illegal move): chess.White
 	// or chess.Black, chess.NoColor otherwise.
 	Loser chess.Color
-	Moves []string // in UCI notation
-	PGN   string
+	// Unanswered is a loss on time by a side that did not answer at all: its engine may hang.
+	Unanswered bool
+	Moves      []string // in UCI notation
+	PGN        string
 }
 
 // moveMargin is how long past its remaining time a side's answer is waited for: an answer in
@@ -83,6 +85,7 @@ func Play(ctx context.Context, white, black Player, startFEN string, adjudicate 
 			continue
 		case errors.Is(err, uci.ErrTimeout):
 			end(turn, TimeForfeit, fmt.Sprintf("%s did not answer in its time", turn.Name()))
+			res.Unanswered = true
 			continue
 		case err != nil:
 			end(turn, EngineCrashd, fmt.Sprintf("%s's engine failed: %v", turn.Name(), err))

@@ -225,3 +225,73 @@ func TestPlayFromAFEN(t *testing.T) {
 	}
 	replay(t, g)
 }
+
+func seat(name string, tc TimeControl, options map[string]string) *Seat {
+	return &Seat{Name: name, TC: tc, Start: func(ctx context.Context) (*uci.Engine, error) {
+		e, err := uci.Start(ctx, os.Args[0], nil, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range options {
+			if err := e.SetOption(k, v); err != nil {
+				e.Close()
+				return nil, err
+			}
+		}
+		return e, nil
+	}}
+}
+
+// A pair plays the opening with each engine white once and counts it for the new engine: the
+// pentanomial index is its points doubled, and wins, losses and draws add up to two games.
+func TestPlayPairCountsForTheNewEngine(t *testing.T) {
+	strong, weak := seat("strong", quick, map[string]string{"Skill": "20"}), seat("weak", quick, map[string]string{"Skill": "0"})
+	defer strong.Close()
+	defer weak.Close()
+	p, err := PlayPair(context.Background(), strong, weak, "", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Wins+p.Losses+p.Draws != 2 || p.Penta != 2*p.Wins+p.Draws {
+		t.Fatalf("pair %+v: counts that do not add up", p)
+	}
+	if p.Penta < 3 {
+		t.Errorf("the greedy engine scored %d half-points of 4 against the random one", p.Penta)
+	}
+	for i, g := range p.Games {
+		white := "strong"
+		if i == 1 {
+			white = "weak"
+		}
+		if !strings.Contains(g.PGN, `[White "`+white+`"]`) {
+			t.Errorf("game %d: white is not %s:\n%s", i+1, white, g.PGN)
+		}
+	}
+}
+
+// An engine that crashes, or hangs, loses each game it does so in, counted as fishtest counts
+// crashes and time losses, and is started again for the next game.
+func TestPlayPairRestartsAFailedEngine(t *testing.T) {
+	for _, tt := range []struct {
+		misbehave           string
+		crashes, timeLosses int
+	}{
+		{"crash", 2, 0},
+		{"hang", 0, 2},
+	} {
+		t.Run(tt.misbehave, func(t *testing.T) {
+			t.Parallel()
+			good := seat("good", quick, nil)
+			bad := seat("bad", TimeControl{Base: time.Second}, map[string]string{"Misbehave": tt.misbehave, "MisbehaveAtPly": "2"})
+			defer good.Close()
+			defer bad.Close()
+			p, err := PlayPair(context.Background(), good, bad, "", false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Wins != 2 || p.Penta != 4 || p.Crashes != tt.crashes || p.TimeLosses != tt.timeLosses {
+				t.Fatalf("pair %+v, want two wins for the good engine, %d crashes, %d time losses", p, tt.crashes, tt.timeLosses)
+			}
+		})
+	}
+}
