@@ -2,7 +2,8 @@
 // fishtest) server, asks for tasks, plays them with a GameSource in batches and reports the
 // results, with fishtest's worker semantics (reference section 9).
 //
-// The package imports only the standard library and worker/protocol.
+// The package imports worker/protocol, and for real games (EngineSource) worker/match and
+// worker/uci; nothing of the server's side.
 package worker
 
 import (

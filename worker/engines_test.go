@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/shoal-chess/shoal/worker/match"
+	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
+)
+
+func TestMain(m *testing.M) {
+	fakeuci.ServeIfAsked() // the test binary is the engine EngineSource runs
+	os.Exit(m.Run())
+}
+
+func realTask() Task {
+	return Task{RunID: "6543210fedcba98765432100", TaskID: 3, NumGames: 8, Start: 16, Args: protocol.RunArgs{
+		NewTag: "strong", BaseTag: "weak", TC: "10+0.1", Threads: 1, Book: "shoal_openings_v1.epd",
+		NewOptions: "Hash=16 Skill=20", BaseOptions: "Hash=16 Skill=0",
+	}}
+}
+
+// A batch of real games: every game is played and counted once, pairs give the pentanomial,
+// the run's options tell the engines apart (the greedy one wins), and the PGN holds every game.
+func TestEngineSourcePlaysABatch(t *testing.T) {
+	src := &EngineSource{Engine: os.Args[0], Concurrency: 2}
+	b, err := src.Play(context.Background(), realTask(), 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.Stats
+	penta := 0
+	for _, n := range s.Pentanomial {
+		penta += n
+	}
+	if s.Wins+s.Losses+s.Draws != 8 || penta != 4 {
+		t.Fatalf("stats %+v: want 8 games in 4 pairs", s)
+	}
+	if s.Wins <= s.Losses {
+		t.Errorf("stats %+v: the engine at Skill 20 did not beat the one at Skill 0", s)
+	}
+	if n := strings.Count(b.PGN, "[Result "); n != 8 {
+		t.Errorf("the PGN holds %d games, want 8", n)
+	}
+	if !strings.Contains(b.PGN, `[Event "Batch 3: strong vs weak"]`) || !strings.Contains(b.PGN, `[TimeControl "10+0.1"]`) {
+		t.Errorf("the PGN does not name the batch and its time control:\n%.600s", b.PGN)
+	}
+}
+
+// A run the worker cannot play fails the task with a clear error: a book it does not have, an
+// SPSA run; a run whose time control cannot be read is the run's fault (stop_run).
+func TestEngineSourceRefusals(t *testing.T) {
+	src := &EngineSource{Engine: os.Args[0]}
+	missing := realTask()
+	missing.Args.Book = "UHO_Lichess_4852_v1.epd"
+	_, err := src.Play(context.Background(), missing, 1, nil)
+	var runErr *RunError
+	if !errors.Is(err, match.ErrNoBook) || errors.As(err, &runErr) || !strings.Contains(err.Error(), "UHO_Lichess_4852_v1.epd") {
+		t.Errorf("a missing book: %v, want ErrNoBook naming it, failing the task", err)
+	}
+	spsa := realTask()
+	spsa.Args.SPSA = &protocol.SPSAArgs{}
+	if _, err := src.Play(context.Background(), spsa, 1, nil); err == nil || errors.As(err, &runErr) {
+		t.Errorf("an SPSA run: %v, want an error failing the task", err)
+	}
+	badTC := realTask()
+	badTC.Args.TC = "ten minutes"
+	if _, err := src.Play(context.Background(), badTC, 1, nil); !errors.As(err, &runErr) {
+		t.Errorf("an unreadable time control: %v, want a RunError", err)
+	}
+	noEngine := &EngineSource{Engines: t.TempDir()}
+	if _, err := noEngine.Play(context.Background(), realTask(), 1, nil); err == nil || errors.As(err, &runErr) {
+		t.Errorf("no engine for the run: %v, want an error failing the task", err)
+	}
+}
