@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -75,5 +76,55 @@ func TestEngineSourceRefusals(t *testing.T) {
 	noEngine := &EngineSource{Engines: t.TempDir()}
 	if _, err := noEngine.Play(context.Background(), realTask(), 1, nil); err == nil || errors.As(err, &runErr) {
 		t.Errorf("no engine for the run: %v, want an error failing the task", err)
+	}
+}
+
+// stockfish is Debian's Stockfish, which .ci/run installs: missing there, the test fails;
+// elsewhere it is skipped.
+func stockfish(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/games/stockfish", "stockfish"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no Stockfish: .ci/run installs Debian's stockfish package")
+	}
+	t.Skip("no Stockfish (Debian: apt-get install stockfish); the real-engine test needs it")
+	return ""
+}
+
+// Real Stockfish plays a pair at a fast time control, one side limited in strength: two games
+// with legal moves to a result by the rules or adjudication, none lost on time or to a crash.
+func TestEngineSourceWithStockfish(t *testing.T) {
+	src := &EngineSource{Engine: stockfish(t)}
+	task := realTask()
+	task.Args.TC = "2+0.02"
+	task.Args.NewOptions = "Hash=16"
+	task.Args.BaseOptions = "Hash=16 UCI_LimitStrength=true UCI_Elo=1350"
+	b, err := src.Play(context.Background(), task, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.Stats
+	if s.Wins+s.Losses+s.Draws != 2 || s.Crashes != 0 || s.TimeLosses != 0 {
+		t.Fatalf("stats %+v: want two games, none lost to a crash or on time", s)
+	}
+	var games []string
+	for _, g := range strings.Split(b.PGN, "[Event ")[1:] {
+		games = append(games, "[Event "+g)
+	}
+	if len(games) != 2 {
+		t.Fatalf("%d games in the PGN, want 2:\n%s", len(games), b.PGN)
+	}
+	for i, pgn := range games {
+		g, err := match.ParsePGN(pgn)
+		if err != nil {
+			t.Fatalf("game %d does not parse: %v\n%s", i+1, err, pgn)
+		}
+		if len(g.Moves()) < 10 {
+			t.Errorf("game %d has %d moves:\n%s", i+1, len(g.Moves()), pgn)
+		}
 	}
 }
