@@ -158,3 +158,21 @@ func TestBinaryDBStopsOnSIGTERMAndReleasesItsDirectory(t *testing.T) {
 		t.Errorf("bob after shoal db stopped: %v", err)
 	}
 }
+
+// `shoal fake-uci` is a UCI engine: it answers the handshake and a search with a legal move,
+// and quits when told.
+func TestBinaryFakeUCI(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "fake-uci")
+	cmd.Stdin = strings.NewReader("uci\nisready\nposition startpos moves e2e4\ngo wtime 1000 btime 1000\nquit\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("shoal fake-uci: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{"id name Shoal fake UCI engine", "uciok", "readyok", "bestmove "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the output lacks %q:\n%s", want, text)
+		}
+	}
+}

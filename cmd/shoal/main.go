@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+
+	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
 )
 
 // version is set at build time by the Makefile (-ldflags "-X main.version=...").
@@ -40,7 +42,8 @@ Usage:
   shoal db [flags]         run the embedded database on its own, for servers given --mongo-uri
   shoal user add [flags]   create an accepted user while the server is stopped
   shoal run new|approve    submit or approve a test through the API
-  shoal worker [flags]     run one worker (simulated games) for a server
+  shoal worker [flags]     run one worker for a server: simulated games, or real ones with --engine
+  shoal fake-uci           a tiny UCI engine for tests and demos (see worker/uci/fakeuci)
   shoal fleet [flags]      run N simulated workers against a server and report
   shoal demo [flags]       decide a test with a simulated fleet on a temporary server
   shoal bench [flags]      measure the server under a simulated fleet (issue 8's report)
@@ -71,6 +74,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runCmd(ctx, rest, getenv, stdout, stderr)
 	case "worker":
 		err = workerCmd(ctx, rest, getenv, stdout, stderr)
+	case "fake-uci":
+		err = fakeuci.Run(os.Stdin, stdout)
+		if errors.Is(err, fakeuci.ErrCrash) {
+			os.Exit(fakeuci.CrashStatus) // as told: an engine that crashes
+		}
 	case "fleet":
 		err = fleetCmd(ctx, rest, getenv, stdout, stderr)
 	case "demo":

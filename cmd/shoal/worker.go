@@ -35,7 +35,10 @@ type workerSettings struct {
 	MaxTasks                   int
 	SimElo, SimDrawRatio       float64
 	SimPairTime                time.Duration
-	LogLevel                   string
+	// Engine, Engines, Books and SpeedFactor make the worker play real games (EngineSource).
+	Engine, Engines, Books string
+	SpeedFactor            float64
+	LogLevel               string
 }
 
 // defaultWorkerSettings has fishtest's default concurrency, max(1, min(3, cores-1)).
@@ -45,6 +48,7 @@ func defaultWorkerSettings() workerSettings {
 		Concurrency:  max(1, min(3, runtime.NumCPU()-1)),
 		TimeScale:    1,
 		SimDrawRatio: 0.5,
+		SpeedFactor:  1,
 		LogLevel:     "info",
 	}
 }
@@ -148,6 +152,19 @@ func workerOptions() []workerOption {
 				return nil
 			},
 			get: func(s *workerSettings) string { return s.SimPairTime.String() }},
+		str("engine", "play real games with this UCI engine binary (both sides, unless engines has one for a run's tag or commit); empty: simulated games",
+			func(s *workerSettings) *string { return &s.Engine }, anything),
+		str("engines", "a directory of UCI engine binaries named by a run's tag or commit (real games)",
+			func(s *workerSettings) *string { return &s.Engines }, anything),
+		str("books", "a directory of opening books (EPD) beside the ones the worker ships (real games)",
+			func(s *workerSettings) *string { return &s.Books }, anything),
+		float("speed_factor", "real games: multiply the runs' time controls by this (fishtest's reference speed over this machine's)",
+			func(s *workerSettings) *float64 { return &s.SpeedFactor }, func(f float64) error {
+				if f <= 0 {
+					return errors.New("must be positive")
+				}
+				return nil
+			}),
 		str("log_level", "debug, info, warn or error", func(s *workerSettings) *string { return &s.LogLevel }, checkLogLevel),
 	}
 }
@@ -271,8 +288,8 @@ func applyWorkerFile(opts []workerOption, path string, apply func(workerOption, 
 // simulated games' default length.
 const stcGameSeconds = 30.912
 
-// workerCmd is `shoal worker`: one worker playing simulated games (the only game source so far)
-// for a server. An interrupt (ctx ending) finishes and reports the current batch, gives the task
+// workerCmd is `shoal worker`: one worker playing simulated games, or real ones between local
+// UCI engines (--engine, --engines), for a server. An interrupt (ctx ending) finishes and reports the current batch, gives the task
 // back and exits cleanly; a second interrupt quits at once.
 func workerCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker", stderr)
@@ -294,7 +311,13 @@ func workerCmd(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		pairTime = time.Duration(2 * stcGameSeconds * float64(time.Second) / float64(max(s.Concurrency, 1)) / scale)
 	}
-	src := &worker.SimSource{Elo: s.SimElo, DrawRatio: s.SimDrawRatio, GameTime: pairTime}
+	var src worker.GameSource = &worker.SimSource{Elo: s.SimElo, DrawRatio: s.SimDrawRatio, GameTime: pairTime}
+	games := "simulated"
+	if s.Engine != "" || s.Engines != "" {
+		src = &worker.EngineSource{Engine: s.Engine, Engines: s.Engines, Books: s.Books,
+			Factor: s.SpeedFactor, Concurrency: s.Concurrency}
+		games = "real"
+	}
 	w, err := worker.New(worker.Config{
 		ServerURL: s.Server, Username: s.Username, Password: s.Password,
 		Concurrency: s.Concurrency, MaxMemory: s.MaxMemory,
@@ -304,8 +327,13 @@ func workerCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	logger.Info("Shoal worker starting", "server", s.Server, "worker", w.Info().LongName(),
-		"unique_key", w.Info().UniqueKey, "sim_elo", s.SimElo, "sim_draw_ratio", s.SimDrawRatio)
+	attrs := []any{"server", s.Server, "worker", w.Info().LongName(), "unique_key", w.Info().UniqueKey, "games", games}
+	if games == "real" {
+		attrs = append(attrs, "engine", s.Engine, "engines", s.Engines, "speed_factor", s.SpeedFactor)
+	} else {
+		attrs = append(attrs, "sim_elo", s.SimElo, "sim_draw_ratio", s.SimDrawRatio)
+	}
+	logger.Info("Shoal worker starting", attrs...)
 
 	// The worker runs on its own context: ctx ending asks for a graceful stop, which must still be
 	// able to report the batch; runCtx ending is the hard stop.
