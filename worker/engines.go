@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +20,10 @@ import (
 // no builds, no downloads. A run's engine is the binary in Engines named by its tag (new_tag,
 // base_tag) or its resolved commit, else Engine for both sides.
 //
-// Not yet: SPSA runs, and the bench that checks a run's signature and measures this machine's
-// speed (Factor stands in for it).
+// Before a task's first batch it runs the engines' bench, as fishtest's worker does: a run that
+// names an engine's signature (new_signature, base_signature: the bench's nodes) must get that
+// engine, or the run is stopped; and unless Factor is set, the bench measures this machine's
+// speed, which scales the run's time control. SPSA runs are not played yet.
 type EngineSource struct {
 	// Engine is the binary both sides run when Engines has none for them.
 	Engine string
@@ -27,11 +31,84 @@ type EngineSource struct {
 	Engines string
 	// Books is a directory of opening books beside the ones the worker ships; may be empty.
 	Books string
-	// Factor scales the run's time control, as fishtest's reference speed over this machine's;
-	// zero means 1.
+	// Factor, if positive, scales the runs' time controls instead of the bench's measure.
 	Factor float64
 	// Concurrency is how many games are played at once (pairs in parallel); zero means 1.
 	Concurrency int
+
+	mu       sync.Mutex
+	prepared string  // the task the bench last ran for, "run/task"
+	factor   float64 // and the factor it gave
+}
+
+// Fishtest's reference speed, and the slowest it lets play (for one game at a time), in nodes
+// per second and thread of the bench at depth 13.
+const (
+	referenceNPS = 628_000
+	minimumNPS   = 180_000
+)
+
+// prepare runs the bench for t once: each engine's signature, and this machine's speed.
+func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin string, threads int) (float64, error) {
+	key := fmt.Sprintf("%s/%d", t.RunID, t.TaskID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prepared == key {
+		return s.factor, nil
+	}
+	for _, e := range []struct{ bin, signature string }{{newBin, t.Args.NewSignature}, {baseBin, t.Args.BaseSignature}} {
+		if e.signature == "" {
+			continue
+		}
+		b, err := uci.Bench(ctx, e.bin, 16, 1, 13)
+		if err != nil {
+			return 0, fmt.Errorf("real games: %w", err)
+		}
+		if strconv.FormatInt(b.Nodes, 10) != strings.TrimSpace(e.signature) {
+			return 0, &RunError{Message: fmt.Sprintf("Wrong bench in %s, user expected: %s but worker got: %d",
+				filepath.Base(e.bin), e.signature, b.Nodes)}
+		}
+	}
+	factor := s.Factor
+	if factor <= 0 {
+		nps, err := measureNPS(ctx, baseBin, max(s.Concurrency, 1), threads)
+		if err != nil {
+			return 0, fmt.Errorf("real games: %w", err)
+		}
+		concurrency := float64(max(s.Concurrency, 1))
+		if least := minimumNPS / (1 + 3*math.Tanh((concurrency-1)/8)); nps < least {
+			return 0, fmt.Errorf("real games: this machine is too slow to play the task: %.0f nps per thread, %.0f needed", nps, least)
+		}
+		factor = referenceNPS / nps
+	}
+	s.prepared, s.factor = key, factor
+	return factor, nil
+}
+
+// measureNPS is the bench's speed as fishtest's worker measures it: a warm-up at depth 11, then
+// concurrency benches at once at depth 13, nodes per second and thread averaged.
+func measureNPS(ctx context.Context, bin string, concurrency, threads int) (float64, error) {
+	if _, err := uci.Bench(ctx, bin, 16, threads, 11); err != nil {
+		return 0, err
+	}
+	nps := make([]float64, concurrency)
+	errs := make([]error, concurrency)
+	var wg sync.WaitGroup
+	for i := range concurrency {
+		wg.Go(func() {
+			b, err := uci.Bench(ctx, bin, 16, threads, 13)
+			nps[i], errs[i] = b.NPS(threads), err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, v := range nps {
+		sum += v
+	}
+	return sum / float64(concurrency), nil
 }
 
 var _ GameSource = (*EngineSource)(nil)
@@ -49,10 +126,6 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	if err != nil {
 		return Batch{}, fmt.Errorf("real games: %w", err)
 	}
-	factor := s.Factor
-	if factor <= 0 {
-		factor = 1
-	}
 	baseTC, err := match.ParseTC(t.Args.TC)
 	if err != nil {
 		return Batch{}, &RunError{Message: fmt.Sprintf("real games: %v", err)}
@@ -63,7 +136,6 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 			return Batch{}, &RunError{Message: fmt.Sprintf("real games: new_tc: %v", err)}
 		}
 	}
-	baseTC, newTC = baseTC.Scaled(factor), newTC.Scaled(factor)
 	newBin, err := s.binary(t.Args.NewTag, t.Args.ResolvedNew)
 	if err != nil {
 		return Batch{}, err
@@ -72,6 +144,11 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	if err != nil {
 		return Batch{}, err
 	}
+	factor, err := s.prepare(ctx, t, newBin, baseBin, max(t.Args.Threads, 1))
+	if err != nil {
+		return Batch{}, err
+	}
+	baseTC, newTC = baseTC.Scaled(factor), newTC.Scaled(factor)
 	newOpts, err := engineOptions(t.Args.NewOptions, t.Args.Threads)
 	if err != nil {
 		return Batch{}, &RunError{Message: "real games: new_options: " + err.Error()}

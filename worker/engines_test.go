@@ -28,7 +28,7 @@ func realTask() Task {
 // A batch of real games: every game is played and counted once, pairs give the pentanomial,
 // the run's options tell the engines apart (the greedy one wins), and the PGN holds every game.
 func TestEngineSourcePlaysABatch(t *testing.T) {
-	src := &EngineSource{Engine: os.Args[0], Concurrency: 2}
+	src := &EngineSource{Engine: os.Args[0], Concurrency: 2, Factor: 1}
 	b, err := src.Play(context.Background(), realTask(), 4, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -52,10 +52,32 @@ func TestEngineSourcePlaysABatch(t *testing.T) {
 	}
 }
 
+// Before a task the bench runs: an engine whose bench does not give the run's signature stops
+// the run; the measured speed scales the time control (fishtest's reference 628,000 nps over
+// the fake engine's 617,284: 10+0.1 becomes 10.174+0.102).
+func TestEngineSourceBench(t *testing.T) {
+	task := realTask()
+	task.Args.NewSignature = "1234567"
+	task.Args.BaseSignature = "1234567"
+	b, err := (&EngineSource{Engine: os.Args[0]}).Play(context.Background(), task, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.PGN, `[TimeControl "10.174+0.102"]`) {
+		t.Errorf("the time control was not scaled by the measured speed:\n%.500s", b.PGN)
+	}
+	task.Args.BaseSignature = "7654321"
+	_, err = (&EngineSource{Engine: os.Args[0]}).Play(context.Background(), task, 1, nil)
+	var runErr *RunError
+	if !errors.As(err, &runErr) || !strings.Contains(err.Error(), "user expected: 7654321 but worker got: 1234567") {
+		t.Errorf("a wrong signature: %v, want the run stopped with fishtest's message", err)
+	}
+}
+
 // A run the worker cannot play fails the task with a clear error: a book it does not have, an
 // SPSA run; a run whose time control cannot be read is the run's fault (stop_run).
 func TestEngineSourceRefusals(t *testing.T) {
-	src := &EngineSource{Engine: os.Args[0]}
+	src := &EngineSource{Engine: os.Args[0], Factor: 1}
 	missing := realTask()
 	missing.Args.Book = "UHO_Lichess_4852_v1.epd"
 	_, err := src.Play(context.Background(), missing, 1, nil)

@@ -75,6 +75,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "worker":
 		err = workerCmd(ctx, rest, getenv, stdout, stderr)
 	case "fake-uci":
+		if len(rest) > 0 && rest[0] == "bench" {
+			os.Exit(fakeuci.Bench(rest[1:], os.Stderr))
+		}
 		err = fakeuci.Run(os.Stdin, stdout)
 		if errors.Is(err, fakeuci.ErrCrash) {
 			os.Exit(fakeuci.CrashStatus) // as told: an engine that crashes

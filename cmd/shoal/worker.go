@@ -48,7 +48,6 @@ func defaultWorkerSettings() workerSettings {
 		Concurrency:  max(1, min(3, runtime.NumCPU()-1)),
 		TimeScale:    1,
 		SimDrawRatio: 0.5,
-		SpeedFactor:  1,
 		LogLevel:     "info",
 	}
 }
@@ -158,10 +157,10 @@ func workerOptions() []workerOption {
 			func(s *workerSettings) *string { return &s.Engines }, anything),
 		str("books", "a directory of opening books (EPD) beside the ones the worker ships (real games)",
 			func(s *workerSettings) *string { return &s.Books }, anything),
-		float("speed_factor", "real games: multiply the runs' time controls by this (fishtest's reference speed over this machine's)",
+		float("speed_factor", "real games: multiply the runs' time controls by this; 0 (default): by fishtest's reference speed over this machine's, from the engine's bench",
 			func(s *workerSettings) *float64 { return &s.SpeedFactor }, func(f float64) error {
-				if f <= 0 {
-					return errors.New("must be positive")
+				if f < 0 {
+					return errors.New("must not be negative")
 				}
 				return nil
 			}),

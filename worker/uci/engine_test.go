@@ -177,3 +177,17 @@ func ExampleLimits() {
 	// go wtime 10000 btime 9500 winc 100 binc 100
 	// go infinite
 }
+
+// The bench reads Stockfish's report: the fake engine's nodes (its signature) and time.
+func TestBench(t *testing.T) {
+	b, err := uci.Bench(context.Background(), os.Args[0], 16, 1, 13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Nodes != fakeuci.BenchNodes || b.TimeMs != 2000 || b.NPS(1) != float64(fakeuci.BenchNodes)/2 {
+		t.Errorf("bench %+v (nps %v), want %d nodes in 2000 ms", b, b.NPS(1), fakeuci.BenchNodes)
+	}
+	if _, err := uci.Bench(context.Background(), "/bin/true", 16, 1, 13); err == nil {
+		t.Error("a program that reports nothing gave a bench")
+	}
+}

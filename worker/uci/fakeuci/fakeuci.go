@@ -47,10 +47,23 @@ func ServeIfAsked() {
 		os.Setenv(TestEnv, "1")
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "bench" {
+		os.Exit(Bench(os.Args[2:], os.Stderr))
+	}
 	if err := Run(os.Stdin, os.Stdout); errors.Is(err, ErrCrash) {
 		os.Exit(CrashStatus)
 	}
 	os.Exit(0)
+}
+
+// BenchNodes is the signature of the fake engine's bench: the nodes it says it searched.
+const BenchNodes = 1_234_567
+
+// Bench answers "bench [hash threads depth ...]" as Stockfish does, on w (its standard error):
+// BenchNodes nodes in 2 seconds, whatever it is asked. It returns the exit status.
+func Bench(args []string, w io.Writer) int {
+	fmt.Fprintf(w, "\n===========================\nTotal time (ms) : 2000\nNodes searched  : %d\nNodes/second    : %d\n", BenchNodes, BenchNodes/2)
+	return 0
 }
 
 // Name is the engine's id name.
