@@ -20,8 +20,8 @@ build: ## build bin/shoal
 run: build ## build and serve on the embedded database in ./data
 	$(BIN) serve $(if $(ADDR),--addr $(ADDR))
 
-demo: build ## serve on a temporary database and watch a few hundred simulated workers decide an SPRT test
-	$(BIN) demo
+demo: build ## serve on a temporary database and watch a few hundred simulated workers decide an SPRT test; ENGINE=/usr/games/stockfish: local workers decide one with real games
+	$(BIN) demo $(if $(ENGINE),--engine $(ENGINE))
 
 test: test-race test-norace ## vet, then every test with the race detector, then the race-free end-to-end pass
 

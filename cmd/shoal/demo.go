@@ -5,17 +5,20 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
+	"github.com/shoal-chess/shoal/worker/match"
 )
 
 // demoTimeScale is the demo's time compression: the server's knobs and the workers' clocks run
@@ -164,7 +167,8 @@ func getElo(ctx context.Context, base, id string) (*eloReply, error) {
 }
 
 // demoCmd is `shoal demo`: a server on a temporary embedded database, an SPRT test submitted
-// and approved through the API, and a simulated fleet that plays it until it is decided.
+// and approved through the API, and a simulated fleet that plays it until it is decided; with
+// --engine, local workers playing real games with that engine decide it instead.
 func demoCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", stderr)
 	workers := fs.Int("workers", 300, "simulated workers")
@@ -174,8 +178,29 @@ func demoCmd(ctx context.Context, args []string, getenv func(string) string, std
 	limit := fs.Duration("timeout", 5*time.Minute, "give up if the test is not decided by then")
 	seed := fs.Uint64("seed", 0, "random seed (0: random)")
 	jsonOut := fs.String("json", "", "write the fleet's report as JSON to this file")
+	engine := fs.String("engine", "", "play real games with this UCI engine (e.g. /usr/games/stockfish) instead of simulated ones")
+	newOptions := fs.String("new-options", "Hash=16", "real games: the tested side's UCI options")
+	baseOptions := fs.String("base-options", "Hash=16 UCI_LimitStrength=true UCI_Elo=1500", "real games: the base side's UCI options")
+	tc := fs.String("tc", "10+0.1", "real games: the test's time control")
+	speed := fs.Float64("speed-factor", 0.04, "real games: the workers play the time control this many times as long (0: scaled by this machine's bench, as for a real test)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	realGames := *engine != ""
+	if realGames {
+		// Real games take real time: one worker a core, nothing compressed.
+		*scale = 1
+		workersSet := false
+		fs.Visit(func(f *flag.Flag) { workersSet = workersSet || f.Name == "workers" })
+		if !workersSet {
+			*workers = runtime.NumCPU()
+		}
+		if _, err := match.ParseTC(*tc); err != nil {
+			return fmt.Errorf("demo: --tc: %w", err)
+		}
+		if !(*speed >= 0) {
+			return errors.New("demo: --speed-factor must not be negative")
+		}
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("demo: unexpected arguments %q", fs.Args())
@@ -200,7 +225,12 @@ func demoCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	err = runDemo(ctx, inst, cfg, *workers, *elo, *drawRatio, *scale, *limit, *seed, *jsonOut, stdout)
+	if realGames {
+		err = runRealDemo(ctx, inst, realDemo{engine: *engine, newOptions: *newOptions, baseOptions: *baseOptions,
+			tc: *tc, speed: *speed, workers: *workers, limit: *limit}, stdout)
+	} else {
+		err = runDemo(ctx, inst, cfg, *workers, *elo, *drawRatio, *scale, *limit, *seed, *jsonOut, stdout)
+	}
 	return errors.Join(err, inst.shutdown())
 }
 

@@ -41,3 +41,30 @@ func TestE2EDemo(t *testing.T) {
 		t.Errorf("the demo left its data directory %s behind (stat: %v)", m[1], err)
 	}
 }
+
+// The real-games demo: local workers play the test with a real engine (here the fake one, the
+// greedy side against the random one) until the SPRT accepts the stronger side, and every
+// uploaded game replays by the rules.
+func TestE2EDemoRealGames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	var out bytes.Buffer
+	err := demoCmd(context.Background(), []string{"--engine", os.Args[0], "--new-options", "Skill=20", "--base-options", "Skill=0",
+		"--workers", "2", "--timeout", "3m"}, envOf(nil), &out, io.Discard)
+	t.Logf("demo:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	for _, want := range []string{"Starting 2 workers playing real games", "ACCEPTED", "every one replays by the rules of chess"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	m := regexp.MustCompile(`PGNs: (\d+) games uploaded`).FindStringSubmatch(out.String())
+	g := regexp.MustCompile(`Games (\d+):`).FindStringSubmatch(out.String())
+	if m == nil || g == nil || m[1] != g[1] {
+		t.Errorf("uploaded games %v, played %v: want every game played uploaded", m, g)
+	}
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/worker"
+	"github.com/shoal-chess/shoal/worker/match"
+	"github.com/shoal-chess/shoal/worker/uci"
+)
+
+// realDemo is what `shoal demo --engine` plays: an SPRT between two configurations of one
+// engine, decided by local workers playing real games.
+type realDemo struct {
+	engine, newOptions, baseOptions, tc string
+	speed                               float64 // EngineSource.Factor
+	workers                             int
+	limit                               time.Duration
+}
+
+// runRealDemo submits the SPRT (the engine's bench as both signatures), starts the workers,
+// shows the test's progress until it is decided, then checks every uploaded game.
+func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writer) error {
+	base := "http://" + inst.addr
+	fmt.Fprintf(stdout, "Server ready at %s/\n", base)
+	users, err := createDemoUsers(ctx, inst.db, d.workers)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	bench, err := uci.Bench(ctx, d.engine, 16, 1, 13)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	sig := strconv.FormatInt(bench.Nodes, 10)
+	req := demoRunRequest(fmt.Sprintf("Shoal demo: %s (%s) against itself (%s)", d.engine, d.newOptions, d.baseOptions))
+	req.TC, req.NewOptions, req.BaseOptions = d.tc, d.newOptions, d.baseOptions
+	req.BaseSignature, req.NewSignature = sig, sig
+	req.Book = "shoal_openings_v1.epd"
+	req.SPRT = &scheduler.SPRTRequest{Elo0: ref(0.0), Elo1: ref(10.0)}
+	id, err := submitRun(ctx, base, users, req)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s submitted SPRT[0, 10] at %s as run %s; %s approved it (%s/tests/view/%s).\n",
+		users.submitter.name, d.tc, id, users.approver.name, base, id)
+	played := "scaled by this machine's bench"
+	if d.speed > 0 {
+		tc, _ := match.ParseTC(d.tc)
+		played = "played at " + tc.Scaled(d.speed).String()
+	}
+	fmt.Fprintf(stdout, "Starting %d workers playing real games with %s (bench %s nodes; %s %s)...\n",
+		d.workers, d.engine, sig, d.tc, played)
+
+	wctx, stopHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHard()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var workers []*worker.Worker
+	var wg sync.WaitGroup
+	errs := make(chan error, d.workers)
+	for i := range d.workers {
+		w, err := worker.New(worker.Config{ServerURL: base, Username: users.workers.name, Password: users.workers.password,
+			Concurrency: 1, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("demo%d", i)), Logger: quiet},
+			&worker.EngineSource{Engine: d.engine, Concurrency: 1, Factor: d.speed})
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		workers = append(workers, w)
+		wg.Go(func() {
+			if err := w.Run(wctx); err != nil && wctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	stopWorkers := func() {
+		for _, w := range workers {
+			w.Stop()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			stopHard()
+			<-done
+		}
+	}
+
+	start := time.Now()
+	deadline := time.After(d.limit)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	var e *eloReply
+	shown := -1
+	for decided := false; !decided; {
+		select {
+		case <-ctx.Done():
+			stopWorkers()
+			return ctx.Err()
+		case <-deadline:
+			decided = true
+		case err := <-errs:
+			stopWorkers()
+			return fmt.Errorf("demo: a worker stopped: %w", err)
+		case <-tick.C:
+		}
+		if e, err = getElo(ctx, base, id); err != nil {
+			stopWorkers()
+			return fmt.Errorf("demo: %w", err)
+		}
+		r := e.Results
+		decided = decided || e.Finished
+		if n := r.Wins + r.Losses + r.Draws; n == shown && !decided {
+			continue
+		} else {
+			shown = n
+		}
+		fmt.Fprintf(stdout, "  %4.0f s  games %d (W %d L %d D %d)  LLR %.2f (%.2f, %.2f)  Elo %+.1f [%+.1f, %+.1f]\n",
+			time.Since(start).Seconds(), r.Wins+r.Losses+r.Draws, r.Wins, r.Losses, r.Draws,
+			e.Args.SPRT.LLR, e.Args.SPRT.LowerBound, e.Args.SPRT.UpperBound, e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1])
+	}
+	stopWorkers()
+
+	s := e.Args.SPRT
+	verdict := map[string]string{"accepted": "ACCEPTED", "rejected": "REJECTED"}[s.State]
+	if verdict == "" {
+		verdict = "NOT DECIDED (out of time)"
+	}
+	games := e.Results.Wins + e.Results.Losses + e.Results.Draws
+	fmt.Fprintf(stdout, "\nRun %s: %s after %.0f s\n", id, verdict, time.Since(start).Seconds())
+	fmt.Fprintf(stdout, "  LLR %.2f (%.2f, %.2f) [%g, %g]\n", s.LLR, s.LowerBound, s.UpperBound, s.Elo0, s.Elo1)
+	fmt.Fprintf(stdout, "  Games %d: W %d, L %d, D %d; pentanomial %v\n", games, e.Results.Wins, e.Results.Losses, e.Results.Draws, e.Results.Pentanomial)
+	fmt.Fprintf(stdout, "  Elo %+.2f [%+.2f, %+.2f] (LOS %.1f%%)\n", e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1], 100*e.Elo.LOS)
+	n, err := checkRunPGNs(ctx, base, id)
+	if err != nil {
+		return fmt.Errorf("demo: the uploaded games: %w", err)
+	}
+	fmt.Fprintf(stdout, "  PGNs: %d games uploaded, every one replays by the rules of chess\n", n)
+	fmt.Fprintf(stdout, "  The run's page: %s/tests/view/%s (the server stops with the demo)\n", base, id)
+	if verdict != "ACCEPTED" && verdict != "REJECTED" {
+		return errors.New("demo: the test was not decided in time")
+	}
+	return nil
+}
+
+// checkRunPGNs downloads the run's games (GET /api/run_pgns) and replays each by the rules: it
+// returns how many there are, or the first that does not replay.
+func checkRunPGNs(ctx context.Context, base, id string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/run_pgns/"+id+".pgn.gz", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("run_pgns: %s", resp.Status)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	text, err := io.ReadAll(io.LimitReader(zr, 256<<20))
+	if err != nil {
+		return 0, err
+	}
+	games := strings.Split(string(text), "[Event ")[1:]
+	for i, g := range games {
+		if _, err := match.ParsePGN("[Event " + g); err != nil {
+			return 0, fmt.Errorf("game %d: %w", i+1, err)
+		}
+	}
+	return len(games), nil
+}
