@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,7 +24,8 @@ import (
 // Before a task's first batch it runs the engines' bench, as fishtest's worker does: a run that
 // names an engine's signature (new_signature, base_signature: the bench's nodes) must get that
 // engine, or the run is stopped; and unless Factor is set, the bench measures this machine's
-// speed, which scales the run's time control. SPSA runs are not played yet.
+// speed, which scales the run's time control. An SPSA batch sets its perturbed parameters as
+// options of each side.
 type EngineSource struct {
 	// Engine is the binary both sides run when Engines has none for them.
 	Engine string
@@ -119,9 +121,6 @@ const engineStart = 30 * time.Second
 // Play plays pairs game pairs of t: openings from the run's book from the batch's first pair
 // on, the new engine white in one game of each pair and black in the other.
 func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAParams) (Batch, error) {
-	if spsa != nil || t.Args.SPSA != nil {
-		return Batch{}, errors.New("real games: SPSA runs are not supported yet")
-	}
 	book, err := match.LoadBook(t.Args.Book, s.Books)
 	if err != nil {
 		return Batch{}, fmt.Errorf("real games: %w", err)
@@ -156,6 +155,17 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	baseOpts, err := engineOptions(t.Args.BaseOptions, t.Args.Threads)
 	if err != nil {
 		return Batch{}, &RunError{Message: "real games: base_options: " + err.Error()}
+	}
+	if spsa != nil {
+		// The batch's perturbed parameters, rounded stochastically to whole option values
+		// (v becomes floor(v) or floor(v)+1, the latter with probability v-floor(v)), as
+		// fishtest's worker sets them.
+		for _, p := range spsa.W {
+			newOpts = append(newOpts, [2]string{p.Name, strconv.Itoa(stochasticRound(p.Value, rand.Float64()))})
+		}
+		for _, p := range spsa.B {
+			baseOpts = append(baseOpts, [2]string{p.Name, strconv.Itoa(stochasticRound(p.Value, rand.Float64()))})
+		}
 	}
 	adjudicate := t.Args.Adjudication == nil || *t.Args.Adjudication
 	tags := map[string]string{"Event": fmt.Sprintf("Batch %d: %s vs %s", t.TaskID, t.Args.NewTag, t.Args.BaseTag),
@@ -211,6 +221,9 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	b.PGN = pgn.String()
 	return b, nil
 }
+
+// stochasticRound is v rounded down after adding u, a uniform draw from [0, 1).
+func stochasticRound(v, u float64) int { return int(math.Floor(v + u)) }
 
 // binary is the engine for a run's tag or commit: named by either in Engines, else Engine.
 func (s *EngineSource) binary(tag, commit string) (string, error) {

@@ -74,8 +74,8 @@ func TestEngineSourceBench(t *testing.T) {
 	}
 }
 
-// A run the worker cannot play fails the task with a clear error: a book it does not have, an
-// SPSA run; a run whose time control cannot be read is the run's fault (stop_run).
+// A run the worker cannot play fails the task with a clear error: a book or an engine it does
+// not have; a run whose time control cannot be read is the run's fault (stop_run).
 func TestEngineSourceRefusals(t *testing.T) {
 	src := &EngineSource{Engine: os.Args[0], Factor: 1}
 	missing := realTask()
@@ -84,11 +84,6 @@ func TestEngineSourceRefusals(t *testing.T) {
 	var runErr *RunError
 	if !errors.Is(err, match.ErrNoBook) || errors.As(err, &runErr) || !strings.Contains(err.Error(), "UHO_Lichess_4852_v1.epd") {
 		t.Errorf("a missing book: %v, want ErrNoBook naming it, failing the task", err)
-	}
-	spsa := realTask()
-	spsa.Args.SPSA = &protocol.SPSAArgs{}
-	if _, err := src.Play(context.Background(), spsa, 1, nil); err == nil || errors.As(err, &runErr) {
-		t.Errorf("an SPSA run: %v, want an error failing the task", err)
 	}
 	badTC := realTask()
 	badTC.Args.TC = "ten minutes"
@@ -147,6 +142,35 @@ func TestEngineSourceWithStockfish(t *testing.T) {
 		}
 		if len(g.Moves()) < 10 {
 			t.Errorf("game %d has %d moves:\n%s", i+1, len(g.Moves()), pgn)
+		}
+	}
+}
+
+// An SPSA batch plays with each side's perturbed parameters set as its engine's options: here
+// the fake engine's Skill, near 20 for the engine under test and near 0 for its opponent.
+func TestEngineSourcePlaysAnSPSABatch(t *testing.T) {
+	task := realTask()
+	task.Args.NewOptions, task.Args.BaseOptions = "Hash=16", "Hash=16"
+	task.Args.SPSA = &protocol.SPSAArgs{}
+	spsa := &SPSAParams{W: []protocol.SPSAWParam{{Name: "Skill", Value: 19.6, C: 1, R: 0.01}},
+		B: []protocol.SPSABParam{{Name: "Skill", Value: 0.4}}}
+	b, err := (&EngineSource{Engine: os.Args[0], Factor: 1}).Play(context.Background(), task, 3, spsa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats; s.Wins+s.Losses+s.Draws != 6 || s.Wins <= s.Losses {
+		t.Errorf("stats %+v: want 6 games won by the side near Skill 20", s)
+	}
+}
+
+// Stochastic rounding gives floor(v) or floor(v)+1, the latter with probability v-floor(v).
+func TestStochasticRound(t *testing.T) {
+	for _, tt := range []struct {
+		v, u float64
+		want int
+	}{{19.6, 0, 19}, {19.6, 0.39, 19}, {19.6, 0.4, 20}, {19.6, 0.99, 20}, {-0.25, 0.2, -1}, {-0.25, 0.25, 0}, {3, 0.999, 3}} {
+		if got := stochasticRound(tt.v, tt.u); got != tt.want {
+			t.Errorf("stochasticRound(%v, %v) = %d, want %d", tt.v, tt.u, got, tt.want)
 		}
 	}
 }
