@@ -140,11 +140,21 @@ func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writ
 	fmt.Fprintf(stdout, "  LLR %.2f (%.2f, %.2f) [%g, %g]\n", s.LLR, s.LowerBound, s.UpperBound, s.Elo0, s.Elo1)
 	fmt.Fprintf(stdout, "  Games %d: W %d, L %d, D %d; pentanomial %v\n", games, e.Results.Wins, e.Results.Losses, e.Results.Draws, e.Results.Pentanomial)
 	fmt.Fprintf(stdout, "  Elo %+.2f [%+.2f, %+.2f] (LOS %.1f%%)\n", e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1], 100*e.Elo.LOS)
-	n, err := checkRunPGNs(ctx, base, id)
+	pgns, err := checkRunPGNs(ctx, base, id, req.NewTag)
 	if err != nil {
 		return fmt.Errorf("demo: the uploaded games: %w", err)
 	}
-	fmt.Fprintf(stdout, "  PGNs: %d games uploaded, every one replays by the rules of chess\n", n)
+	fmt.Fprintf(stdout, "  PGNs: %d games uploaded, every one replays by the rules of chess; by their results W %d, L %d, D %d; time controls %v\n",
+		pgns.games, pgns.wins, pgns.losses, pgns.draws, pgns.tcs)
+	if pgns.wins != e.Results.Wins || pgns.losses != e.Results.Losses || pgns.draws != e.Results.Draws {
+		return errors.New("demo: the uploaded games' results differ from the run's")
+	}
+	if d.speed > 0 {
+		tc, _ := match.ParseTC(d.tc)
+		if want := tc.Scaled(d.speed).String(); pgns.tcs[want] != pgns.games {
+			return fmt.Errorf("demo: the games' time controls %v, want %s in every one", pgns.tcs, want)
+		}
+	}
 	fmt.Fprintf(stdout, "  The run's page: %s/tests/view/%s (the server stops with the demo)\n", base, id)
 	if verdict != "ACCEPTED" && verdict != "REJECTED" {
 		return errors.New("demo: the test was not decided in time")
@@ -152,34 +162,64 @@ func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writ
 	return nil
 }
 
-// checkRunPGNs downloads the run's games (GET /api/run_pgns) and replays each by the rules: it
-// returns how many there are, or the first that does not replay.
-func checkRunPGNs(ctx context.Context, base, id string) (int, error) {
+// pgnTally is what the uploaded games say: how many, the tested engine's wins, losses and draws
+// by their Result tags, and the time controls in their tags.
+type pgnTally struct {
+	games, wins, losses, draws int
+	tcs                        map[string]int
+}
+
+// checkRunPGNs downloads the run's games (GET /api/run_pgns) and replays each by the rules,
+// tallying them for newTag (the tested engine's name in the White and Black tags); the first
+// that does not replay is an error.
+func checkRunPGNs(ctx context.Context, base, id, newTag string) (pgnTally, error) {
+	t := pgnTally{tcs: map[string]int{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/run_pgns/"+id+".pgn.gz", nil)
 	if err != nil {
-		return 0, err
+		return t, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return t, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("run_pgns: %s", resp.Status)
+		return t, fmt.Errorf("run_pgns: %s", resp.Status)
 	}
 	zr, err := gzip.NewReader(resp.Body)
 	if err != nil {
-		return 0, err
+		return t, err
 	}
 	text, err := io.ReadAll(io.LimitReader(zr, 256<<20))
 	if err != nil {
-		return 0, err
+		return t, err
 	}
-	games := strings.Split(string(text), "[Event ")[1:]
-	for i, g := range games {
-		if _, err := match.ParsePGN("[Event " + g); err != nil {
-			return 0, fmt.Errorf("game %d: %w", i+1, err)
+	for i, pgn := range strings.Split(string(text), "[Event ")[1:] {
+		g, err := match.ParsePGN("[Event " + pgn)
+		if err != nil {
+			return t, fmt.Errorf("game %d: %w", i+1, err)
+		}
+		t.games++
+		t.tcs[g.GetTagPair("TimeControl")]++
+		newWhite := g.GetTagPair("White") == newTag
+		switch g.GetTagPair("Result") {
+		case "1/2-1/2":
+			t.draws++
+		case "1-0":
+			if newWhite {
+				t.wins++
+			} else {
+				t.losses++
+			}
+		case "0-1":
+			if newWhite {
+				t.losses++
+			} else {
+				t.wins++
+			}
+		default:
+			return t, fmt.Errorf("game %d has no result", i+1)
 		}
 	}
-	return len(games), nil
+	return t, nil
 }

@@ -53,7 +53,20 @@ func (a *realGamesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			a.t.Errorf("update_task: %v", err)
 		} else if req.Stats != nil {
-			a.stats = append(a.stats, *req.Stats)
+			// fishtest's consistency checks of an update: pairs against games, and cumulative
+			// counts that never go back.
+			s := *req.Stats
+			pairs := 0
+			for _, n := range s.Pentanomial {
+				pairs += n
+			}
+			if s.Wins+s.Losses+s.Draws != 2*pairs {
+				a.t.Errorf("update %+v: %d games in %d pairs", s, s.Wins+s.Losses+s.Draws, pairs)
+			}
+			if n := len(a.stats); n > 0 && (s.Wins < a.stats[n-1].Wins || s.Losses < a.stats[n-1].Losses || s.Draws < a.stats[n-1].Draws) {
+				a.t.Errorf("update %+v after %+v: counts went back", s, a.stats[n-1])
+			}
+			a.stats = append(a.stats, s)
 		}
 		reply["task_alive"] = true
 	case "upload_pgn":
