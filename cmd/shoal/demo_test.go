@@ -68,3 +68,31 @@ func TestE2EDemoRealGames(t *testing.T) {
 		t.Errorf("uploaded games %v, played %v: want every game played uploaded", m, g)
 	}
 }
+
+// make demo ENGINE=/usr/games/stockfish as a newcomer runs it: Debian's Stockfish against
+// itself at 1500 Elo, decided for the full-strength side, every game uploaded and replayed.
+// Missing Stockfish fails it in CI (.ci/run installs it) and skips it elsewhere.
+func TestE2EDemoStockfish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	const sf = "/usr/games/stockfish"
+	if _, err := os.Stat(sf); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no Stockfish: .ci/run installs Debian's stockfish package")
+		}
+		t.Skip("no Stockfish (Debian: apt-get install stockfish)")
+	}
+	t.Parallel()
+	var out bytes.Buffer
+	err := demoCmd(context.Background(), []string{"--engine", sf, "--timeout", "5m"}, envOf(nil), &out, io.Discard)
+	t.Logf("demo:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	for _, want := range []string{"ACCEPTED", "every one replays by the rules of chess", "time controls map[0.4+0.004:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+}
