@@ -41,6 +41,15 @@ type EngineSource struct {
 	mu       sync.Mutex
 	prepared string  // the task the bench last ran for, "run/task"
 	factor   float64 // and the factor it gave
+	nps      float64 // the last measured speed, 0 if none
+}
+
+// NPS is the last speed the bench measured, in nodes per second and thread (0 if none yet, or
+// if Factor is set): the worker reports it in its worker_info, as fishtest's does.
+func (s *EngineSource) NPS() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nps
 }
 
 // Fishtest's reference speed, and the slowest it lets play (for one game at a time), in nodes
@@ -81,7 +90,7 @@ func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin stri
 		if least := minimumNPS / (1 + 3*math.Tanh((concurrency-1)/8)); nps < least {
 			return 0, fmt.Errorf("real games: this machine is too slow to play the task: %.0f nps per thread, %.0f needed", nps, least)
 		}
-		factor = referenceNPS / nps
+		factor, s.nps = referenceNPS/nps, nps
 	}
 	s.prepared, s.factor = key, factor
 	return factor, nil

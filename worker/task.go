@@ -374,7 +374,7 @@ func (t *taskRun) uploadPGN(ctx context.Context) error {
 
 // taskRequest is the body shared by the calls about a task.
 func (w *Worker) taskRequest(runID string, taskID int) protocol.Request {
-	return protocol.Request{Password: w.cfg.Password, WorkerInfo: w.info, RunID: &runID, TaskID: &taskID}
+	return protocol.Request{Password: w.cfg.Password, WorkerInfo: w.currentInfo(), RunID: &runID, TaskID: &taskID}
 }
 
 // checkBatch returns what is wrong with a batch's counts for the given number of games, "" if

@@ -211,6 +211,22 @@ func goVersion() [3]int {
 // Info returns the worker_info the worker sends with every call.
 func (w *Worker) Info() protocol.WorkerInfo { return w.info }
 
+// speedReporter is a GameSource that measures this machine's speed (EngineSource's bench).
+type speedReporter interface {
+	// NPS is the last measured nodes per second and thread; 0 before the first measure.
+	NPS() float64
+}
+
+// currentInfo is the worker_info a call sends: Info, with the speed the game source last
+// measured, as fishtest's worker reports its bench's.
+func (w *Worker) currentInfo() protocol.WorkerInfo {
+	info := w.info
+	if s, ok := w.src.(speedReporter); ok {
+		info.NPS = s.NPS()
+	}
+	return info
+}
+
 // Stop asks the worker to finish the batch it is playing, report it, release its task with
 // failed_task and return nil from Run. A worker waiting between requests returns at once. Stop
 // may be called any number of times, before or during Run.
@@ -361,7 +377,7 @@ func (w *Worker) fetchAndHandleTask(ctx context.Context) (gotTask, success bool,
 		return false, false, paced, err
 	}
 
-	r, err := w.post(ctx, "request_task", protocol.Request{Password: w.cfg.Password, WorkerInfo: w.info})
+	r, err := w.post(ctx, "request_task", protocol.Request{Password: w.cfg.Password, WorkerInfo: w.currentInfo()})
 	if err != nil {
 		return false, false, paced, ctx.Err()
 	}

@@ -26,6 +26,7 @@ type realGamesAPI struct {
 	mu    sync.Mutex
 	given bool
 	stats []protocol.Stats
+	nps   float64 // worker_info.nps of the last update
 	pgn   string
 }
 
@@ -67,6 +68,7 @@ func (a *realGamesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				a.t.Errorf("update %+v after %+v: counts went back", s, a.stats[n-1])
 			}
 			a.stats = append(a.stats, s)
+			a.nps = req.WorkerInfo.NPS
 		}
 		reply["task_alive"] = true
 	case "upload_pgn":
@@ -127,6 +129,11 @@ func TestWorkerCmdPlaysRealGames(t *testing.T) {
 		if _, err := match.ParsePGN("[Event " + g); err != nil {
 			t.Errorf("game %d does not replay: %v", i+1, err)
 		}
+	}
+	// The bench's speed goes into worker_info, as fishtest's worker reports it: the fake
+	// engine's 1,234,567 nodes in 2 s.
+	if api.nps != 617283.5 {
+		t.Errorf("worker_info.nps %v in the last update, want the bench's 617283.5", api.nps)
 	}
 	if !strings.Contains(out.String(), "games=real") {
 		t.Errorf("the worker's start line does not say it plays real games:\n%.400s", out.String())
