@@ -5,9 +5,12 @@ package match
 //   - resign: a side whose own score is 600 centipawns or more below zero on 3 of its moves in
 //     a row loses;
 //   - draw: once 34 full moves have been played, a game in which both sides' scores stayed
-//     within 20 centipawns of zero for the last 8 moves of each (16 plies in a row) is a draw.
+//     within 20 centipawns of zero for the last 8 moves of each (16 plies in a row) is a draw;
+//     a capture or a pawn move starts the count again (it counts from that move).
 //
-// A move without a score (the engine reported none) breaks both runs, as a book move does.
+// A mate score counts as lost or won by far. A move without a score (the engine reported none)
+// breaks both runs, as a book move does. These are the rules of fishtest's match runner
+// (fastchess: -resign movecount=3 score=600, -draw movenumber=34 movecount=8 score=20).
 const (
 	resignMoves    = 3
 	resignScore    = -600
@@ -36,11 +39,15 @@ const (
 
 // add takes the score the side that just moved (0 white, 1 black) reported for its move, from
 // its own point of view (known false: it reported none), with plies the number of plies played
-// in the game so far, that move included.
-func (a *adjudicator) add(side int, known bool, score, plies int) verdict {
+// in the game so far, that move included, and zeroing whether the move was a capture or a pawn
+// move.
+func (a *adjudicator) add(side int, known bool, score, plies int, zeroing bool) verdict {
 	if !known {
 		a.drawRun, a.resignRun[side] = 0, 0
 		return playOn
+	}
+	if zeroing {
+		a.drawRun = 0
 	}
 	if abs(score) <= drawScore {
 		a.drawRun++

@@ -127,7 +127,7 @@ func Play(ctx context.Context, white, black Player, startFEN string, adjudicate 
 		} else if s.Score.Mate < 0 {
 			score = -mateScore
 		}
-		switch adj.add(side, s.Score.Known, score, len(res.Moves)) {
+		switch adj.add(side, s.Score.Known, score, len(res.Moves), g.Position().HalfMoveClock() == 0) {
 		case resigns:
 			g.Resign(turn)
 			res.Termination, res.Reason = Adjudicated, fmt.Sprintf("%s resigns by adjudication", turn.Name())

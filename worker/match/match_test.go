@@ -69,7 +69,7 @@ func TestAdjudicator(t *testing.T) {
 	plies := 60
 	step := func(side int, known bool, score int) verdict {
 		plies++
-		return a.add(side, known, score, plies)
+		return a.add(side, known, score, plies, false)
 	}
 	// White sinks: -700, (black), -650, (black), -600 resigns; a break in between restarts it.
 	for i, s := range []int{-700, -650, 100, -700, -650} {
@@ -107,6 +107,24 @@ func TestAdjudicator(t *testing.T) {
 	}
 	if v := step(1, true, 0); v != drawn {
 		t.Fatalf("16 near zero since the break: %v, want drawn", v)
+	}
+
+	// A capture or a pawn move starts the count again, from itself.
+	a = adjudicator{}
+	for i := range 15 {
+		step(i%2, true, 0)
+	}
+	plies++
+	if v := a.add(1, true, 0, plies, true); v != playOn {
+		t.Fatalf("a capture after 15 near zero: %v, want play on", v)
+	}
+	for i := range 14 {
+		if v := step(i%2, true, 0); v != playOn {
+			t.Fatalf("%d near zero since the capture: %v", i+2, v)
+		}
+	}
+	if v := step(0, true, 0); v != drawn {
+		t.Fatalf("16 near zero counting the capture: %v, want drawn", v)
 	}
 }
 
