@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-chess/shoal/worker/uci"
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
+	"github.com/shoal-chess/shoal/worker/uci/fakeuci/fakeucitest"
 )
 
 func TestMain(m *testing.M) {
@@ -128,24 +129,6 @@ func TestAdjudicator(t *testing.T) {
 	}
 }
 
-func engine(t *testing.T, options map[string]string) *uci.Engine {
-	t.Helper()
-	e, err := uci.Start(context.Background(), os.Args[0], nil, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	for k, v := range options {
-		if err := e.SetOption(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.NewGame(context.Background(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
 // replay parses a game's PGN and checks it holds the game's moves, legally, and its result.
 func replay(t *testing.T, g Game) {
 	t.Helper()
@@ -166,8 +149,8 @@ var quick = TimeControl{Base: 30 * time.Second, Inc: 100 * time.Millisecond}
 
 // Without adjudication a game runs until a rule of chess ends it, and its PGN replays.
 func TestPlayEndsByTheRules(t *testing.T) {
-	g, err := Play(context.Background(), Player{Name: "strong", Engine: engine(t, map[string]string{"Skill": "20"}), TC: quick},
-		Player{Name: "weak", Engine: engine(t, map[string]string{"Skill": "0"}), TC: quick}, "", false, map[string]string{"Event": "test"})
+	g, err := Play(context.Background(), Player{Name: "strong", Engine: fakeucitest.Start(t, map[string]string{"Skill": "20"}), TC: quick},
+		Player{Name: "weak", Engine: fakeucitest.Start(t, map[string]string{"Skill": "0"}), TC: quick}, "", false, map[string]string{"Event": "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +165,8 @@ func TestPlayEndsByTheRules(t *testing.T) {
 
 // With fishtest's adjudication the random engine, once far behind, resigns.
 func TestPlayAdjudicates(t *testing.T) {
-	g, err := Play(context.Background(), Player{Name: "weak", Engine: engine(t, map[string]string{"Skill": "0"}), TC: quick},
-		Player{Name: "strong", Engine: engine(t, map[string]string{"Skill": "20"}), TC: quick}, "", true, nil)
+	g, err := Play(context.Background(), Player{Name: "weak", Engine: fakeucitest.Start(t, map[string]string{"Skill": "0"}), TC: quick},
+		Player{Name: "strong", Engine: fakeucitest.Start(t, map[string]string{"Skill": "20"}), TC: quick}, "", true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +196,8 @@ func TestPlayFailuresLose(t *testing.T) {
 			t.Parallel()
 			// The failing side's clock is short, so that waiting it out is quick; the other's
 			// is long, so that a loaded machine cannot make it lose on time first.
-			bad := engine(t, map[string]string{"Misbehave": tt.misbehave, "MisbehaveAtPly": "5"})
-			g, err := Play(context.Background(), Player{Name: "good", Engine: engine(t, nil), TC: quick},
+			bad := fakeucitest.Start(t, map[string]string{"Misbehave": tt.misbehave, "MisbehaveAtPly": "5"})
+			g, err := Play(context.Background(), Player{Name: "good", Engine: fakeucitest.Start(t, nil), TC: quick},
 				Player{Name: "bad", Engine: bad, TC: TimeControl{Base: 2 * time.Second}}, "", true, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -233,8 +216,8 @@ func TestPlayFailuresLose(t *testing.T) {
 // A game starts from the book position it is given, with black to move if the FEN says so.
 func TestPlayFromAFEN(t *testing.T) {
 	const fen = "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1"
-	g, err := Play(context.Background(), Player{Name: "w", Engine: engine(t, nil), TC: quick},
-		Player{Name: "b", Engine: engine(t, nil), TC: quick}, fen, false, nil)
+	g, err := Play(context.Background(), Player{Name: "w", Engine: fakeucitest.Start(t, nil), TC: quick},
+		Player{Name: "b", Engine: fakeucitest.Start(t, nil), TC: quick}, fen, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

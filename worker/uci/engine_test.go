@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoal-chess/shoal/worker/uci"
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
+	"github.com/shoal-chess/shoal/worker/uci/fakeuci/fakeucitest"
 )
 
 func TestMain(m *testing.M) {
@@ -20,28 +21,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func startFake(t *testing.T, options map[string]string) *uci.Engine {
-	t.Helper()
-	e, err := uci.Start(context.Background(), os.Args[0], nil, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	for k, v := range options {
-		if err := e.SetOption(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.NewGame(context.Background(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
 // The handshake gives the engine's name and the options it declares, with their types and
 // bounds, names with spaces included.
 func TestHandshakeReadsNameAndOptions(t *testing.T) {
-	e := startFake(t, nil)
+	e := fakeucitest.Start(t, nil)
 	if e.Name != fakeuci.Name {
 		t.Errorf("name %q, want %q", e.Name, fakeuci.Name)
 	}
@@ -60,7 +43,7 @@ func TestHandshakeReadsNameAndOptions(t *testing.T) {
 // is in, and the game reaches its end by the rules.
 func TestTwoEnginesPlayAGame(t *testing.T) {
 	ctx := context.Background()
-	engines := [2]*uci.Engine{startFake(t, map[string]string{"Skill": "20"}), startFake(t, map[string]string{"Skill": "0"})}
+	engines := [2]*uci.Engine{fakeucitest.Start(t, map[string]string{"Skill": "20"}), fakeucitest.Start(t, map[string]string{"Skill": "0"})}
 	g := chess.NewGame()
 	var moves []string
 	for ply := 0; g.Outcome() == chess.NoOutcome && ply < 400; ply++ {
@@ -88,7 +71,7 @@ func TestTwoEnginesPlayAGame(t *testing.T) {
 // A search from a FEN with moves after it is made in that position: here black's king alone,
 // where an engine that ignored the FEN would answer a move of the starting position.
 func TestGoFromAFEN(t *testing.T) {
-	e := startFake(t, nil)
+	e := fakeucitest.Start(t, nil)
 	const fen = "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1"
 	s, err := e.Go(context.Background(), fen, []string{"e2e4"}, uci.Limits{MoveTime: 100 * time.Millisecond}, 10*time.Second)
 	if err != nil {
@@ -125,7 +108,7 @@ func TestMisbehavingEngines(t *testing.T) {
 		{"nomove", nil, "(none)"},
 	} {
 		t.Run(tt.misbehave, func(t *testing.T) {
-			e := startFake(t, map[string]string{"Misbehave": tt.misbehave, "MisbehaveAtPly": "2"})
+			e := fakeucitest.Start(t, map[string]string{"Misbehave": tt.misbehave, "MisbehaveAtPly": "2"})
 			// The first two plies are played as usual.
 			var moves []string
 			for ply := range 2 {
