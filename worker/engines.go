@@ -177,8 +177,9 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 		}
 	}
 	adjudicate := t.Args.Adjudication == nil || *t.Args.Adjudication
+	// TimeControl is the time control as played (scaled); RunTimeControl the run's own.
 	tags := map[string]string{"Event": fmt.Sprintf("Batch %d: %s vs %s", t.TaskID, t.Args.NewTag, t.Args.BaseTag),
-		"Site": "tests/view/" + t.RunID}
+		"Site": "tests/view/" + t.RunID, "RunTimeControl": t.Args.TC}
 
 	slots := min(max(s.Concurrency, 1), pairs)
 	results := make([]match.Pair, pairs)

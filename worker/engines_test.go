@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,8 +48,9 @@ func TestEngineSourcePlaysABatch(t *testing.T) {
 	if n := strings.Count(b.PGN, "[Result "); n != 8 {
 		t.Errorf("the PGN holds %d games, want 8", n)
 	}
-	if !strings.Contains(b.PGN, `[Event "Batch 3: strong vs weak"]`) || !strings.Contains(b.PGN, `[TimeControl "10+0.1"]`) {
-		t.Errorf("the PGN does not name the batch and its time control:\n%.600s", b.PGN)
+	if !strings.Contains(b.PGN, `[Event "Batch 3: strong vs weak"]`) || !strings.Contains(b.PGN, `[TimeControl "10+0.1"]`) ||
+		strings.Count(b.PGN, `[RunTimeControl "10+0.1"]`) != 8 {
+		t.Errorf("the PGN does not name the batch and the time controls, played and the run's:\n%.600s", b.PGN)
 	}
 }
 
@@ -172,5 +174,29 @@ func TestStochasticRound(t *testing.T) {
 		if got := stochasticRound(tt.v, tt.u); got != tt.want {
 			t.Errorf("stochasticRound(%v, %v) = %d, want %d", tt.v, tt.u, got, tt.want)
 		}
+	}
+}
+
+// The engines of a run are found in the engines directory by the run's tags (or commits): here
+// "strong" and "weak", both the fake engine, with no default engine at all.
+func TestEngineSourceFindsEnginesByTag(t *testing.T) {
+	dir := t.TempDir()
+	for _, tag := range []string{"strong", "weak"} {
+		if err := os.Symlink(os.Args[0], filepath.Join(dir, tag)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := (&EngineSource{Engines: dir, Factor: 1}).Play(context.Background(), realTask(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats; s.Wins+s.Losses+s.Draws != 2 {
+		t.Errorf("stats %+v: want one pair played", s)
+	}
+	task := realTask()
+	task.Args.BaseTag, task.Args.ResolvedBase = "master", "0123456789abcdef0123456789abcdef01234567"
+	if _, err := (&EngineSource{Engines: dir, Factor: 1}).Play(context.Background(), task, 1, nil); err == nil ||
+		!strings.Contains(err.Error(), `no engine for "master"`) {
+		t.Errorf("a base engine the directory lacks: %v, want an error naming it", err)
 	}
 }

@@ -144,10 +144,13 @@ func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("demo: the uploaded games: %w", err)
 	}
-	fmt.Fprintf(stdout, "  PGNs: %d games uploaded, every one replays by the rules of chess; by their results W %d, L %d, D %d; time controls %v\n",
-		pgns.games, pgns.wins, pgns.losses, pgns.draws, pgns.tcs)
+	fmt.Fprintf(stdout, "  PGNs: %d games uploaded, every one replays by the rules of chess; by their results W %d, L %d, D %d; time controls %v (the run's %v)\n",
+		pgns.games, pgns.wins, pgns.losses, pgns.draws, pgns.tcs, pgns.runTCs)
 	if pgns.wins != e.Results.Wins || pgns.losses != e.Results.Losses || pgns.draws != e.Results.Draws {
 		return errors.New("demo: the uploaded games' results differ from the run's")
+	}
+	if pgns.runTCs[d.tc] != pgns.games {
+		return fmt.Errorf("demo: the games' run time controls %v, want %s in every one", pgns.runTCs, d.tc)
 	}
 	if d.speed > 0 {
 		tc, _ := match.ParseTC(d.tc)
@@ -166,14 +169,14 @@ func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writ
 // by their Result tags, and the time controls in their tags.
 type pgnTally struct {
 	games, wins, losses, draws int
-	tcs                        map[string]int
+	tcs, runTCs                map[string]int // time controls as played, and the run's
 }
 
 // checkRunPGNs downloads the run's games (GET /api/run_pgns) and replays each by the rules,
 // tallying them for newTag (the tested engine's name in the White and Black tags); the first
 // that does not replay is an error.
 func checkRunPGNs(ctx context.Context, base, id, newTag string) (pgnTally, error) {
-	t := pgnTally{tcs: map[string]int{}}
+	t := pgnTally{tcs: map[string]int{}, runTCs: map[string]int{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/run_pgns/"+id+".pgn.gz", nil)
 	if err != nil {
 		return t, err
@@ -201,6 +204,7 @@ func checkRunPGNs(ctx context.Context, base, id, newTag string) (pgnTally, error
 		}
 		t.games++
 		t.tcs[g.GetTagPair("TimeControl")]++
+		t.runTCs[g.GetTagPair("RunTimeControl")]++
 		newWhite := g.GetTagPair("White") == newTag
 		switch g.GetTagPair("Result") {
 		case "1/2-1/2":

@@ -23,11 +23,11 @@ type Player struct {
 type Termination string
 
 const (
-	ByRules      Termination = ""             // mate, stalemate, repetition, fifty moves, no mating material
-	Adjudicated  Termination = "adjudication" // fishtest's resign or draw rule
-	TimeForfeit  Termination = "time forfeit" // a side ran out of time, or did not answer
-	IllegalMove  Termination = "illegal move" // a side named a move the rules do not allow
-	EngineCrashd Termination = "abandoned"    // a side's engine exited
+	ByRules       Termination = ""             // mate, stalemate, repetition, fifty moves, no mating material
+	Adjudicated   Termination = "adjudication" // fishtest's resign or draw rule
+	TimeForfeit   Termination = "time forfeit" // a side ran out of time, or did not answer
+	IllegalMove   Termination = "illegal move" // a side named a move the rules do not allow
+	EngineCrashed Termination = "abandoned"    // a side's engine exited
 )
 
 // Game is a played game.
@@ -81,14 +81,14 @@ func Play(ctx context.Context, white, black Player, startFEN string, adjudicate 
 		case ctx.Err() != nil:
 			return Game{}, ctx.Err()
 		case errors.Is(err, uci.ErrCrashed):
-			end(turn, EngineCrashd, fmt.Sprintf("%s's engine exited", turn.Name()))
+			end(turn, EngineCrashed, fmt.Sprintf("%s's engine exited", turn.Name()))
 			continue
 		case errors.Is(err, uci.ErrTimeout):
 			end(turn, TimeForfeit, fmt.Sprintf("%s did not answer in its time", turn.Name()))
 			res.Unanswered = true
 			continue
 		case err != nil:
-			end(turn, EngineCrashd, fmt.Sprintf("%s's engine failed: %v", turn.Name(), err))
+			end(turn, EngineCrashed, fmt.Sprintf("%s's engine failed: %v", turn.Name(), err))
 			continue
 		}
 		if left[side] -= s.Elapsed; left[side] < 0 {

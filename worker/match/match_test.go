@@ -43,9 +43,8 @@ func TestParseTC(t *testing.T) {
 }
 
 // Scaling follows fishtest's worker: times multiplied by the factor and rounded to the
-// millisecond; the game's limit is three base times and two hundred increments, per hundred
-// moves for a moves/time control.
-func TestScaledAndGameLimit(t *testing.T) {
+// millisecond.
+func TestScaled(t *testing.T) {
 	tc, _ := ParseTC("10+0.1")
 	got := tc.Scaled(1.2345)
 	if want := (TimeControl{Base: 12345 * time.Millisecond, Inc: 123 * time.Millisecond}); got != want {
@@ -54,12 +53,9 @@ func TestScaledAndGameLimit(t *testing.T) {
 	if got.String() != "12.345+0.123" {
 		t.Errorf("written %q", got.String())
 	}
-	if l := tc.GameLimit(); l != 50*time.Second {
-		t.Errorf("limit of 10+0.1 %v, want 50s", l)
-	}
 	tc, _ = ParseTC("40/60")
-	if l := tc.GameLimit(); l != 450*time.Second {
-		t.Errorf("limit of 40/60 %v, want 450s", l)
+	if got := tc.Scaled(0.5).String(); got != "40/30" {
+		t.Errorf("40/60 halved written %q, want 40/30", got)
 	}
 }
 
@@ -190,7 +186,7 @@ func TestPlayFailuresLose(t *testing.T) {
 		{"hang", TimeForfeit},
 		{"illegal", IllegalMove},
 		{"nomove", IllegalMove},
-		{"crash", EngineCrashd},
+		{"crash", EngineCrashed},
 	} {
 		t.Run(tt.misbehave, func(t *testing.T) {
 			t.Parallel()

@@ -99,14 +99,14 @@ func PlayPair(ctx context.Context, newSeat, baseSeat *Seat, fen string, adjudica
 			p.Losses++
 		}
 		switch g.Termination {
-		case EngineCrashd:
+		case EngineCrashed:
 			p.Crashes++
 		case TimeForfeit:
 			p.TimeLosses++
 		}
 		// A side whose engine exited, or did not answer and may be hung, gets a new engine for
 		// the next game.
-		if g.Termination == EngineCrashd || g.Unanswered {
+		if g.Termination == EngineCrashed || g.Unanswered {
 			map[chess.Color]*Seat{chess.White: white, chess.Black: black}[g.Loser].Close()
 		}
 	}

@@ -90,14 +90,3 @@ func (tc TimeControl) String() string {
 	}
 	return s
 }
-
-// GameLimit is how long a game at tc may take, at most, before the worker gives up on it, as
-// fishtest's worker bounds its match runner: three times the base time, two hundred increments,
-// and for a moves/time control the periods of a hundred moves.
-func (tc TimeControl) GameLimit() time.Duration {
-	limit := 3*tc.Base + 200*tc.Inc
-	if tc.Moves > 0 {
-		limit = time.Duration(float64(limit) * 100 / float64(tc.Moves))
-	}
-	return limit
-}
