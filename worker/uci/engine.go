@@ -51,6 +51,32 @@ type Engine struct {
 	lines chan string   // the engine's output, a line at a time; closed at its end
 	exit  chan struct{} // closed once the process has exited
 	once  sync.Once
+	// searching is set when a search was given up on (ErrTimeout, or ctx's end): its bestmove
+	// may still come, and must not be taken for the next search's.
+	searching bool
+}
+
+// settleTimeout bounds the wait for an abandoned search's bestmove.
+const settleTimeout = 5 * time.Second
+
+// settle waits for the bestmove of a search given up on, if there is one: after stop an engine
+// answers at once; one that does not within settleTimeout is ErrTimeout.
+func (e *Engine) settle(ctx context.Context) error {
+	if !e.searching {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	for {
+		line, err := e.next(ctx)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(line, "bestmove") {
+			e.searching = false
+			return nil
+		}
+	}
 }
 
 // Start runs the engine at path and completes the handshake (uci ... uciok) within timeout.
@@ -172,6 +198,9 @@ func (e *Engine) NewGame(ctx context.Context, timeout time.Duration) error {
 func (e *Engine) Ready(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if err := e.settle(ctx); err != nil {
+		return err
+	}
 	if err := e.send("isready"); err != nil {
 		return err
 	}
@@ -240,9 +269,12 @@ type Search struct {
 
 // Go sets the position (a FEN, "startpos" if empty, and the moves played from it, in UCI
 // notation) and searches within limits, waiting for bestmove up to deadline. An engine that
-// misses the deadline is told to stop and the search is ErrTimeout; its late bestmove, if any,
-// is taken in by the next call's Ready, so the engine can go on to the next game.
+// misses the deadline is told to stop and the search is ErrTimeout; its late bestmove is waited
+// for (settle) before the next search or Ready, never taken for another search's answer.
 func (e *Engine) Go(ctx context.Context, fen string, moves []string, limits Limits, deadline time.Duration) (Search, error) {
+	if err := e.settle(ctx); err != nil {
+		return Search{}, err
+	}
 	pos := "position startpos"
 	if fen != "" {
 		pos = "position fen " + fen
@@ -262,10 +294,11 @@ func (e *Engine) Go(ctx context.Context, fen string, moves []string, limits Limi
 	var s Search
 	for {
 		line, err := e.next(ctx)
-		if errors.Is(err, ErrTimeout) {
-			_ = e.send("stop")
-		}
 		if err != nil {
+			if !errors.Is(err, ErrCrashed) {
+				_ = e.send("stop")
+				e.searching = true
+			}
 			return s, err
 		}
 		switch {
@@ -311,8 +344,11 @@ func readInfo(line string, s *Search) {
 // Close asks the engine to quit and, if it has not within a second, kills it.
 func (e *Engine) Close() {
 	e.once.Do(func() {
-		_ = e.send("quit")
-		_ = e.in.Close()
+		// Written aside: an engine that stopped reading must not hold up the kill below.
+		go func() {
+			_ = e.send("quit")
+			_ = e.in.Close()
+		}()
 		select {
 		case <-e.exit:
 		case <-time.After(time.Second):

@@ -174,3 +174,28 @@ func TestBench(t *testing.T) {
 		t.Error("a program that reports nothing gave a bench")
 	}
 }
+
+// A search given up on (its engine answered too late) is never taken for the next one: the
+// late bestmove is waited for and set aside, and the next search answers its own position.
+func TestALateAnswerIsNotTheNextSearchs(t *testing.T) {
+	ctx := context.Background()
+	e := fakeucitest.Start(t, map[string]string{"Misbehave": "slow", "MisbehaveAtPly": "2"})
+	moves := []string{"e2e4", "e7e5"}
+	if _, err := e.Go(ctx, "", moves, uci.Limits{WTime: 500 * time.Millisecond, BTime: 500 * time.Millisecond}, 200*time.Millisecond); !errors.Is(err, uci.ErrTimeout) {
+		t.Fatalf("a search answered after a second: %v, want ErrTimeout at 200 ms", err)
+	}
+	// Black's king alone against a pawn: no move of the game above is legal here.
+	const fen = "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1"
+	s, err := e.Go(ctx, fen, nil, uci.Limits{WTime: time.Second, BTime: time.Second}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := chess.FEN(fen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := chess.NewGame(opt)
+	if err := g.PushNotationMove(s.BestMove, chess.UCINotation{}, nil); err != nil {
+		t.Fatalf("answered %s, not legal in %s: the late answer was taken for this one", s.BestMove, fen)
+	}
+}
