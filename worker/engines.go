@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoal-chess/shoal/worker/match"
@@ -38,19 +39,19 @@ type EngineSource struct {
 	// Concurrency is how many games are played at once (pairs in parallel); zero means 1.
 	Concurrency int
 
-	mu       sync.Mutex
-	prepared string  // the task the bench last ran for, "run/task"
-	factor   float64 // and the factor it gave
-	nps      float64 // the last measured speed, 0 if none
+	mu       sync.Mutex    // held through a task's bench
+	prepared string        // the task the bench last ran for, "run/task"
+	factor   float64       // and the factor it gave
+	nps      atomic.Uint64 // math.Float64bits of the last measured speed; read without mu
 }
 
 // NPS is the last speed the bench measured, in nodes per second and thread (0 if none yet, or
-// if Factor is set): the worker reports it in its worker_info, as fishtest's does.
-func (s *EngineSource) NPS() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.nps
-}
+// if Factor is set): the worker reports it in its worker_info, as fishtest's does. It does not
+// wait for a bench in progress (the heartbeat calls it).
+func (s *EngineSource) NPS() float64 { return math.Float64frombits(s.nps.Load()) }
+
+// benchTimeout bounds a task's benches, as fishtest's worker bounds each.
+const benchTimeout = 10 * time.Minute
 
 // Fishtest's reference speed, and the slowest it lets play (for one game at a time), in nodes
 // per second and thread of the bench at depth 13.
@@ -67,6 +68,8 @@ func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin stri
 	if s.prepared == key {
 		return s.factor, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, benchTimeout)
+	defer cancel()
 	for _, e := range []struct{ bin, signature string }{{newBin, t.Args.NewSignature}, {baseBin, t.Args.BaseSignature}} {
 		if e.signature == "" {
 			continue
@@ -90,7 +93,8 @@ func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin stri
 		if least := minimumNPS / (1 + 3*math.Tanh((concurrency-1)/8)); nps < least {
 			return 0, fmt.Errorf("real games: this machine is too slow to play the task: %.0f nps per thread, %.0f needed", nps, least)
 		}
-		factor, s.nps = referenceNPS/nps, nps
+		factor = referenceNPS / nps
+		s.nps.Store(math.Float64bits(nps))
 	}
 	s.prepared, s.factor = key, factor
 	return factor, nil
@@ -130,6 +134,7 @@ const engineStart = 30 * time.Second
 // Play plays pairs game pairs of t: openings from the run's book from the batch's first pair
 // on, the new engine white in one game of each pair and black in the other.
 func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAParams) (Batch, error) {
+	parent := ctx
 	book, err := match.LoadBook(t.Args.Book, s.Books)
 	if err != nil {
 		return Batch{}, fmt.Errorf("real games: %w", err)
@@ -181,6 +186,9 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	tags := map[string]string{"Event": fmt.Sprintf("Batch %d: %s vs %s", t.TaskID, t.Args.NewTag, t.Args.BaseTag),
 		"Site": "tests/view/" + t.RunID, "RunTimeControl": t.Args.TC}
 
+	// The first slot that fails stops the others: the batch is lost anyway.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	slots := min(max(s.Concurrency, 1), pairs)
 	results := make([]match.Pair, pairs)
 	errs := make([]error, slots)
@@ -201,6 +209,7 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 				p, err := match.PlayPair(ctx, newSeat, baseSeat, fen, adjudicate, tags)
 				if err != nil {
 					errs[slot] = err
+					cancel()
 					return
 				}
 				results[i] = p
@@ -209,8 +218,8 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		if ctx.Err() != nil {
-			return Batch{}, ctx.Err()
+		if parent.Err() != nil {
+			return Batch{}, parent.Err()
 		}
 		return Batch{}, fmt.Errorf("real games: %w", err)
 	}

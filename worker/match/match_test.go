@@ -28,14 +28,13 @@ func TestParseTC(t *testing.T) {
 		{"60+0.6", TimeControl{Base: time.Minute, Inc: 600 * time.Millisecond}},
 		{"40/60", TimeControl{Moves: 40, Base: time.Minute}},
 		{"1:30+1", TimeControl{Base: 90 * time.Second, Inc: time.Second}},
-		{"0+1", TimeControl{Inc: time.Second}},
 	} {
 		got, err := ParseTC(tt.in)
 		if err != nil || got != tt.want {
 			t.Errorf("ParseTC(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
 	}
-	for _, bad := range []string{"", "abc", "10+", "-1", "0", "0/10", "x/10+1", "1:x", "NaN"} {
+	for _, bad := range []string{"", "abc", "10+", "-1", "0", "0+1", "0/10", "x/10+1", "1:x", "NaN"} {
 		if got, err := ParseTC(bad); err == nil {
 			t.Errorf("ParseTC(%q) = %+v, want an error", bad, got)
 		}

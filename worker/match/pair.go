@@ -24,24 +24,31 @@ type Seat struct {
 	engine *uci.Engine
 }
 
-// player is the seat's engine, started if need be and told a new game begins.
+// player is the seat's engine, started if need be and told a new game begins. An engine that
+// is not ready (it may have died a moment ago, before its exit was seen) is started afresh,
+// once.
 func (s *Seat) player(ctx context.Context) (Player, error) {
-	if s.engine != nil && s.engine.Exited() {
-		s.engine.Close()
-		s.engine = nil
-	}
-	if s.engine == nil {
-		e, err := s.Start(ctx)
-		if err != nil {
-			return Player{}, fmt.Errorf("start %s: %w", s.Name, err)
+	var err error
+	for range 2 {
+		if s.engine != nil && s.engine.Exited() {
+			s.Close()
 		}
-		s.engine = e
+		if s.engine == nil {
+			e, err := s.Start(ctx)
+			if err != nil {
+				return Player{}, fmt.Errorf("start %s: %w", s.Name, err)
+			}
+			s.engine = e
+		}
+		if err = s.engine.NewGame(ctx, readyTimeout); err == nil {
+			return Player{Name: s.Name, Engine: s.engine, TC: s.TC}, nil
+		}
+		s.Close()
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if err := s.engine.NewGame(ctx, readyTimeout); err != nil {
-		s.Close() // not ready: the next game starts it afresh
-		return Player{}, fmt.Errorf("%s not ready for a new game: %w", s.Name, err)
-	}
-	return Player{Name: s.Name, Engine: s.engine, TC: s.TC}, nil
+	return Player{}, fmt.Errorf("%s not ready for a new game: %w", s.Name, err)
 }
 
 // Close stops the seat's engine.

@@ -55,8 +55,9 @@ func ParseTC(s string) (TimeControl, error) {
 		}
 		tc.Base = v
 	}
-	if tc.Base <= 0 && tc.Inc <= 0 {
-		return tc, fmt.Errorf("time control %q: no time", s)
+	if tc.Base <= 0 {
+		// A clock that starts at zero loses on time at the first move, whatever the increment.
+		return tc, fmt.Errorf("time control %q: no base time", s)
 	}
 	return tc, nil
 }
