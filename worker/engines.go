@@ -22,11 +22,11 @@ import (
 // no builds, no downloads. A run's engine is the binary in Engines named by its tag (new_tag,
 // base_tag) or its resolved commit, else Engine for both sides.
 //
-// Before a task's first batch it runs the engines' bench, as fishtest's worker does: a run that
-// names an engine's signature (new_signature, base_signature: the bench's nodes) must get that
-// engine, or the run is stopped; and unless Factor is set, the bench measures this machine's
-// speed, which scales the run's time control. An SPSA batch sets its perturbed parameters as
-// options of each side.
+// Before a task's first batch it reads the run's book and runs the engines' bench, as fishtest's
+// worker does: a run that names an engine's signature (new_signature, base_signature: the
+// bench's nodes) must get that engine, or the run is stopped; and unless Factor is set, the
+// bench measures this machine's speed, which scales the run's time control. An SPSA batch sets
+// its perturbed parameters as options of each side.
 type EngineSource struct {
 	// Engine is the binary both sides run when Engines has none for them.
 	Engine string
@@ -39,10 +39,17 @@ type EngineSource struct {
 	// Concurrency is how many games are played at once (pairs in parallel); zero means 1.
 	Concurrency int
 
-	mu       sync.Mutex    // held through a task's bench
-	prepared string        // the task the bench last ran for, "run/task"
-	factor   float64       // and the factor it gave
+	mu       sync.Mutex    // held through a task's preparation
+	prepared taskSetup     // the last task's
 	nps      atomic.Uint64 // math.Float64bits of the last measured speed; read without mu
+}
+
+// taskSetup is what a task's batches share, made once before its first: its book and the
+// factor its time controls are scaled by.
+type taskSetup struct {
+	key    string // "run/task"
+	book   match.Book
+	factor float64
 }
 
 // NPS is the last speed the bench measured, in nodes per second and thread (0 if none yet, or
@@ -60,13 +67,18 @@ const (
 	minimumNPS   = 180_000
 )
 
-// prepare runs the bench for t once: each engine's signature, and this machine's speed.
-func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin string, threads int) (float64, error) {
+// prepare makes t's setup once, before its first batch: its book read, each engine's signature
+// checked and this machine's speed measured by the bench.
+func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin string, threads int) (taskSetup, error) {
 	key := fmt.Sprintf("%s/%d", t.RunID, t.TaskID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.prepared == key {
-		return s.factor, nil
+	if s.prepared.key == key {
+		return s.prepared, nil
+	}
+	book, err := match.LoadBook(t.Args.Book, s.Books)
+	if err != nil {
+		return taskSetup{}, fmt.Errorf("real games: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, benchTimeout)
 	defer cancel()
@@ -76,10 +88,10 @@ func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin stri
 		}
 		b, err := uci.Bench(ctx, e.bin, 16, 1, 13)
 		if err != nil {
-			return 0, fmt.Errorf("real games: %w", err)
+			return taskSetup{}, fmt.Errorf("real games: %w", err)
 		}
 		if strconv.FormatInt(b.Nodes, 10) != strings.TrimSpace(e.signature) {
-			return 0, &RunError{Message: fmt.Sprintf("Wrong bench in %s, user expected: %s but worker got: %d",
+			return taskSetup{}, &RunError{Message: fmt.Sprintf("Wrong bench in %s, user expected: %s but worker got: %d",
 				filepath.Base(e.bin), e.signature, b.Nodes)}
 		}
 	}
@@ -87,17 +99,17 @@ func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin stri
 	if factor <= 0 {
 		nps, err := measureNPS(ctx, baseBin, max(s.Concurrency, 1), threads)
 		if err != nil {
-			return 0, fmt.Errorf("real games: %w", err)
+			return taskSetup{}, fmt.Errorf("real games: %w", err)
 		}
 		concurrency := float64(max(s.Concurrency, 1))
 		if least := minimumNPS / (1 + 3*math.Tanh((concurrency-1)/8)); nps < least {
-			return 0, fmt.Errorf("real games: this machine is too slow to play the task: %.0f nps per thread, %.0f needed", nps, least)
+			return taskSetup{}, fmt.Errorf("real games: this machine is too slow to play the task: %.0f nps per thread, %.0f needed", nps, least)
 		}
 		factor = referenceNPS / nps
 		s.nps.Store(math.Float64bits(nps))
 	}
-	s.prepared, s.factor = key, factor
-	return factor, nil
+	s.prepared = taskSetup{key: key, book: book, factor: factor}
+	return s.prepared, nil
 }
 
 // measureNPS is the bench's speed as fishtest's worker measures it: a warm-up at depth 11, then
@@ -134,11 +146,6 @@ const engineStart = 30 * time.Second
 // Play plays pairs game pairs of t: openings from the run's book from the batch's first pair
 // on, the new engine white in one game of each pair and black in the other.
 func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAParams) (Batch, error) {
-	parent := ctx
-	book, err := match.LoadBook(t.Args.Book, s.Books)
-	if err != nil {
-		return Batch{}, fmt.Errorf("real games: %w", err)
-	}
 	baseTC, err := match.ParseTC(t.Args.TC)
 	if err != nil {
 		return Batch{}, &RunError{Message: fmt.Sprintf("real games: %v", err)}
@@ -157,11 +164,11 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	if err != nil {
 		return Batch{}, err
 	}
-	factor, err := s.prepare(ctx, t, newBin, baseBin, max(t.Args.Threads, 1))
+	setup, err := s.prepare(ctx, t, newBin, baseBin, max(t.Args.Threads, 1))
 	if err != nil {
 		return Batch{}, err
 	}
-	baseTC, newTC = baseTC.Scaled(factor), newTC.Scaled(factor)
+	baseTC, newTC = baseTC.Scaled(setup.factor), newTC.Scaled(setup.factor)
 	newOpts, err := engineOptions(t.Args.NewOptions, t.Args.Threads)
 	if err != nil {
 		return Batch{}, &RunError{Message: "real games: new_options: " + err.Error()}
@@ -187,7 +194,7 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 		"Site": "tests/view/" + t.RunID, "RunTimeControl": t.Args.TC}
 
 	// The first slot that fails stops the others: the batch is lost anyway.
-	ctx, cancel := context.WithCancel(ctx)
+	pairsCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := min(max(s.Concurrency, 1), pairs)
 	results := make([]match.Pair, pairs)
@@ -205,8 +212,8 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 			defer newSeat.Close()
 			defer baseSeat.Close()
 			for i := range next {
-				fen := book.Opening(t.RunID, t.Start/2+i)
-				p, err := match.PlayPair(ctx, newSeat, baseSeat, fen, adjudicate, tags)
+				fen := setup.book.Opening(t.RunID, t.Start/2+i)
+				p, err := match.PlayPair(pairsCtx, newSeat, baseSeat, fen, adjudicate, tags)
 				if err != nil {
 					errs[slot] = err
 					cancel()
@@ -218,8 +225,8 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		if parent.Err() != nil {
-			return Batch{}, parent.Err()
+		if ctx.Err() != nil {
+			return Batch{}, ctx.Err()
 		}
 		return Batch{}, fmt.Errorf("real games: %w", err)
 	}

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -49,8 +48,8 @@ func BenchmarkStockfishGames(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, pgn := range strings.Split(batch.PGN, "[Event ")[1:] {
-			g, err := match.ParsePGN("[Event " + pgn)
+		for _, pgn := range match.SplitPGN(batch.PGN) {
+			g, err := match.ParsePGN(pgn)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -130,10 +130,7 @@ func TestEngineSourceWithStockfish(t *testing.T) {
 	if s.Wins+s.Losses+s.Draws != 2 || s.Crashes != 0 || s.TimeLosses != 0 {
 		t.Fatalf("stats %+v: want two games, none lost to a crash or on time", s)
 	}
-	var games []string
-	for _, g := range strings.Split(b.PGN, "[Event ")[1:] {
-		games = append(games, "[Event "+g)
-	}
+	games := match.SplitPGN(b.PGN)
 	if len(games) != 2 {
 		t.Fatalf("%d games in the PGN, want 2:\n%s", len(games), b.PGN)
 	}

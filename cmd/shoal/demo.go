@@ -273,15 +273,7 @@ func runDemo(ctx context.Context, inst *instance, cfg Config, workers int, elo, 
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	s := e.Args.SPRT
-	verdict := map[string]string{"accepted": "ACCEPTED", "rejected": "REJECTED"}[s.State]
-	if verdict == "" {
-		verdict = "NOT DECIDED (" + rep.StoppedBecause + ")"
-	}
-	games := e.Results.Wins + e.Results.Losses + e.Results.Draws
-	fmt.Fprintf(stdout, "\nRun %s: %s after %.0f s\n", id, verdict, rep.ElapsedSeconds)
-	fmt.Fprintf(stdout, "  LLR %.2f (%.2f, %.2f) [%g, %g]\n", s.LLR, s.LowerBound, s.UpperBound, s.Elo0, s.Elo1)
-	fmt.Fprintf(stdout, "  Games %d: W %d, L %d, D %d; pentanomial %v\n", games, e.Results.Wins, e.Results.Losses, e.Results.Draws, e.Results.Pentanomial)
+	verdict := printVerdict(stdout, id, e, rep.StoppedBecause, rep.ElapsedSeconds)
 	fmt.Fprintf(stdout, "  Elo %+.2f [%+.2f, %+.2f] (LOS %.1f%%); the simulated truth is %+.1f\n",
 		e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1], 100*e.Elo.LOS, elo)
 	upd := rep.Endpoints["update_task"]
@@ -300,4 +292,19 @@ func runDemo(ctx context.Context, inst *instance, cfg Config, workers int, elo, 
 		return errors.New("demo: exactly-once check failed")
 	}
 	return nil
+}
+
+// printVerdict writes a demo's result: the SPRT's verdict after elapsed seconds (NOT DECIDED,
+// because of why, if the test was not), its LLR, and the games. It returns the verdict.
+func printVerdict(stdout io.Writer, id string, e *eloReply, why string, elapsed float64) string {
+	s := e.Args.SPRT
+	verdict := map[string]string{"accepted": "ACCEPTED", "rejected": "REJECTED"}[s.State]
+	if verdict == "" {
+		verdict = "NOT DECIDED (" + why + ")"
+	}
+	r := e.Results
+	fmt.Fprintf(stdout, "\nRun %s: %s after %.0f s\n", id, verdict, elapsed)
+	fmt.Fprintf(stdout, "  LLR %.2f (%.2f, %.2f) [%g, %g]\n", s.LLR, s.LowerBound, s.UpperBound, s.Elo0, s.Elo1)
+	fmt.Fprintf(stdout, "  Games %d: W %d, L %d, D %d; pentanomial %v\n", r.Wins+r.Losses+r.Draws, r.Wins, r.Losses, r.Draws, r.Pentanomial)
+	return verdict
 }

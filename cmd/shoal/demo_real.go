@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -130,15 +129,7 @@ func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writ
 	}
 	stopWorkers()
 
-	s := e.Args.SPRT
-	verdict := map[string]string{"accepted": "ACCEPTED", "rejected": "REJECTED"}[s.State]
-	if verdict == "" {
-		verdict = "NOT DECIDED (out of time)"
-	}
-	games := e.Results.Wins + e.Results.Losses + e.Results.Draws
-	fmt.Fprintf(stdout, "\nRun %s: %s after %.0f s\n", id, verdict, time.Since(start).Seconds())
-	fmt.Fprintf(stdout, "  LLR %.2f (%.2f, %.2f) [%g, %g]\n", s.LLR, s.LowerBound, s.UpperBound, s.Elo0, s.Elo1)
-	fmt.Fprintf(stdout, "  Games %d: W %d, L %d, D %d; pentanomial %v\n", games, e.Results.Wins, e.Results.Losses, e.Results.Draws, e.Results.Pentanomial)
+	verdict := printVerdict(stdout, id, e, "out of time", time.Since(start).Seconds())
 	fmt.Fprintf(stdout, "  Elo %+.2f [%+.2f, %+.2f] (LOS %.1f%%)\n", e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1], 100*e.Elo.LOS)
 	pgns, err := checkRunPGNs(ctx, base, id, req.NewTag)
 	if err != nil {
@@ -197,8 +188,8 @@ func checkRunPGNs(ctx context.Context, base, id, newTag string) (pgnTally, error
 	if err != nil {
 		return t, err
 	}
-	for i, pgn := range strings.Split(string(text), "[Event ")[1:] {
-		g, err := match.ParsePGN("[Event " + pgn)
+	for i, pgn := range match.SplitPGN(string(text)) {
+		g, err := match.ParsePGN(pgn)
 		if err != nil {
 			return t, fmt.Errorf("game %d: %w", i+1, err)
 		}

@@ -121,12 +121,12 @@ func TestWorkerCmdPlaysRealGames(t *testing.T) {
 	if s.Wins+s.Losses+s.Draws != 4 || penta != 2 || s.Wins <= s.Losses {
 		t.Errorf("final stats %+v: want 4 games in 2 pairs, won by the engine at Skill 20", s)
 	}
-	games := strings.Split(api.pgn, "[Event ")[1:]
+	games := match.SplitPGN(api.pgn)
 	if len(games) != 4 {
 		t.Fatalf("the upload holds %d games, want 4:\n%s", len(games), api.pgn)
 	}
 	for i, g := range games {
-		if _, err := match.ParsePGN("[Event " + g); err != nil {
+		if _, err := match.ParsePGN(g); err != nil {
 			t.Errorf("game %d does not replay: %v", i+1, err)
 		}
 	}

@@ -264,33 +264,42 @@ type runState struct {
 
 // getRun reads a run through the read API.
 func getRun(ctx context.Context, client *http.Client, base, id string) (*runState, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/get_run/"+url.PathEscape(id), nil)
-	if err != nil {
+	var rs runState
+	if err := getJSON(ctx, client, base+"/api/get_run/"+url.PathEscape(id), "get run "+id, &rs); err != nil {
 		return nil, err
+	}
+	return &rs, nil
+}
+
+// getJSON decodes the JSON at u into v; what names the read in errors, which carry the
+// server's "error" when it gave one.
+func getJSON(ctx context.Context, client *http.Client, u, what string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("get run %s: %s: %s", id, resp.Status, e.Error)
+			return fmt.Errorf("%s: %s: %s", what, resp.Status, e.Error)
 		}
-		return nil, fmt.Errorf("get run %s: %s", id, resp.Status)
+		return fmt.Errorf("%s: %s", what, resp.Status)
 	}
-	var rs runState
-	if err := json.Unmarshal(body, &rs); err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return &rs, nil
+	return nil
 }
 
 // findMismatches reads run's tasks one by one (GET /api/get_task) and returns the first that the
@@ -322,19 +331,8 @@ func getTaskStats(ctx context.Context, client *http.Client, base, run string, ta
 	var t struct {
 		Stats protocol.Stats `json:"stats"`
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/get_task/%s/%d", base, url.PathEscape(run), task), nil)
-	if err != nil {
-		return t.Stats, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return t.Stats, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return t.Stats, fmt.Errorf("get task %s/%d: %s", run, task, resp.Status)
-	}
-	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&t)
+	err := getJSON(ctx, client, fmt.Sprintf("%s/api/get_task/%s/%d", base, url.PathEscape(run), task),
+		fmt.Sprintf("get task %s/%d", run, task), &t)
 	return t.Stats, err
 }
 

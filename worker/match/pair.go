@@ -114,7 +114,11 @@ func PlayPair(ctx context.Context, newSeat, baseSeat *Seat, fen string, adjudica
 		// A side whose engine exited, or did not answer and may be hung, gets a new engine for
 		// the next game.
 		if g.Termination == EngineCrashed || g.Unanswered {
-			map[chess.Color]*Seat{chess.White: white, chess.Black: black}[g.Loser].Close()
+			if g.Loser == chess.White {
+				white.Close()
+			} else {
+				black.Close()
+			}
 		}
 	}
 	return p, nil

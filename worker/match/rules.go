@@ -37,3 +37,13 @@ func ParsePGN(pgn string) (*chess.Game, error) {
 	}
 	return chess.NewGame(opt), nil
 }
+
+// SplitPGN splits a text of several games, each starting with its Event tag (as the worker
+// writes them and the server serves a run's), into one text a game.
+func SplitPGN(text string) []string {
+	var games []string
+	for _, g := range strings.Split(text, "[Event ")[1:] {
+		games = append(games, "[Event "+g)
+	}
+	return games
+}

@@ -77,17 +77,25 @@ func TestGoFromAFEN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := replay(t, fen, "e2e4", s.BestMove); err != nil {
+		t.Fatalf("answered %s, not legal after e2e4 in %s: %v", s.BestMove, fen, err)
+	}
+}
+
+// replay plays moves (UCI notation) from fen and returns why one is not legal, if one is not.
+func replay(t *testing.T, fen string, moves ...string) error {
+	t.Helper()
 	opt, err := chess.FEN(fen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := chess.NewGame(opt)
-	if err := g.PushNotationMove("e2e4", chess.UCINotation{}, nil); err != nil {
-		t.Fatal(err)
+	for _, m := range moves {
+		if err := g.PushNotationMove(m, chess.UCINotation{}, nil); err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
 	}
-	if err := g.PushNotationMove(s.BestMove, chess.UCINotation{}, nil); err != nil {
-		t.Fatalf("answered %s, not legal in %s", s.BestMove, g.FEN())
-	}
+	return nil
 }
 
 // Misbehaving engines are told apart: one that exits is ErrCrashed, one that does not answer in
@@ -190,12 +198,7 @@ func TestALateAnswerIsNotTheNextSearchs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, err := chess.FEN(fen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := chess.NewGame(opt)
-	if err := g.PushNotationMove(s.BestMove, chess.UCINotation{}, nil); err != nil {
+	if err := replay(t, fen, s.BestMove); err != nil {
 		t.Fatalf("answered %s, not legal in %s: the late answer was taken for this one", s.BestMove, fen)
 	}
 }
