@@ -43,6 +43,10 @@ type Options struct {
 	// for this OS user's other processes ("127.0.0.1:0" picks a free port); it always listens
 	// on a Unix socket in the data directory.
 	EmbeddedAddr string
+	// EmbeddedCommand, if set, runs the embedded database as a child process: this program and
+	// its arguments (cmd/shoal gives itself with "db"), with --data and --addr appended. Empty:
+	// the database runs in this process. See embedded_process.go for why a server wants it.
+	EmbeddedCommand []string
 	// Database is the database name; empty means DefaultDatabase.
 	Database string
 	// Logger receives the database's log lines; nil means slog.Default().
@@ -59,7 +63,7 @@ type Options struct {
 type DB struct {
 	client   *mongo.Client
 	db       *mongo.Database
-	embedded *Embedded
+	embedded embeddedServer
 	ferret   bool // the server is FerretDB: Shoal's embedded database, here or reached by URI
 	uri      string
 	logger   *slog.Logger
@@ -88,7 +92,13 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	d := &DB{logger: logger, uri: opts.URI, metrics: opts.Metrics}
 	if opts.URI == "" {
-		e, err := StartEmbedded(opts.DataDir, opts.EmbeddedAddr, logger)
+		var e embeddedServer
+		var err error
+		if len(opts.EmbeddedCommand) > 0 {
+			e, err = startEmbeddedProcess(opts.EmbeddedCommand, opts.DataDir, opts.EmbeddedAddr, logger)
+		} else {
+			e, err = StartEmbedded(opts.DataDir, opts.EmbeddedAddr, logger)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -166,8 +176,12 @@ func isFerretDB(ctx context.Context, client *mongo.Client) (bool, error) {
 // Describe says in a few words which database is in use, for the start-up log.
 func (d *DB) Describe() string {
 	if d.embedded != nil {
-		return fmt.Sprintf("embedded database (FerretDB, SQLite) in %s at %s, database %q",
-			d.embedded.dir, d.uri, d.db.Name())
+		where := "this process"
+		if p, ok := d.embedded.(*embeddedProcess); ok {
+			where = fmt.Sprintf("process %d", p.proc.Pid)
+		}
+		return fmt.Sprintf("embedded database (FerretDB, SQLite; %s) in %s at %s, database %q",
+			where, d.embedded.Dir(), d.uri, d.db.Name())
 	}
 	if d.ferret {
 		return fmt.Sprintf("FerretDB (shoal db, or another Shoal's embedded database) at %s, database %q",
@@ -188,6 +202,25 @@ func (d *DB) SharedURI() string {
 		return ""
 	}
 	return d.embedded.SharedURI()
+}
+
+// embeddedServer is the embedded database as this DB runs it: in this process (*Embedded) or as
+// a child process (*embeddedProcess).
+type embeddedServer interface {
+	Dir() string
+	URI() string
+	SharedURI() string
+	Close()
+}
+
+// Lost delivers an error if the embedded database's own process exits while the DB is open: the
+// server has lost its database. It never delivers for a database in this process or reached by
+// URI.
+func (d *DB) Lost() <-chan error {
+	if p, ok := d.embedded.(*embeddedProcess); ok {
+		return p.Lost()
+	}
+	return nil
 }
 
 // Embedded reports whether this DB started the embedded database.

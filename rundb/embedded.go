@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
@@ -65,12 +66,39 @@ const maxSocketPath = 107
 // ErrDatabaseInUse (naming the pid) when another process holds dataDir, and ErrNotLoopback
 // when addr is not a loopback address.
 func StartEmbedded(dataDir, addr string, logger *slog.Logger) (*Embedded, error) {
-	if logger == nil {
-		logger = slog.Default()
+	abs, err := prepareDataDir(dataDir, addr)
+	if err != nil {
+		return nil, err
 	}
+	lock, err := lockDataDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	e, err := startEmbedded(abs, addr, lock, logger)
+	if err != nil {
+		unlockDataDir(lock)
+	}
+	return e, err
+}
+
+// StartEmbeddedLocked is StartEmbedded in a process whose parent locked dataDir and handed it
+// the lock file (the embedded database as a child process, startEmbeddedProcess): it takes no
+// lock of its own, and keeps lock open while it runs, so that the lock outlives whichever of
+// the two processes dies first. Close releases it.
+func StartEmbeddedLocked(dataDir, addr string, lock *os.File, logger *slog.Logger) (*Embedded, error) {
+	abs, err := prepareDataDir(dataDir, addr)
+	if err != nil {
+		return nil, err
+	}
+	return startEmbedded(abs, addr, lock, logger)
+}
+
+// prepareDataDir checks addr, and creates dataDir ("data" if empty) and its private database
+// directory; it returns dataDir as an absolute path.
+func prepareDataDir(dataDir, addr string) (string, error) {
 	if addr != "" {
 		if err := checkLoopback(addr); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
 	if dataDir == "" {
@@ -78,26 +106,25 @@ func StartEmbedded(dataDir, addr string, logger *slog.Logger) (*Embedded, error)
 	}
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
-		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
+		return "", fmt.Errorf("data directory %s: %w", dataDir, err)
 	}
 	dbDir := filepath.Join(abs, "db")
 	if err := os.MkdirAll(dbDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+		return "", fmt.Errorf("create data directory: %w", err)
 	}
 	// Older versions made it 0750: the socket and the files are this user's alone.
 	if err := os.Chmod(dbDir, 0o700); err != nil {
-		return nil, fmt.Errorf("make %s private: %w", dbDir, err)
+		return "", fmt.Errorf("make %s private: %w", dbDir, err)
 	}
-	lock, err := lockDataDir(abs)
-	if err != nil {
-		return nil, err
+	return abs, nil
+}
+
+// startEmbedded starts FerretDB on the locked data directory abs.
+func startEmbedded(abs, addr string, lock *os.File, logger *slog.Logger) (*Embedded, error) {
+	if logger == nil {
+		logger = slog.Default()
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			unlockDataDir(lock)
-		}
-	}()
+	dbDir := filepath.Join(abs, "db")
 	sock := filepath.Join(dbDir, socketName)
 	if len(sock) > maxSocketPath {
 		// A deep data directory: the socket goes to a private directory of its own.
@@ -137,7 +164,6 @@ func StartEmbedded(dataDir, addr string, logger *slog.Logger) (*Embedded, error)
 		}
 		e.front, e.tcpURI = front, "mongodb://"+front.addr()+"/"
 	}
-	ok = true
 	return e, nil
 }
 
@@ -184,26 +210,49 @@ func checkLoopback(addr string) error {
 }
 
 // lockDataDir takes an exclusive, non-blocking flock on dir's lock file. The kernel releases it
-// when the process dies, so a crashed server never leaves a stale lock behind.
+// when the process dies, so a crashed server never leaves a stale lock behind. When the server
+// that wrote its pid there is gone but the lock is still held, its database's process is dying
+// with it (startEmbeddedProcess): the lock is waited for, up to lockHandoverLimit.
 func lockDataDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
-		_ = f.Close()
-		holder := strings.TrimSpace(string(b))
-		if _, perr := strconv.Atoi(holder); perr != nil || holder == "" {
-			holder = "unknown"
+	deadline := time.Now().Add(lockHandoverLimit)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
 		}
+		b, _ := os.ReadFile(path)
+		holder := strings.TrimSpace(string(b))
+		pid, perr := strconv.Atoi(holder)
+		if perr != nil || holder == "" {
+			holder = "unknown"
+		} else if !processAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(lockHandoverPoll)
+			continue
+		}
+		_ = f.Close()
 		return nil, fmt.Errorf("%w: %s is locked by pid %s", ErrDatabaseInUse, dir, holder)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// How long, and how often, lockDataDir waits for the database process of a dead server to exit.
+const (
+	lockHandoverLimit = 10 * time.Second
+	lockHandoverPoll  = 20 * time.Millisecond
+)
+
+// processAlive reports whether a process with this pid exists (of any user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func unlockDataDir(f *os.File) {

@@ -40,7 +40,7 @@ func (e *Embedded) IndexIDLookups(ctx context.Context) error {
 	}
 	var errs []error
 	for _, f := range files {
-		if err := e.indexIDLookups(ctx, strings.TrimSuffix(filepath.Base(f), sqliteExt)); err != nil {
+		if err := indexIDLookups(ctx, e.dir, strings.TrimSuffix(filepath.Base(f), sqliteExt)); err != nil {
 			if _, statErr := os.Stat(f); errors.Is(statErr, fs.ErrNotExist) {
 				continue // dropped meanwhile
 			}
@@ -53,10 +53,12 @@ func (e *Embedded) IndexIDLookups(ctx context.Context) error {
 // sqliteExt ends the name of each database's file (FerretDB's SQLite backend names it so).
 const sqliteExt = ".sqlite"
 
-// indexIDLookups creates the _id lookup index on every collection of database that lacks it.
-// It is idempotent; collections created afterwards get theirs on the next call.
-func (e *Embedded) indexIDLookups(ctx context.Context, database string) error {
-	conn, err := e.sqlite(database)
+// indexIDLookups creates the _id lookup index on every collection of database, in the embedded
+// database of data directory dir, that lacks it. It is idempotent; collections created
+// afterwards get theirs on the next call. SQLite's locking lets it run beside FerretDB, in this
+// process or another.
+func indexIDLookups(ctx context.Context, dir, database string) error {
+	conn, err := openSQLite(dir, database)
 	if err != nil {
 		return err
 	}
@@ -91,11 +93,11 @@ func (e *Embedded) indexIDLookups(ctx context.Context, database string) error {
 	return nil
 }
 
-// sqlite opens a connection of our own to database's SQLite file, next to FerretDB's: the file
+// openSQLite opens a connection of our own to database's SQLite file, next to FerretDB's: the file
 // is in WAL mode, and a busy timeout waits out FerretDB's writes. It never creates the file
 // (mode=rw): a database FerretDB dropped must stay dropped.
-func (e *Embedded) sqlite(database string) (*sql.DB, error) {
-	path := filepath.Join(e.dir, "db", database+sqliteExt)
+func openSQLite(dir, database string) (*sql.DB, error) {
+	path := filepath.Join(dir, "db", database+sqliteExt)
 	conn, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)

@@ -2,9 +2,16 @@ package rundb
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // countingHandler counts the WithAttrs calls that reach it.
@@ -51,5 +58,65 @@ func TestLevelFloorAppliesAttributesOnlyToRecordsItPasses(t *testing.T) {
 	}
 	if strings.Contains(got, "xxxx") {
 		t.Errorf("the error record carries attributes of other loggers: %.200q", got)
+	}
+}
+
+// A server killed with its database's process still exiting leaves the lock held a moment by a
+// process that is not the one named in the lock file: the next server waits for it. A live
+// holder is refused at once.
+func TestLockDataDirWaitsForADeadServersDatabase(t *testing.T) {
+	dir := t.TempDir()
+	held, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lock file names this (live) process: refused at once.
+	start := time.Now()
+	if _, err := lockDataDir(dir); !errors.Is(err, ErrDatabaseInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("lock held by a live process: %v", err)
+	}
+	if waited := time.Since(start); waited > lockHandoverLimit/2 {
+		t.Errorf("refusing a live holder took %v", waited)
+	}
+
+	// The file names a process that has exited, while the lock is still held (by its child).
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, lockFileName), []byte(strconv.Itoa(gone.Process.Pid)+"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = syscall.Flock(int(held.Fd()), syscall.LOCK_UN)
+		_ = held.Close()
+		close(released)
+	}()
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("lock left by a dead server's exiting database: %v", err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Error("locked before the holder released it")
+	}
+	unlockDataDir(lock)
+}
+
+// The child database's JSON records are logged as the server's own, at their level; anything
+// else it prints is logged as it came.
+func TestLogChildLine(t *testing.T) {
+	var out bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logChildLine(logger, `{"time":"2026-01-01T00:00:00Z","level":"WARN","msg":"index _id lookups","err":"disk full"}`)
+	logChildLine(logger, `panic: boom`)
+	got := out.String()
+	for _, want := range []string{`level=WARN msg="index _id lookups" component=db err="disk full"`, `level=INFO msg="embedded database" output="panic: boom"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
 	}
 }

@@ -157,7 +157,7 @@ func (d *DB) EnsureIndexes(ctx context.Context) (IndexReport, error) {
 				return rep, fmt.Errorf("create collection %s: %w", ix.coll, err)
 			}
 		}
-		if err := d.embedded.indexIDLookups(ctx, d.db.Name()); err != nil {
+		if err := indexIDLookups(ctx, d.embedded.Dir(), d.db.Name()); err != nil {
 			return rep, err
 		}
 	}

@@ -586,6 +586,33 @@ func readProc(pid int) (procUsage, error) {
 	return u, nil
 }
 
+// readServer is readProc of the server's process and its children, summed: the embedded
+// database runs as a child process of the server (embedded_db_process), and its CPU and memory
+// are the server's.
+func readServer(pid int) (procUsage, error) {
+	u, err := readProc(pid)
+	if err != nil {
+		return u, err
+	}
+	// Each thread lists the children it started.
+	lists, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, l := range lists {
+		b, _ := os.ReadFile(l)
+		for _, f := range strings.Fields(string(b)) {
+			child, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			if c, err := readProc(child); err == nil { // a child may have exited meanwhile
+				u.CPUSeconds += c.CPUSeconds
+				u.RSSMiB += c.RSSMiB
+				u.HWMMiB += c.HWMMiB
+			}
+		}
+	}
+	return u, nil
+}
+
 // procWindow is what watchProc saw of a process over a window: the cores it used (CPU seconds
 // per wall second) and its peak resident memory over samples taken every half second, if any
 // sample was taken.
@@ -611,7 +638,7 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 			return
 		case <-time.After(from):
 		}
-		first, err := readProc(pid)
+		first, err := readServer(pid)
 		if err != nil {
 			return
 		}
@@ -620,7 +647,7 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 		defer tick.Stop()
 		last := first
 		for time.Since(start) < until {
-			if u, err := readProc(pid); err == nil {
+			if u, err := readServer(pid); err == nil {
 				last = u
 				w.peakRSS = max(w.peakRSS, u.RSSMiB)
 				w.sampled = true
@@ -923,7 +950,7 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	if _, err := s.submitRuns(ctx, set.Runs); err != nil {
 		return err
 	}
-	before, err := readProc(s.cmd.Process.Pid)
+	before, err := readServer(s.cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -946,7 +973,7 @@ func benchSteady(ctx context.Context, set benchSettings, sc *scenarioReport, std
 	if err != nil {
 		return err
 	}
-	after, err := readProc(s.cmd.Process.Pid)
+	after, err := readServer(s.cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -1173,7 +1200,7 @@ func stormOnce(ctx context.Context, set benchSettings, w int, stderr io.Writer) 
 	if _, err := s.submitRuns(ctx, max(1, min(set.Runs, 10))); err != nil {
 		return nil, err
 	}
-	before, err := readProc(s.cmd.Process.Pid)
+	before, err := readServer(s.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
 	}
@@ -1210,7 +1237,7 @@ poll:
 		m, err := scrapeMetrics(ctx, s.base)
 		if err == nil && metricSum(m, "shoal_scheduler_tasks_assigned_total") >= 0.99*float64(w) {
 			res.arrival = time.Since(start)
-			srv, serr := readProc(s.cmd.Process.Pid)
+			srv, serr := readServer(s.cmd.Process.Pid)
 			fl, ferr := readProc(os.Getpid())
 			if serr == nil && ferr == nil {
 				res.serverCores = (srv.CPUSeconds - before.CPUSeconds) / res.arrival.Seconds()
@@ -1234,7 +1261,7 @@ poll:
 			res.serverP99MS = q * 1000
 		}
 	}
-	after, err := readProc(s.cmd.Process.Pid)
+	after, err := readServer(s.cmd.Process.Pid)
 	res.profile, res.fleetProfile = <-profiled, <-fleetProfiled
 	if runErr != nil {
 		return nil, runErr

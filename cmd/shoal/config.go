@@ -45,6 +45,9 @@ type Config struct {
 	// other processes of the same operating-system user (secondaries); empty: only its Unix
 	// socket in the data directory. Port 0 picks any free port.
 	EmbeddedDBAddr string
+	// EmbeddedDBProcess runs the embedded database as a child process (`shoal db`) instead of
+	// inside the server, so that its long writes do not hold up the server's handlers.
+	EmbeddedDBProcess bool
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string
 	// BooksURL is where the opening books' metadata (fishtest's books.json, with each book's
@@ -142,6 +145,7 @@ func DefaultConfig() Config {
 		MongoURI:              "",
 		Database:              rundb.DefaultDatabase,
 		EmbeddedDBAddr:        "",
+		EmbeddedDBProcess:     true,
 		LogLevel:              "info",
 		ThreadpoolTokens:      200,
 		TaskSemaphoreSize:     scheduler.DefaultTaskSemaphoreSize,
@@ -459,6 +463,8 @@ func options() []option {
 			func(c *Config) *string { return &c.Database }, checkDatabase),
 		stringOption("embedded_db_addr", "loopback HOST:PORT where the embedded database also listens, for this OS user's other processes only; empty: its Unix socket alone",
 			func(c *Config) *string { return &c.EmbeddedDBAddr }, optional(checkEmbeddedDBAddr)),
+		boolOption("embedded_db_process", "run the embedded database as a process of its own (shoal db) that the server starts and stops, so its long run writes do not hold up the server's handlers; false: inside the server",
+			func(c *Config) *bool { return &c.EmbeddedDBProcess }),
 		stringOption("log_level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
 		stringOption("books_url", "URL of the books.json metadata refreshed every 15 scavenge periods (15 minutes by default); empty: only the database's",

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
@@ -48,8 +50,21 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 			return err
 		}
 	}
+	lock, err := parentLock(getenv)
+	if err != nil {
+		return fmt.Errorf("db: %w", err)
+	}
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-	e, err := rundb.StartEmbedded(cfg.DataDir, cfg.EmbeddedDBAddr, logger)
+	if lock != nil {
+		// A server's database: it logs each record again as its own (rundb.EmbeddedLogLine).
+		logger = slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	}
+	var e *rundb.Embedded
+	if lock != nil {
+		e, err = rundb.StartEmbeddedLocked(cfg.DataDir, cfg.EmbeddedDBAddr, lock, logger)
+	} else {
+		e, err = rundb.StartEmbedded(cfg.DataDir, cfg.EmbeddedDBAddr, logger)
+	}
 	if errors.Is(err, rundb.ErrDatabaseInUse) {
 		return fmt.Errorf("db: %w; stop it first (a shoal serve can use this database instead, with --mongo-uri)", err)
 	}
@@ -63,7 +78,20 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 		Name: "index _id lookups", Period: indexPeriod, Jitter: 0.05, Run: e.IndexIDLookups,
 	})
 	logger.Info("database ready", "data_dir", e.Dir(), "socket", e.URI(), "tcp", cfg.EmbeddedDBAddr)
-	fmt.Fprintf(stdout, "Shoal's database is ready; servers run by this OS user connect with: shoal serve --mongo-uri '%s'\n", e.SharedURI())
+	if lock != nil {
+		// A server's own database: tell it where, and stop when it is gone (its end of our
+		// standard input closes as it exits, however it exits).
+		fmt.Fprintf(stdout, "%s%s %s\n", rundb.EmbeddedReadyPrefix, e.URI(), e.SharedURI())
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			cancel()
+		}()
+	} else {
+		fmt.Fprintf(stdout, "Shoal's database is ready; servers run by this OS user connect with: shoal serve --mongo-uri '%s'\n", e.SharedURI())
+	}
 
 	<-ctx.Done()
 	logger.Info("shutting down on signal; a second signal stops at once")
@@ -71,4 +99,18 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 	e.Close()
 	logger.Info("stopped")
 	return nil
+}
+
+// parentLock is the data directory's lock file that a server handed its database's process
+// (rundb.EmbeddedLockFDEnv), or nil when this `shoal db` runs on its own.
+func parentLock(getenv func(string) string) (*os.File, error) {
+	v := getenv(rundb.EmbeddedLockFDEnv)
+	if v == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q: not a file descriptor given by a parent", rundb.EmbeddedLockFDEnv, v)
+	}
+	return os.NewFile(uintptr(fd), "data directory lock"), nil
 }

@@ -63,6 +63,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		select {
 		case err := <-inst.served:
 			served = fmt.Errorf("http server: %w", err)
+		case err := <-inst.db.Lost():
+			// Nothing more can be stored: stop, the journal keeps what was acknowledged.
+			logger.Error("the database is gone: shutting down; the runs are not written, the journal keeps what was acknowledged", "err", err)
+			served = err
+			inst.dbLost = true
 		case <-hup:
 			// Reload in the background: a shrinking pool waits for tokens to come back, and
 			// a second SIGHUP meanwhile is queued behind it (Resize is serialised).
@@ -148,6 +153,8 @@ type instance struct {
 	semaphore int
 	// reloads are the SIGHUP reloads running; serve joins them before the shutdown.
 	reloads sync.WaitGroup
+	// dbLost says the embedded database's process died: the shutdown writes nothing.
+	dbLost bool
 }
 
 // currentPrimary is the running primary role, or nil.
@@ -338,10 +345,17 @@ func (inst *instance) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	var errs []error
-	if p != nil {
-		errs = append(errs, p.finish(ctx, inst, true)...)
+	if inst.dbLost {
+		// As after a crash: nothing can be written, and the next start replays the journal.
+		if p != nil {
+			p.finish(ctx, inst, false)
+		}
+	} else {
+		if p != nil {
+			errs = append(errs, p.finish(ctx, inst, true)...)
+		}
+		writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
 	}
-	writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
 	if err := inst.db.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -351,10 +365,18 @@ func (inst *instance) shutdown() error {
 
 // openDB opens the configured database and creates its indexes.
 func openDB(ctx context.Context, cfg Config, logger *slog.Logger, m *metrics.Metrics) (*rundb.DB, error) {
-	db, err := rundb.Open(ctx, rundb.Options{
+	opts := rundb.Options{
 		URI: cfg.MongoURI, DataDir: cfg.DataDir, EmbeddedAddr: cfg.EmbeddedDBAddr,
 		Database: cfg.Database, Logger: logger, Metrics: m,
-	})
+	}
+	if cfg.MongoURI == "" && cfg.EmbeddedDBProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find this program to run the embedded database: %w", err)
+		}
+		opts.EmbeddedCommand = []string{exe, "db", "--log-level", cfg.LogLevel}
+	}
+	db, err := rundb.Open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -433,5 +436,58 @@ func TestAdminPasswordIgnoredWithUsers(t *testing.T) {
 	}
 	if !strings.Contains(second.String(), adminPasswordEnv+" is ignored") {
 		t.Errorf("with users already there: %q, want a word that the password is ignored", second.String())
+	}
+}
+
+// The embedded database runs in a process of its own, which the server starts and stops; if it
+// dies, the server stops with an error instead of serving without a database, and starts again
+// on the same data.
+func TestServeRunsItsDatabaseInAProcess(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{"SHOAL_DATA_DIR": data, "SHOAL_LOG_LEVEL": "info"}
+	_, out, stop := startServe(t, env, "--addr", "127.0.0.1:0")
+	dbPid := func(out string) int {
+		t.Helper()
+		m := regexp.MustCompile(`SQLite; process (\d+)\)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("the start-up log does not name the database's process:\n%s", out)
+		}
+		pid, _ := strconv.Atoi(m[1])
+		return pid
+	}
+	pid := dbPid(out.String())
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("the database's process %d: %v", pid, err)
+	}
+	if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:])); f[1] != strconv.Itoa(os.Getpid()) {
+		t.Errorf("the database's process has parent %s, want this server (%d)", f[1], os.Getpid())
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "the database is gone") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not notice its database die:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := stop(); err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Errorf("serve returned %v after its database died, want the database's exit", err)
+	}
+
+	// Again on the same data; a clean stop ends the database's process too.
+	_, out, stop = startServe(t, env, "--addr", "127.0.0.1:0")
+	pid = dbPid(out.String())
+	if strings.Contains(out.String(), "Created the first user") {
+		t.Errorf("the restart did not find the first start's data:\n%s", out)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v on shutdown", err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the database's process %d is still there after the server stopped: %v", pid, err)
 	}
 }

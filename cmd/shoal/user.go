@@ -68,6 +68,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("user add: invalid --machine-limit %d: must be at least 1", *machineLimit)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(cfg.SlogLevel(), slog.LevelWarn)}))
+	cfg.EmbeddedDBProcess = false // a moment's work: no process of its own
 	db, err := openDB(ctx, cfg, logger, nil)
 	if errors.Is(err, rundb.ErrDatabaseInUse) {
 		return fmt.Errorf("user add: %w; stop that server first, or reach the database with --mongo-uri", err)

@@ -1,0 +1,233 @@
+package rundb
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The embedded database as a child process. FerretDB's writes are long stretches of CPU (a run
+// write parses and re-encodes the whole document: about 180 ms for a run of 400 kB). In the
+// server's own process they run on the Go scheduler's processors beside the request handlers;
+// on a server given one core there is one processor, and a handler woken meanwhile waits for the
+// runtime to preempt the write (every 10 ms at best): the durability benchmark's handlers waited
+// to run again with a p99 of 15-21 ms. As a process of its own, FerretDB is scheduled by the
+// kernel, which lets a woken handler thread in at once. The same benchmark with the database in
+// a `shoal db` process on the server's core: beat p99 4.4 ms and update_task p99 4.4 ms without
+// the journal, 25 ms with it, where one process had 29-110 ms and 100-160 ms
+// (docs/benchmarks/durability).
+//
+// The parent locks the data directory and hands the lock to the child, which keeps it open: the
+// lock is held until both have exited, so no second database starts on the files while either
+// lives. The child dies with its parent (the kernel's parent-death signal where there is one,
+// and the end of its standard input everywhere), and stops when asked (SIGTERM) once the parent
+// has written its last runs.
+
+// EmbeddedLockFDEnv names the environment variable that tells a child database (`shoal db`)
+// that its parent locked the data directory, and the file descriptor of that lock.
+const EmbeddedLockFDEnv = "SHOAL_DB_LOCK_FD"
+
+// EmbeddedReadyPrefix begins the line a child database writes to its standard output once it
+// accepts connections: the prefix, its socket's URI, a space, and its shared URI.
+const EmbeddedReadyPrefix = "shoal-db-ready "
+
+// embeddedStartLimit bounds the wait for a child database to say it is ready.
+const embeddedStartLimit = time.Minute
+
+// embeddedStopLimit is how long a child database has to stop after SIGTERM before it is killed.
+const embeddedStopLimit = 15 * time.Second
+
+// embeddedProcess is the embedded database run by a child process.
+type embeddedProcess struct {
+	dir, uri, shared string
+	lock             *os.File
+	proc             *os.Process
+	stdin            io.Closer     // its end closes when this process dies: the child's signal to stop
+	exited           chan struct{} // closed once the child has exited
+	waitErr          error         // why it exited, set before exited closes
+	lost             chan error    // receives waitErr if the child exits before Close
+	closing          atomic.Bool
+	once             sync.Once
+	logger           *slog.Logger
+}
+
+// startEmbeddedProcess locks dataDir and runs command (a program and its arguments: `shoal db`)
+// with --data and, if addr is set, --addr appended, the lock as file descriptor 3
+// (EmbeddedLockFDEnv) and none of Shoal's SHOAL_* environment, since its flags say all it needs.
+// It returns once the child says it accepts connections. Each line the child writes otherwise
+// (its log, a panic) is logged to logger.
+func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.Logger) (*embeddedProcess, error) {
+	if len(command) == 0 {
+		return nil, errors.New("embedded database process: no command")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	abs, err := prepareDataDir(dataDir, addr)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := lockDataDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]string(nil), command[1:]...), "--data", abs)
+	if addr != "" {
+		args = append(args, "--addr", addr)
+	}
+	cmd := exec.Command(command[0], args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SHOAL_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, EmbeddedLockFDEnv+"=3")
+	cmd.ExtraFiles = []*os.File{lock}
+	// A process group of its own: a terminal's Ctrl-C goes to the server alone, which stops
+	// its database once it has written its runs.
+	cmd.SysProcAttr = childProcAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		unlockDataDir(lock)
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		unlockDataDir(lock)
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		unlockDataDir(lock)
+		return nil, err
+	}
+	p := &embeddedProcess{dir: abs, lock: lock, stdin: stdin, exited: make(chan struct{}), lost: make(chan error, 1), logger: logger}
+	started := make(chan error, 1)
+	go func() {
+		// The parent-death signal is sent when the thread that started the child ends, not the
+		// process: this goroutine keeps its thread until the child has exited.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+		if !p.closing.Load() {
+			p.lost <- fmt.Errorf("the embedded database's process (pid %d) exited: %v", cmd.Process.Pid, p.waitErr)
+		}
+	}()
+	if err := <-started; err != nil {
+		unlockDataDir(lock)
+		return nil, fmt.Errorf("start the embedded database's process %s: %w", command[0], err)
+	}
+	p.proc = cmd.Process
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		said := false
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, EmbeddedReadyPrefix); ok && !said {
+				said = true
+				ready <- rest
+				continue
+			}
+			logChildLine(logger, line)
+		}
+		close(ready)
+	}()
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logger.Warn("embedded database", "stderr", sc.Text())
+		}
+	}()
+	timer := time.NewTimer(embeddedStartLimit)
+	defer timer.Stop()
+	select {
+	case line, ok := <-ready:
+		uri, shared, _ := strings.Cut(line, " ")
+		switch {
+		case ok && uri != "" && shared != "":
+			p.uri, p.shared = uri, shared
+			return p, nil
+		case ok:
+			err = fmt.Errorf("the embedded database's process said it was ready without its addresses: %q", line)
+		default: // its output ended: it is exiting
+			select {
+			case <-p.exited:
+				err = fmt.Errorf("the embedded database's process exited before it was ready: %v", p.waitErr)
+			case <-timer.C:
+				err = errors.New("the embedded database's process closed its output before it was ready")
+			}
+		}
+	case <-timer.C:
+		err = fmt.Errorf("the embedded database's process was not ready within %v", embeddedStartLimit)
+	}
+	p.Close()
+	return nil, err
+}
+
+func (p *embeddedProcess) Dir() string       { return p.dir }
+func (p *embeddedProcess) URI() string       { return p.uri }
+func (p *embeddedProcess) SharedURI() string { return p.shared }
+
+// Lost delivers an error if the child exits before Close.
+func (p *embeddedProcess) Lost() <-chan error { return p.lost }
+
+// Close asks the child to stop (SIGTERM), kills it if it has not within embeddedStopLimit, and
+// releases the data directory's lock once it has exited. Safe to call more than once.
+func (p *embeddedProcess) Close() {
+	p.once.Do(func() {
+		p.closing.Store(true)
+		_ = p.proc.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(embeddedStopLimit):
+			p.logger.Warn("the embedded database did not stop in time: killing it", "pid", p.proc.Pid, "after", embeddedStopLimit)
+			_ = p.proc.Kill()
+			<-p.exited
+		}
+		_ = p.stdin.Close()
+		unlockDataDir(p.lock)
+	})
+}
+
+// logChildLine logs a line of the child's standard output as logger's own record: the child
+// logs JSON records (level, msg and attributes), marked here with component=db; anything else is
+// logged as it came.
+func logChildLine(logger *slog.Logger, line string) {
+	var rec map[string]any
+	if json.Unmarshal([]byte(line), &rec) != nil {
+		logger.Info("embedded database", "output", line)
+		return
+	}
+	var level slog.Level
+	if s, ok := rec[slog.LevelKey].(string); !ok || level.UnmarshalText([]byte(s)) != nil {
+		level = slog.LevelInfo
+	}
+	msg, _ := rec[slog.MessageKey].(string)
+	attrs := []any{"component", "db"}
+	for _, k := range slices.Sorted(maps.Keys(rec)) {
+		if k != slog.TimeKey && k != slog.LevelKey && k != slog.MessageKey {
+			attrs = append(attrs, k, rec[k])
+		}
+	}
+	logger.Log(context.Background(), level, msg, attrs...)
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package rundb
+
+import "syscall"
+
+// childProcAttr puts the embedded database's process in a process group of its own; without a
+// parent-death signal, the end of its standard input tells it the server died.
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
