@@ -26,10 +26,11 @@ import (
 // on a server given one core there is one processor, and a handler woken meanwhile waits for the
 // runtime to preempt the write (every 10 ms at best): the durability benchmark's handlers waited
 // to run again with a p99 of 15-21 ms. As a process of its own, FerretDB is scheduled by the
-// kernel, which lets a woken handler thread in at once. The same benchmark with the database in
-// a `shoal db` process on the server's core: beat p99 4.4 ms and update_task p99 4.4 ms without
-// the journal, 25 ms with it, where one process had 29-110 ms and 100-160 ms
-// (docs/benchmarks/durability).
+// kernel, which lets a woken handler thread in at once. The durability benchmark (server and
+// database on one core, the same day, two rounds of 45 s legs; docs/benchmarks/README.md): the
+// fleet's update_task p99 3.5 ms without the journal and 9.3 ms with it, beat 3.6 and 4.1 ms,
+// where the database in the server's process gave 16 and 30 ms, beat 17 and 18 ms, at the same
+// CPU.
 //
 // The parent locks the data directory and hands the lock to the child, which keeps it open: the
 // lock is held until both have exited, so no second database starts on the files while either
