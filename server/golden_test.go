@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/tokenpool"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // The golden replies of the worker API: every endpoint's reply, read as fishtest's worker reads

@@ -25,10 +25,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // The tests named TestSecurity... perform one finding of the security audit each (docs/SECURITY.md)

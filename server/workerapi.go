@@ -11,9 +11,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // Body limits of the worker API: a PGN upload carries a task's games (base64 of gzip); every

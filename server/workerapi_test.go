@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/tokenpool"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // fleet is a Shoal server on a real database behind a real HTTP listener, with users for the

@@ -2,7 +2,7 @@
 // fishtest) server, asks for tasks, plays them with a GameSource in batches and reports the
 // results, with fishtest's worker semantics (reference section 9).
 //
-// The package imports worker/protocol, and for real games (EngineSource) worker/match and
+// The package imports protocol (the wire contract), and for real games (EngineSource) worker/match and
 // worker/uci; nothing of the server's side.
 package worker
 
@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // Task is what a GameSource plays: one task of a run as request_task described it.

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // maxReplyBytes bounds what is read of a reply; request_task's carries a run's args, which for

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/worker/match"
-	"github.com/shoal-chess/shoal/worker/protocol"
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 func expectedScore(elo float64) float64 { return 1 / (1 + math.Pow(10, -elo/400)) }

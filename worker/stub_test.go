@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // This file holds the scripted stub server the worker tests talk to, in place of Shoal's server

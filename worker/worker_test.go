@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 func TestNewUniqueKey(t *testing.T) {

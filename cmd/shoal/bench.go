@@ -25,9 +25,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/worker"
 	"github.com/shoal-chess/shoal/worker/fleet"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability] [--out DIR] [--quick]

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // e2eScale compresses time 240-fold: heartbeat 0.5 s, dead task after 5 s (demoConfig's floor),

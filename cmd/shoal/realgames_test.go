@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/worker/match"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // realGamesAPI hands out one task of a fixed-games run with the shipped book, and keeps what

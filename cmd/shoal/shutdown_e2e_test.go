@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/worker"
 	"github.com/shoal-chess/shoal/worker/fleet"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // shoalProc is one `shoal serve` process of the shutdown test: its output, and its exit.

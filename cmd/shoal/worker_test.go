@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 func loadWorker(t *testing.T, env map[string]string, args ...string) (workerSettings, error) {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 func TestSpoiledUpdatesAreRefusedByTheServersValidation(t *testing.T) {

@@ -7,7 +7,7 @@
 // exactly-once check of every run the fleet touched. Several fleets may run at once; each has
 // its own connection pool.
 //
-// The package imports only the standard library, worker and worker/protocol.
+// The package imports only the standard library, worker and protocol.
 package fleet
 
 import (

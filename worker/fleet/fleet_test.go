@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // fakeServer is the smallest server a fleet can run against: one fixed-games run, tasks of

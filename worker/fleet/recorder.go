@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/worker"
-	"github.com/shoal-chess/shoal/worker/protocol"
 )
 
 // taskKey names one task of one run.

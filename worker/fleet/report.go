@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // Report is what a fleet run did and found. Its JSON form (the keys below) is what

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // A request the Go worker marshals must read back, key for key, as what fishtest's Python worker

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // legacy stands in for fishtest's legacy_usernames: one account from before the username rule.

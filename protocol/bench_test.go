@@ -3,7 +3,7 @@ package protocol_test
 import (
 	"testing"
 
-	"github.com/shoal-chess/shoal/worker/protocol"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // update_task is the busiest worker call: every worker sends one per batch of games.
