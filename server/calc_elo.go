@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -123,7 +124,7 @@ func (s *Server) calcElo(c *gin.Context) {
 			apiError(c, http.StatusBadRequest, "These results cannot be analysed.")
 			return
 		}
-		c.JSON(http.StatusOK, gin.H{"elo": e.Elo, "ci": []float64{e.Elo - e.Elo95, e.Elo + e.Elo95}, "LOS": e.LOS})
+		c.JSON(http.StatusOK, protocol.EloReply{Elo: e.Elo, CI: [2]float64{e.Elo - e.Elo95, e.Elo + e.Elo95}, LOS: e.LOS})
 		return
 	}
 

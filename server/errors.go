@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // isAPI reports whether a path answers in JSON rather than HTML.
@@ -13,7 +15,7 @@ func isAPI(path string) bool { return strings.HasPrefix(path, "/api/") }
 // apiError is the one path from an error to a JSON reply: fishtest's shape, which workers
 // parse, with "<path>: <message>" and the time spent.
 func apiError(c *gin.Context, status int, msg string) {
-	c.AbortWithStatusJSON(status, gin.H{"error": c.Request.URL.Path + ": " + msg, "duration": duration(c)})
+	c.AbortWithStatusJSON(status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
 }
 
 // pageError is the one path from an error to an HTML reply.

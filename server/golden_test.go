@@ -304,3 +304,49 @@ func TestGoldenRetryLaterWhileShuttingDownAndOnASecondary(t *testing.T) {
 		t.Errorf("a read endpoint while shutting down: %d %q, want the JSON error", w.Code, msg)
 	}
 }
+
+// The JSON API's own replies have their keys and types, and decode exactly into the types in
+// protocol that the server encodes them from.
+func TestGoldenRepliesOfTheJSONAPI(t *testing.T) {
+	f := newFleet(t)
+	get := func(path string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(f.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, raw
+	}
+	run := map[string]any{
+		"base_tag": "master", "new_tag": "patch", "resolved_base": strings.Repeat("a", 40), "resolved_new": strings.Repeat("b", 40),
+		"tc": "10+0.1", "base_options": "Hash=16", "new_options": "Hash=16", "base_signature": "2050811",
+		"new_signature": "2061234", "tests_repo": "https://github.com/alice/Stockfish", "info": "a test", "num_games": 10000,
+	}
+	code, _, raw := goldenPost(t, f.url, "/api/create_run", map[string]any{"username": "alice", "password": "alicepw", "run": run})
+	got := checkGolden(t, "create_run", code, raw, http.StatusOK, map[string]any{"run_id": "string", "duration": "number"}, &protocol.CreateRunReply{})
+	id, _ := got["run_id"].(string)
+	code, _, raw = goldenPost(t, f.url, "/api/approve_run", map[string]any{"username": "bob", "password": "bobpw", "run_id": id})
+	checkGolden(t, "approve_run", code, raw, http.StatusOK, map[string]any{"approved": "boolean", "duration": "number"}, &protocol.ApproveRunReply{})
+	code, _, raw = goldenPost(t, f.url, "/api/approve_run", map[string]any{"username": "bob", "password": "wrong", "run_id": id})
+	checkGolden(t, "approve_run, refused", code, raw, http.StatusUnauthorized, goldenError, &protocol.ErrorReply{})
+
+	code, raw = get("/api/get_elo/" + id) // a fixed-games run: {}
+	checkGolden(t, "get_elo without SPRT", code, raw, http.StatusOK, map[string]any{}, &protocol.EmptyReply{})
+	code, raw = get("/api/calc_elo?W=60&D=100&L=40")
+	got = checkGolden(t, "calc_elo", code, raw, http.StatusOK, map[string]any{"elo": "number", "ci": []any{"number"}, "LOS": "number"}, &protocol.EloReply{})
+	if ci, _ := got["ci"].([]any); len(ci) != 2 {
+		t.Errorf("calc_elo: ci is %v, want the interval's two ends", got["ci"])
+	}
+	code, raw = get("/api/rate_limit")
+	checkGolden(t, "rate_limit", code, raw, http.StatusOK, map[string]any{"configured": "boolean", "message": "string"}, &protocol.RateLimitReply{})
+	code, raw = get("/healthz")
+	checkGolden(t, "healthz", code, raw, http.StatusOK, map[string]any{"status": "string", "version": "string", "role": "string"}, &protocol.HealthReply{})
+	code, raw = get("/readyz")
+	checkGolden(t, "readyz", code, raw, http.StatusOK,
+		map[string]any{"status": "string", "role": "string", "instance": "string", "version": "string"}, &protocol.ReadyReply{})
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // readyTimeout bounds /readyz's database check: a probe must answer, not hang with the
@@ -17,12 +19,9 @@ const readyTimeout = 2 * time.Second
 // answers 503 once shutdown has begun. It says what this instance is now and, when the
 // database tells within a second, which instance holds the primary's lease.
 func (s *Server) healthz(c *gin.Context) {
-	h := gin.H{"status": "ok", "version": s.deps.Version, "role": s.Role()}
-	if inst := s.instance(); inst != "" {
-		h["instance"] = inst
-	}
+	h := protocol.HealthReply{Status: "ok", Version: s.deps.Version, Role: s.Role(), Instance: s.instance()}
 	if l, ok := s.lease(c.Request.Context()); ok {
-		h["primary"] = l
+		h.Primary = &l
 	}
 	c.JSON(http.StatusOK, h)
 }
@@ -55,5 +54,5 @@ func (s *Server) readyz(c *gin.Context) {
 		apiError(c, http.StatusServiceUnavailable, "the database does not answer")
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "role": role, "instance": s.instance(), "version": s.deps.Version})
+	c.JSON(http.StatusOK, protocol.ReadyReply{Status: "ready", Role: role, Instance: s.instance(), Version: s.deps.Version})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -485,7 +486,7 @@ func (s *Server) getElo(c *gin.Context) {
 	}
 	sprt := r.Args.SPRT
 	if sprt == nil {
-		c.JSON(http.StatusOK, gin.H{})
+		c.JSON(http.StatusOK, protocol.EmptyReply{})
 		return
 	}
 	model := sprt.EloModel
@@ -641,9 +642,8 @@ func (s *Server) actions(c *gin.Context) {
 // rateLimit is GET /api/rate_limit. fishtest answers its cached GitHub API rate limit; Shoal
 // makes no GitHub calls yet, so it says so rather than invent numbers.
 func (s *Server) rateLimit(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{
-		"configured": false,
-		"message":    "Shoal has no GitHub client, so it makes no GitHub API calls and has no rate limit to report.",
+	c.JSON(http.StatusOK, protocol.RateLimitReply{
+		Message: "Shoal has no GitHub client, so it makes no GitHub API calls and has no rate limit to report.",
 	})
 }
 

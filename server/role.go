@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
 )
 
@@ -69,11 +70,7 @@ func (s *Server) instance() string {
 }
 
 // LeaseInfo says which instance holds the primary's lease, for /healthz and the admin page.
-type LeaseInfo struct {
-	Holder string  `json:"holder"`
-	Epoch  int64   `json:"epoch"`
-	AgeS   float64 `json:"age_s"`
-}
+type LeaseInfo = protocol.LeaseInfo
 
 // LeaseReader reads the primary's lease (rundb.DB.Lease); nil means no lease is kept.
 type LeaseReader func(ctx context.Context) (LeaseInfo, error)

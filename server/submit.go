@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 )
@@ -88,7 +89,7 @@ func (s *Server) createRun(c *gin.Context) {
 	case err != nil:
 		s.internalError(c, err)
 	default:
-		c.JSON(http.StatusOK, gin.H{"run_id": id.Hex(), "duration": duration(c)})
+		c.JSON(http.StatusOK, protocol.CreateRunReply{RunID: id.Hex(), Duration: duration(c)})
 	}
 }
 
@@ -141,7 +142,7 @@ func (s *Server) approveRun(c *gin.Context) {
 	case err != nil:
 		s.internalError(c, err)
 	default:
-		c.JSON(http.StatusOK, gin.H{"approved": true, "duration": duration(c)})
+		c.JSON(http.StatusOK, protocol.ApproveRunReply{Approved: true, Duration: duration(c)})
 	}
 }
 
