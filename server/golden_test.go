@@ -350,3 +350,43 @@ func TestGoldenRepliesOfTheJSONAPI(t *testing.T) {
 	checkGolden(t, "readyz", code, raw, http.StatusOK,
 		map[string]any{"status": "string", "role": "string", "instance": "string", "version": "string"}, &protocol.ReadyReply{})
 }
+
+// A standby passes the primary's pages and read calls on when nginx sends them (the retry 503,
+// so nginx tries the primary), and serves them as a secondary does when asked on its own port.
+// A secondary serves them either way.
+func TestStandbyPassesThePrimarysRoutesOn(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 10000})
+	newInstance := func(instance string) *Server {
+		s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, discardLogger()),
+			Version: "test", DataDir: t.TempDir(), Instance: instance})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	standby, secondary := newInstance("standby@127.0.0.1:8003"), newInstance("secondary@127.0.0.1:8001")
+	get := func(s *Server, path string, proxied bool) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.RemoteAddr = "127.0.0.1:50000"
+		if proxied {
+			r.Header.Set("X-Forwarded-For", "203.0.113.7")
+		}
+		s.Handler().ServeHTTP(w, r)
+		return w
+	}
+	for _, path := range []string{"/tests/view/" + id, "/tests/tasks/" + id, "/tests/stats/" + id, "/api/get_run/" + id, "/api/get_elo/" + id} {
+		checkRetryLater(t, "standby, through the proxy, "+path, get(standby, path, true))
+		if w := get(standby, path, false); w.Code != http.StatusOK {
+			t.Errorf("standby, on its own port, %s: %d, want the page", path, w.Code)
+		}
+		if w := get(secondary, path, true); w.Code != http.StatusOK {
+			t.Errorf("secondary, through the proxy, %s: %d, want the page", path, w.Code)
+		}
+	}
+	// What nginx sends a standby as the secondaries' backup, it serves.
+	if w := get(standby, "/tests", true); w.Code != http.StatusOK {
+		t.Errorf("standby, through the proxy, /tests: %d, want the page", w.Code)
+	}
+}

@@ -60,6 +60,23 @@ func (s *Server) routes() *gin.Engine {
 	return r
 }
 
+// primaryRoute wraps a handler of a path that nginx sends to the primary's upstream, which
+// holds the primary and the standby (configs/nginx.conf, shoal_primary): a standby answers it,
+// when it comes through the proxy, with the retry 503, as it does the worker API, so that nginx
+// passes the request on to the primary instead of serving it from a standby's view of the
+// database (a run page a flush behind, a form the primary would refuse). Asked on its own port,
+// a standby serves these pages as a secondary does (its tuning page, say), and so do the
+// secondaries always.
+func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if s.Role() == "standby" && c.GetHeader("X-Forwarded-For") != "" && isLoopback(c.RemoteIP()) {
+			retryLater(c, "a standby; the primary answers this")
+			return
+		}
+		h(c)
+	}
+}
+
 // uiRoutes registers the web UI. Every POST changes state, so every POST needs the session's
 // CSRF token (checkCSRF); handlers check who may do what.
 func (s *Server) uiRoutes(ui gin.IRoutes) {
@@ -70,45 +87,45 @@ func (s *Server) uiRoutes(ui gin.IRoutes) {
 	getAndHead(ui, "/tests/finished", s.finishedPage)
 	getAndHead(ui, "/tests/user/:username", s.userTestsPage)
 	getAndHead(ui, "/tests/machines", s.machinesPage)
-	getAndHead(ui, "/tests/view/:id", s.viewPage)
-	getAndHead(ui, "/tests/tasks/:id", s.tasksPage)
-	getAndHead(ui, "/tests/live_elo/:id", s.liveEloPage)
-	getAndHead(ui, "/tests/stats/:id", s.statsPage)
+	getAndHead(ui, "/tests/view/:id", s.primaryRoute(s.viewPage))
+	getAndHead(ui, "/tests/tasks/:id", s.primaryRoute(s.tasksPage))
+	getAndHead(ui, "/tests/live_elo/:id", s.primaryRoute(s.liveEloPage))
+	getAndHead(ui, "/tests/stats/:id", s.primaryRoute(s.statsPage))
 	ui.GET("/tests/events", s.homeEvents)
-	ui.GET("/tests/view/:id/events", s.runEvents)
+	ui.GET("/tests/view/:id/events", s.primaryRoute(s.runEvents))
 
 	// Submitting and acting on runs (ui_runform.go).
-	getAndHead(ui, "/tests/run", s.newRunPage)
-	ui.POST("/tests/run", s.newRunSubmit)
-	ui.POST("/tests/modify", s.modifyRunSubmit)
-	ui.POST("/tests/stop", s.stopRunSubmit)
-	ui.POST("/tests/approve", s.approveRunSubmit)
-	ui.POST("/tests/purge", s.purgeRunSubmit)
-	ui.POST("/tests/delete", s.deleteRunSubmit)
+	getAndHead(ui, "/tests/run", s.primaryRoute(s.newRunPage))
+	ui.POST("/tests/run", s.primaryRoute(s.newRunSubmit))
+	ui.POST("/tests/modify", s.primaryRoute(s.modifyRunSubmit))
+	ui.POST("/tests/stop", s.primaryRoute(s.stopRunSubmit))
+	ui.POST("/tests/approve", s.primaryRoute(s.approveRunSubmit))
+	ui.POST("/tests/purge", s.primaryRoute(s.purgeRunSubmit))
+	ui.POST("/tests/delete", s.primaryRoute(s.deleteRunSubmit))
 
 	// Accounts, people and the event log (ui_accounts.go, ui_people.go).
 	getAndHead(ui, "/login", s.loginPage)
 	ui.POST("/login", s.loginSubmit)
 	ui.POST("/logout", s.logoutSubmit)
-	getAndHead(ui, "/signup", s.signupPage)
-	ui.POST("/signup", s.signupSubmit)
-	getAndHead(ui, "/user", s.profilePage)
-	ui.POST("/user", s.profileSubmit)
-	getAndHead(ui, "/user/:username", s.profilePage)
-	ui.POST("/user/:username", s.profileSubmit)
+	getAndHead(ui, "/signup", s.primaryRoute(s.signupPage))
+	ui.POST("/signup", s.primaryRoute(s.signupSubmit))
+	getAndHead(ui, "/user", s.primaryRoute(s.profilePage))
+	ui.POST("/user", s.primaryRoute(s.profileSubmit))
+	getAndHead(ui, "/user/:username", s.primaryRoute(s.profilePage))
+	ui.POST("/user/:username", s.primaryRoute(s.profileSubmit))
 	getAndHead(ui, "/user_management", s.userManagementPage)
-	getAndHead(ui, "/workers/:name", s.workerPage)
-	ui.POST("/workers/:name", s.workerSubmit)
+	getAndHead(ui, "/workers/:name", s.primaryRoute(s.workerPage))
+	ui.POST("/workers/:name", s.primaryRoute(s.workerSubmit))
 	getAndHead(ui, "/actions", s.actionsPage)
 	getAndHead(ui, "/contributors", s.contributorsPage)
 	getAndHead(ui, "/contributors/monthly", s.contributorsPage)
 
 	// Networks and tools (ui_nns.go).
 	getAndHead(ui, "/nns", s.nnsPage)
-	getAndHead(ui, "/upload", s.uploadPage)
-	ui.POST(uploadPath, s.uploadSubmit)
+	getAndHead(ui, "/upload", s.primaryRoute(s.uploadPage))
+	ui.POST(uploadPath, s.primaryRoute(s.uploadSubmit))
 	getAndHead(ui, "/sprt_calc", s.sprtCalcPage)
 
 	// Operations: live tuning for approvers (ui_admin.go).
-	getAndHead(ui, "/admin/tuning", s.tuningPage)
+	getAndHead(ui, "/admin/tuning", s.primaryRoute(s.tuningPage))
 }
