@@ -66,11 +66,7 @@ const maxSocketPath = 107
 // ErrDatabaseInUse (naming the pid) when another process holds dataDir, and ErrNotLoopback
 // when addr is not a loopback address.
 func StartEmbedded(dataDir, addr string, logger *slog.Logger) (*Embedded, error) {
-	abs, err := prepareDataDir(dataDir, addr)
-	if err != nil {
-		return nil, err
-	}
-	lock, err := lockDataDir(abs)
+	abs, lock, err := lockedDataDir(dataDir, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +87,16 @@ func StartEmbeddedLocked(dataDir, addr string, lock *os.File, logger *slog.Logge
 		return nil, err
 	}
 	return startEmbedded(abs, addr, lock, logger)
+}
+
+// lockedDataDir is prepareDataDir, then the data directory's lock.
+func lockedDataDir(dataDir, addr string) (string, *os.File, error) {
+	abs, err := prepareDataDir(dataDir, addr)
+	if err != nil {
+		return "", nil, err
+	}
+	lock, err := lockDataDir(abs)
+	return abs, lock, err
 }
 
 // prepareDataDir checks addr, and creates dataDir ("data" if empty) and its private database

@@ -78,11 +78,7 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 	if logger == nil {
 		logger = slog.Default()
 	}
-	abs, err := prepareDataDir(dataDir, addr)
-	if err != nil {
-		return nil, err
-	}
-	lock, err := lockDataDir(abs)
+	abs, lock, err := lockedDataDir(dataDir, addr)
 	if err != nil {
 		return nil, err
 	}
