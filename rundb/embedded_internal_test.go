@@ -120,3 +120,27 @@ func TestLogChildLine(t *testing.T) {
 		}
 	}
 }
+
+// The child's output arrives in pieces: lines are put together, the ready line is handed over
+// once, and its standard error is logged as warnings.
+func TestChildOutput(t *testing.T) {
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	ready := make(chan string, 1)
+	out := &childOutput{logger: logger, ready: ready}
+	for _, piece := range []string{`{"level":"INFO","msg":"sta`, "rting\"}\n" + EmbeddedReadyPrefix + "mongodb://a/ mongodb://b/\n", EmbeddedReadyPrefix + "again\n"} {
+		if n, err := out.Write([]byte(piece)); n != len(piece) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	if got := <-ready; got != "mongodb://a/ mongodb://b/" {
+		t.Errorf("ready line %q", got)
+	}
+	errOut := &childOutput{logger: logger, stderr: true}
+	_, _ = errOut.Write([]byte("panic: boom\n"))
+	for _, want := range []string{`msg=starting component=db`, `output="` + EmbeddedReadyPrefix + `again"`, `level=WARN msg="embedded database" stderr="panic: boom"`} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+}

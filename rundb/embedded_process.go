@@ -1,7 +1,7 @@
 package rundb
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,16 +97,11 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 	// A process group of its own: a terminal's Ctrl-C goes to the server alone, which stops
 	// its database once it has written its runs.
 	cmd.SysProcAttr = childProcAttr()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		unlockDataDir(lock)
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		unlockDataDir(lock)
-		return nil, err
-	}
+	// Its output goes through writers, not pipes read here: Wait returns only once everything
+	// it wrote has been logged, its last words before an exit included.
+	ready := make(chan string, 1)
+	cmd.Stdout = &childOutput{logger: logger, ready: ready}
+	cmd.Stderr = &childOutput{logger: logger, stderr: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		unlockDataDir(lock)
@@ -134,46 +129,18 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 		return nil, fmt.Errorf("start the embedded database's process %s: %w", command[0], err)
 	}
 	p.proc = cmd.Process
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		said := false
-		for sc.Scan() {
-			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, EmbeddedReadyPrefix); ok && !said {
-				said = true
-				ready <- rest
-				continue
-			}
-			logChildLine(logger, line)
-		}
-		close(ready)
-	}()
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logger.Warn("embedded database", "stderr", sc.Text())
-		}
-	}()
 	timer := time.NewTimer(embeddedStartLimit)
 	defer timer.Stop()
 	select {
-	case line, ok := <-ready:
+	case line := <-ready:
 		uri, shared, _ := strings.Cut(line, " ")
-		switch {
-		case ok && uri != "" && shared != "":
+		if uri != "" && shared != "" {
 			p.uri, p.shared = uri, shared
 			return p, nil
-		case ok:
-			err = fmt.Errorf("the embedded database's process said it was ready without its addresses: %q", line)
-		default: // its output ended: it is exiting
-			select {
-			case <-p.exited:
-				err = fmt.Errorf("the embedded database's process exited before it was ready: %v", p.waitErr)
-			case <-timer.C:
-				err = errors.New("the embedded database's process closed its output before it was ready")
-			}
 		}
+		err = fmt.Errorf("the embedded database's process said it was ready without its addresses: %q", line)
+	case <-p.exited:
+		err = fmt.Errorf("the embedded database's process exited before it was ready (its output is in the log above): %v", p.waitErr)
 	case <-timer.C:
 		err = fmt.Errorf("the embedded database's process was not ready within %v", embeddedStartLimit)
 	}
@@ -204,6 +171,38 @@ func (p *embeddedProcess) Close() {
 		_ = p.stdin.Close()
 		unlockDataDir(p.lock)
 	})
+}
+
+// childOutput is where one of the child's output streams goes, a line at a time: on its
+// standard output the first ready line is sent on ready, and the rest are its JSON log records
+// (logChildLine); on its standard error (a panic, say) each line is a warning. exec.Cmd writes
+// to it from one goroutine.
+type childOutput struct {
+	logger  *slog.Logger
+	ready   chan<- string // until the ready line has been seen
+	stderr  bool
+	partial []byte
+}
+
+func (o *childOutput) Write(b []byte) (int, error) {
+	o.partial = append(o.partial, b...)
+	for {
+		i := bytes.IndexByte(o.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(o.partial[:i])
+		o.partial = o.partial[i+1:]
+		switch rest, isReady := strings.CutPrefix(line, EmbeddedReadyPrefix); {
+		case isReady && o.ready != nil:
+			o.ready <- rest
+			o.ready = nil
+		case o.stderr:
+			o.logger.Warn("embedded database", "stderr", line)
+		default:
+			logChildLine(o.logger, line)
+		}
+	}
 }
 
 // logChildLine logs a line of the child's standard output as logger's own record: the child
