@@ -176,12 +176,8 @@ func isFerretDB(ctx context.Context, client *mongo.Client) (bool, error) {
 // Describe says in a few words which database is in use, for the start-up log.
 func (d *DB) Describe() string {
 	if d.embedded != nil {
-		where := "this process"
-		if p, ok := d.embedded.(*embeddedProcess); ok {
-			where = fmt.Sprintf("process %d", p.proc.Pid)
-		}
 		return fmt.Sprintf("embedded database (FerretDB, SQLite; %s) in %s at %s, database %q",
-			where, d.embedded.Dir(), d.uri, d.db.Name())
+			d.embedded.where(), d.embedded.Dir(), d.uri, d.db.Name())
 	}
 	if d.ferret {
 		return fmt.Sprintf("FerretDB (shoal db, or another Shoal's embedded database) at %s, database %q",
@@ -211,16 +207,21 @@ type embeddedServer interface {
 	URI() string
 	SharedURI() string
 	Close()
+	// Lost delivers an error if the database's own process exits before Close; nil for one
+	// in this process, which cannot die alone.
+	Lost() <-chan error
+	// where says which process runs it, for Describe.
+	where() string
 }
 
 // Lost delivers an error if the embedded database's own process exits while the DB is open: the
 // server has lost its database. It never delivers for a database in this process or reached by
 // URI.
 func (d *DB) Lost() <-chan error {
-	if p, ok := d.embedded.(*embeddedProcess); ok {
-		return p.Lost()
+	if d.embedded == nil {
+		return nil
 	}
-	return nil
+	return d.embedded.Lost()
 }
 
 // Embedded reports whether this DB started the embedded database.

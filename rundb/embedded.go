@@ -188,6 +188,11 @@ func (e *Embedded) SharedURI() string {
 	return e.uri
 }
 
+// Lost is nil: a database in this process dies only with it.
+func (e *Embedded) Lost() <-chan error { return nil }
+
+func (e *Embedded) where() string { return "this process" }
+
 // Close stops FerretDB, waits for it to close its files, then releases the lock. It is safe to
 // call more than once.
 func (e *Embedded) Close() {

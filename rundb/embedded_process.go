@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -57,7 +55,6 @@ type embeddedProcess struct {
 	dir, uri, shared string
 	lock             *os.File
 	proc             *os.Process
-	stdin            io.Closer     // its end closes when this process dies: the child's signal to stop
 	exited           chan struct{} // closed once the child has exited
 	waitErr          error         // why it exited, set before exited closes
 	lost             chan error    // receives waitErr if the child exits before Close
@@ -72,12 +69,6 @@ type embeddedProcess struct {
 // It returns once the child says it accepts connections. Each line the child writes otherwise
 // (its log, a panic) is logged to logger.
 func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.Logger) (*embeddedProcess, error) {
-	if len(command) == 0 {
-		return nil, errors.New("embedded database process: no command")
-	}
-	if logger == nil {
-		logger = slog.Default()
-	}
 	abs, lock, err := lockedDataDir(dataDir, addr)
 	if err != nil {
 		return nil, err
@@ -102,12 +93,13 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 	ready := make(chan string, 1)
 	cmd.Stdout = &childOutput{logger: logger, ready: ready}
 	cmd.Stderr = &childOutput{logger: logger, stderr: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
+	// Its standard input is a pipe that nothing writes to: the write end closes when this
+	// process dies, which the child reads as its signal to stop (Wait closes it otherwise).
+	if _, err := cmd.StdinPipe(); err != nil {
 		unlockDataDir(lock)
 		return nil, err
 	}
-	p := &embeddedProcess{dir: abs, lock: lock, stdin: stdin, exited: make(chan struct{}), lost: make(chan error, 1), logger: logger}
+	p := &embeddedProcess{dir: abs, lock: lock, exited: make(chan struct{}), lost: make(chan error, 1), logger: logger}
 	started := make(chan error, 1)
 	go func() {
 		// The parent-death signal is sent when the thread that started the child ends, not the
@@ -151,6 +143,7 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 func (p *embeddedProcess) Dir() string       { return p.dir }
 func (p *embeddedProcess) URI() string       { return p.uri }
 func (p *embeddedProcess) SharedURI() string { return p.shared }
+func (p *embeddedProcess) where() string     { return fmt.Sprintf("process %d", p.proc.Pid) }
 
 // Lost delivers an error if the child exits before Close.
 func (p *embeddedProcess) Lost() <-chan error { return p.lost }
@@ -168,7 +161,6 @@ func (p *embeddedProcess) Close() {
 			_ = p.proc.Kill()
 			<-p.exited
 		}
-		_ = p.stdin.Close()
 		unlockDataDir(p.lock)
 	})
 }

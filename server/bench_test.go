@@ -38,14 +38,14 @@ func BenchmarkWorkerAPI(b *testing.B) {
 	}
 	// Task n belongs to worker n: the workers asked in order.
 	task := func(n int) map[string]any { return map[string]any{"run_id": id, "task_id": n} }
-	serve := func(b *testing.B, path string, body func(i int) []byte) {
+	serve := func(b *testing.B, h http.Handler, path string, body func(i int) []byte) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
 			req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body(i)))
 			req.Header.Set("Content-Type", "application/json")
 			w := httptest.NewRecorder()
-			f.handler.ServeHTTP(w, req)
+			h.ServeHTTP(w, req)
 			if w.Code != http.StatusOK {
 				b.Fatalf("%s: %d %s", path, w.Code, w.Body)
 			}
@@ -62,26 +62,16 @@ func BenchmarkWorkerAPI(b *testing.B) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(map[string]any{"task_alive": true, "duration": 0.001})
 		})
-		beats := bodies(task)
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			req := httptest.NewRequest(http.MethodPost, "/api/beat", bytes.NewReader(beats[i%workers]))
-			w := httptest.NewRecorder()
-			bare.ServeHTTP(w, req)
-			if w.Code != http.StatusOK {
-				b.Fatal(w.Code)
-			}
-			i++
-		}
+		in := bodies(task)
+		serve(b, bare, "/api/beat", func(i int) []byte { return in[i%workers] })
 	})
 	b.Run("request_version", func(b *testing.B) {
 		in := bodies(func(int) map[string]any { return nil })
-		serve(b, "/api/request_version", func(i int) []byte { return in[i%workers] })
+		serve(b, f.handler, "/api/request_version", func(i int) []byte { return in[i%workers] })
 	})
 	b.Run("beat", func(b *testing.B) {
 		in := bodies(task)
-		serve(b, "/api/beat", func(i int) []byte { return in[i%workers] })
+		serve(b, f.handler, "/api/beat", func(i int) []byte { return in[i%workers] })
 	})
 	b.Run("update_task", func(b *testing.B) {
 		// Cumulative stats grow by one pair a call, as a worker's do; a worker whose task is
@@ -91,7 +81,7 @@ func BenchmarkWorkerAPI(b *testing.B) {
 			taskOf[n] = n
 		}
 		games := f.run(id).Tasks[0].NumGames
-		serve(b, "/api/update_task", func(i int) []byte {
+		serve(b, f.handler, "/api/update_task", func(i int) []byte {
 			n := i % workers
 			if 2*(pairsOf[n]+1) > games {
 				b.StopTimer()
@@ -117,6 +107,6 @@ func BenchmarkWorkerAPI(b *testing.B) {
 	b.Run("request_task_waiting", func(b *testing.B) {
 		// Workers that hold a task already are told to wait: the decision without a new task.
 		in := bodies(func(int) map[string]any { return nil })
-		serve(b, "/api/request_task", func(i int) []byte { return in[i%workers] })
+		serve(b, f.handler, "/api/request_task", func(i int) []byte { return in[i%workers] })
 	})
 }

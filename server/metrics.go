@@ -50,8 +50,7 @@ func (s *Server) mayScrape(c *gin.Context) bool {
 			return true
 		}
 	}
-	proxied := c.GetHeader("X-Forwarded-For") != "" || c.GetHeader("X-Real-IP") != ""
-	return isLoopback(c.RemoteIP()) && !proxied
+	return isLoopback(c.RemoteIP()) && !proxyHeaders(c)
 }
 
 // slogErrorLogger passes promhttp's gathering errors to the server's logger.

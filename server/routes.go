@@ -69,7 +69,7 @@ func (s *Server) routes() *gin.Engine {
 // secondaries always.
 func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if s.Role() == "standby" && c.GetHeader("X-Forwarded-For") != "" && isLoopback(c.RemoteIP()) {
+		if s.Role() == "standby" && isLoopback(c.RemoteIP()) && proxyHeaders(c) {
 			retryLater(c, "a standby; the primary answers this")
 			return
 		}

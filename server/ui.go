@@ -115,6 +115,12 @@ func secureRequest(c *gin.Context) bool {
 
 func isLoopback(ip string) bool { return ip == "127.0.0.1" || ip == "::1" }
 
+// proxyHeaders reports whether the request carries the client headers a proxy adds (nginx sets
+// both); with a loopback peer, it came through the local proxy.
+func proxyHeaders(c *gin.Context) bool {
+	return c.GetHeader("X-Forwarded-For") != "" || c.GetHeader("X-Real-IP") != ""
+}
+
 // sessionOptions returns the cookie options for this request; maxAge 0 ends with the browser.
 func sessionOptions(c *gin.Context, maxAge time.Duration) sessions.Options {
 	return sessions.Options{Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,

@@ -54,15 +54,14 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("db: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-	if lock != nil {
-		// A server's database: it logs each record again as its own (rundb.EmbeddedLogLine).
-		logger = slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-	}
+	var logger *slog.Logger
 	var e *rundb.Embedded
 	if lock != nil {
+		// A server's database: it logs JSON, which the server logs again as its own records.
+		logger = slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 		e, err = rundb.StartEmbeddedLocked(cfg.DataDir, cfg.EmbeddedDBAddr, lock, logger)
 	} else {
+		logger = slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 		e, err = rundb.StartEmbedded(cfg.DataDir, cfg.EmbeddedDBAddr, logger)
 	}
 	if errors.Is(err, rundb.ErrDatabaseInUse) {

@@ -345,15 +345,12 @@ func (inst *instance) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	var errs []error
-	if inst.dbLost {
-		// As after a crash: nothing can be written, and the next start replays the journal.
-		if p != nil {
-			p.finish(ctx, inst, false)
-		}
-	} else {
-		if p != nil {
-			errs = append(errs, p.finish(ctx, inst, true)...)
-		}
+	// With the database gone, as after a crash: nothing is written, and the next start
+	// replays the journal.
+	if p != nil {
+		errs = append(errs, p.finish(ctx, inst, !inst.dbLost)...)
+	}
+	if !inst.dbLost {
 		writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
 	}
 	if err := inst.db.Close(ctx); err != nil {
