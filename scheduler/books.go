@@ -38,12 +38,12 @@ func (s *Scheduler) setBooks(books map[string]book) {
 // loadBooks reads the books' metadata the database holds.
 func (s *Scheduler) loadBooks(ctx context.Context) {
 	var books map[string]book
-	if err := s.db.KV.Get(ctx, booksKey, &books); err == nil {
+	if err := s.db.kv.Get(ctx, booksKey, &books); err == nil {
 		s.setBooks(books)
 		return
 	}
 	var raw string
-	if err := s.db.KV.Get(ctx, booksJSONKey, &raw); err == nil {
+	if err := s.db.kv.Get(ctx, booksJSONKey, &raw); err == nil {
 		if err := json.Unmarshal([]byte(raw), &books); err == nil {
 			s.setBooks(books)
 			return
@@ -63,8 +63,8 @@ func (s *Scheduler) saveBooks(ctx context.Context, raw []byte) error {
 	if err := json.Unmarshal(raw, &books); err != nil {
 		return fmt.Errorf("books metadata: %w", err)
 	}
-	if err := s.db.KV.Put(ctx, booksKey, all); err != nil {
-		if err := s.db.KV.Put(ctx, booksJSONKey, string(raw)); err != nil {
+	if err := s.db.kv.Put(ctx, booksKey, all); err != nil {
+		if err := s.db.kv.Put(ctx, booksJSONKey, string(raw)); err != nil {
 			return err
 		}
 	}

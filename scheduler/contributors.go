@@ -203,17 +203,17 @@ func (c *contributors) update(ctx context.Context) error {
 	now := s.now().UTC()
 	monthStart := now.Add(-contributorsMonth)
 
-	known, err := s.db.Users.TestsRepos(ctx)
+	known, err := s.db.contributors.TestsRepos(ctx)
 	if err != nil {
 		return err
 	}
-	credited, err := s.db.CreditedRuns(ctx)
+	credited, err := s.db.contributors.CreditedRuns(ctx)
 	if err != nil {
 		return err
 	}
 	rebuild := len(credited) == 0
 	var mark time.Time
-	if err := s.db.KV.Get(ctx, contributorsMarker, &mark); err != nil && !errors.Is(err, rundb.ErrNotFound) {
+	if err := s.db.kv.Get(ctx, contributorsMarker, &mark); err != nil && !errors.Is(err, rundb.ErrNotFound) {
 		return err
 	}
 	var since time.Time // zero: every finished run
@@ -268,7 +268,7 @@ func (c *contributors) update(ctx context.Context) error {
 	var fresh []*runShare
 	var freshIDs []rundb.ObjectID
 	seen := map[rundb.ObjectID]bool{}
-	err = s.db.Runs.EachFinished(ctx, since, func(r *rundb.Run) error {
+	err = s.db.contributors.EachFinished(ctx, since, func(r *rundb.Run) error {
 		if seen[r.ID] {
 			return nil
 		}
@@ -290,7 +290,7 @@ func (c *contributors) update(ctx context.Context) error {
 	c.month = month
 
 	// All-time totals: the stored ones (or, rebuilding, the granted hours) plus the new runs.
-	stored, err := s.db.UserCache.All(ctx)
+	stored, err := s.db.allTime.All(ctx)
 	if err != nil {
 		return err
 	}
@@ -341,13 +341,13 @@ func (c *contributors) update(ctx context.Context) error {
 
 	// Write: the counted runs first, so that a failure part way loses an update's runs
 	// rather than counting them twice.
-	if err := s.db.AddCreditedRuns(ctx, freshIDs); err != nil {
+	if err := s.db.contributors.AddCreditedRuns(ctx, freshIDs); err != nil {
 		return err
 	}
-	if err := writeStats(ctx, s.db.UserCache, before, totals, rebuild); err != nil {
+	if err := writeStats(ctx, s.db.allTime, before, totals, rebuild); err != nil {
 		return err
 	}
-	monthStore := s.db.MonthlyContributors()
+	monthStore := s.db.monthly
 	storedMonth, err := monthStore.All(ctx)
 	if err != nil {
 		return err
@@ -364,7 +364,7 @@ func (c *contributors) update(ctx context.Context) error {
 	if err := writeStats(ctx, monthStore, beforeMonth, monthly, true); err != nil {
 		return err
 	}
-	if err := s.db.KV.Put(ctx, contributorsMarker, now); err != nil {
+	if err := s.db.kv.Put(ctx, contributorsMarker, now); err != nil {
 		return err
 	}
 	s.writeActions(ctx, []*rundb.Action{{Action: "system_event", Username: "fishtest.system",
@@ -377,7 +377,7 @@ func (c *contributors) update(ctx context.Context) error {
 // writeStats writes the entries of next that differ from before. New entries are written only
 // with games or tests; with prune, stored entries left with neither games, tests nor CPU hours
 // are deleted, as are those missing from next.
-func writeStats(ctx context.Context, store *rundb.UserCacheStore, before, next map[string]*rundb.UserStats, prune bool) error {
+func writeStats(ctx context.Context, store contributorStats, before, next map[string]*rundb.UserStats, prune bool) error {
 	var drop []string
 	for _, name := range slices.Sorted(maps.Keys(next)) {
 		st := next[name]

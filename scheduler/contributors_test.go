@@ -54,7 +54,7 @@ func insertFinished(t *testing.T, s *Scheduler, author, tc string, threads int, 
 	t.Helper()
 	r := runSpec{username: author, tc: tc, threads: threads, approved: true}.build(start)
 	r.Finished, r.LastUpdated, r.Tasks = true, end, tasks
-	if err := s.db.Runs.Insert(context.Background(), r); err != nil {
+	if err := dbOf(s).Runs.Insert(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	return r.ID
@@ -126,7 +126,7 @@ func countPresent(wants map[string]want) int {
 func TestContributorStatistics(t *testing.T) {
 	s, clk := newTestScheduler(t)
 	ctx := context.Background()
-	db := s.db
+	db := dbOf(s)
 	for _, name := range []string{"alice", "bob", "carol", "dave", "erin"} {
 		if _, err := db.Users.Create(ctx, rundb.NewUser{Username: name, Password: "secret-password", Accepted: true}); err != nil {
 			t.Fatal(err)

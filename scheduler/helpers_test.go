@@ -36,7 +36,19 @@ func newTestScheduler(t testing.TB) (*Scheduler, *clock) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := New(testConfig(), db, rundb.NewRunCache(db.Runs, clk.now, logger), logger)
 	s.now = clk.now
+	testDBs.Store(s, db)
+	t.Cleanup(func() { testDBs.Delete(s) })
 	return s, clk
+}
+
+// testDBs holds the database under each test's scheduler, whose own view of it is narrower
+// than what a test checks (the actions a call wrote, say).
+var testDBs sync.Map // *Scheduler -> *rundb.DB
+
+// dbOf is the database under a scheduler of newTestScheduler.
+func dbOf(s *Scheduler) *rundb.DB {
+	db, _ := testDBs.Load(s)
+	return db.(*rundb.DB)
 }
 
 // runSpec describes a test run.

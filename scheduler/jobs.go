@@ -26,7 +26,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	s.connections = make(map[string]int)
 	s.mu.Unlock()
 	var workerRuns map[string]map[string]any
-	if err := s.db.KV.Get(ctx, "worker_runs", &workerRuns); err == nil {
+	if err := s.db.kv.Get(ctx, "worker_runs", &workerRuns); err == nil {
 		s.mu.Lock()
 		for name, m := range workerRuns {
 			s.workerRuns[name] = map[string]bool{}
@@ -43,7 +43,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	var legacy []string
-	if err := s.db.KV.Get(ctx, "legacy_usernames", &legacy); err == nil {
+	if err := s.db.kv.Get(ctx, "legacy_usernames", &legacy); err == nil {
 		s.mu.Lock()
 		for _, u := range legacy {
 			s.legacy[u] = true
@@ -308,7 +308,7 @@ func (s *Scheduler) SaveWorkerRuns(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	return s.db.KV.Put(ctx, "worker_runs", out)
+	return s.db.kv.Put(ctx, "worker_runs", out)
 }
 
 // Jobs are the scheduler's periodic jobs, with fishtest's periods scaled to the configured

@@ -737,7 +737,7 @@ func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username stri
 	}
 	// The run exists now: failing the request would invite a duplicate submission, so a lost
 	// action is logged, not returned.
-	err = s.db.Actions.Insert(ctx, &rundb.Action{
+	err = s.db.actions.Insert(ctx, &rundb.Action{
 		Time: unixSeconds(now), Action: "new_run", Username: username,
 		RunID: out.ID.Hex(), Run: RunLabel(out), Message: newRunMessage(out),
 	})
@@ -755,7 +755,7 @@ func (s *Scheduler) checkNetsUploaded(ctx context.Context, args rundb.RunArgs) e
 	}{{"base_nets", args.BaseNets}, {"new_nets", args.NewNets}} {
 		var missing []string
 		for _, name := range list.nets {
-			_, err := s.db.NNs.Get(ctx, name)
+			_, err := s.db.nns.Get(ctx, name)
 			if errors.Is(err, rundb.ErrNotFound) {
 				missing = append(missing, name)
 				continue
@@ -801,7 +801,7 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 	case err != nil:
 		return fmt.Errorf("approve run %s: %w", id, err)
 	}
-	err = s.db.Actions.Insert(ctx, &rundb.Action{
+	err = s.db.actions.Insert(ctx, &rundb.Action{
 		Time: unixSeconds(s.now()), Action: "approve_run", Username: approver,
 		RunID: id.Hex(), Run: label, Message: "approved",
 	})

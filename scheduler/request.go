@@ -83,11 +83,11 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	// caller every UserCacheTTL, so a storm of new workers makes no database read. A slot
 	// covers only the in-memory decision.
 	name := wi.ShortName()
-	w, err := s.db.Workers.GetCached(ctx, name, s.dbGate)
+	w, err := s.db.workers.GetCached(ctx, name, s.dbGate)
 	switch {
 	case err == nil && w.Blocked:
 		// The record notes when the blocked worker last tried.
-		if err := s.dbGate(ctx, func(ctx context.Context) error { return s.db.Workers.Put(ctx, w) }); err != nil {
+		if err := s.dbGate(ctx, func(ctx context.Context) error { return s.db.workers.Put(ctx, w) }); err != nil {
 			s.logger.Warn("update blocked worker", "worker", name, "err", err)
 		}
 		return TaskReply{Waiting: true, Error: blockedMessage(name, w.Message, hostURL)}, nil

@@ -137,7 +137,7 @@ func TestDuplicateWorkerName(t *testing.T) {
 		t.Errorf("stale task active=%v, new task active=%v", r.Tasks[1].Active, r.Tasks[2].Active)
 	}
 	checkInvariants(t, r)
-	acts, _ := s.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "failed_task"}, 10)
+	acts, _ := dbOf(s).Actions.Find(context.Background(), rundb.ActionFilter{Action: "failed_task"}, 10)
 	if len(acts) != 2 || acts[0].Message != "Stale active task" {
 		t.Errorf("failed_task actions %+v, want the stale tasks logged", acts)
 	}
@@ -147,7 +147,7 @@ func TestBlockedWorker(t *testing.T) {
 	s, _ := newTestScheduler(t)
 	addRun(t, s, runSpec{numGames: 1000, approved: true})
 	w := worker(1)
-	if err := s.db.Workers.Put(context.Background(), &rundb.Worker{WorkerName: w.ShortName(), Blocked: true, Message: "bad results"}); err != nil {
+	if err := dbOf(s).Workers.Put(context.Background(), &rundb.Worker{WorkerName: w.ShortName(), Blocked: true, Message: "bad results"}); err != nil {
 		t.Fatal(err)
 	}
 	got := request(t, s, w)

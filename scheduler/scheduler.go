@@ -63,7 +63,7 @@ type taskRef struct {
 // on the database while holding mu or a run's lock; actions are written after both are released.
 type Scheduler struct {
 	cfg    Config
-	db     *rundb.DB
+	db     store // the database, but for runs (see store.go)
 	runs   *rundb.RunCache
 	logger *slog.Logger
 	now    func() time.Time
@@ -88,8 +88,15 @@ type Scheduler struct {
 	legacy      map[string]bool            // usernames from before the username rule
 }
 
-// New returns a scheduler over the run cache. Call Load before serving.
+// New returns a scheduler over the run cache, and over db for the rest. Call Load before
+// serving.
 func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *Scheduler {
+	return newScheduler(cfg, storeOf(db), runs, logger)
+}
+
+// newScheduler is New over the scheduler's view of the database, which a test may fill with
+// stand-ins.
+func newScheduler(cfg Config, db store, runs *rundb.RunCache, logger *slog.Logger) *Scheduler {
 	if cfg.TaskSemaphoreSize < 1 {
 		cfg.TaskSemaphoreSize = DefaultTaskSemaphoreSize
 	}
@@ -259,7 +266,7 @@ func (s *Scheduler) dbGate(ctx context.Context, fn func(context.Context) error) 
 // an event-log line must not fail the worker's request.
 func (s *Scheduler) writeActions(ctx context.Context, actions []*rundb.Action) {
 	for _, a := range actions {
-		if err := s.db.Actions.Insert(context.WithoutCancel(ctx), a); err != nil {
+		if err := s.db.actions.Insert(context.WithoutCancel(ctx), a); err != nil {
 			s.logger.Warn("write action", "action", a.Action, "run_id", a.RunID, "err", err)
 		}
 	}

@@ -103,7 +103,7 @@ func TestFixedGamesRunFinishes(t *testing.T) {
 		t.Error("a run that won every decisive game is not green")
 	}
 	checkInvariants(t, r)
-	acts, _ := s.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "finished_run"}, 10)
+	acts, _ := dbOf(s).Actions.Find(context.Background(), rundb.ActionFilter{Action: "finished_run"}, 10)
 	if len(acts) != 1 || !strings.HasPrefix(acts[0].Message, "Result:accepted Elo:") || !strings.Contains(acts[0].Message, "Games:1000 Ptnml:[") {
 		t.Errorf("finished_run actions %+v", acts)
 	}
@@ -167,7 +167,7 @@ func TestDeadTaskIsReclaimed(t *testing.T) {
 		t.Errorf("committed_games %d: the silent task's played games (32) plus the live task's %d", r.CommittedGames, t2.Task.NumGames)
 	}
 	checkInvariants(t, r)
-	acts, _ := s.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "dead_task"}, 10)
+	acts, _ := dbOf(s).Actions.Find(context.Background(), rundb.ActionFilter{Action: "dead_task"}, 10)
 	if len(acts) != 1 || acts[0].TaskID == nil || *acts[0].TaskID != t1.TaskID {
 		t.Errorf("dead_task actions %+v", acts)
 	}
@@ -198,7 +198,7 @@ func TestFailedTask(t *testing.T) {
 		t.Errorf("second failed_task: %+v", again)
 	}
 	checkInvariants(t, snapshot(t, s, id))
-	acts, _ := s.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "failed_task"}, 10)
+	acts, _ := dbOf(s).Actions.Find(context.Background(), rundb.ActionFilter{Action: "failed_task"}, 10)
 	if len(acts) != 1 || acts[0].Message != "engine crashed" {
 		t.Errorf("failed_task actions %+v", acts)
 	}
@@ -229,7 +229,7 @@ func TestStopRunByWorker(t *testing.T) {
 	if err := s.StopRunByWorker(context.Background(), worker(2), id, task2.TaskID, "x", 1500); !errors.Is(err, ErrRunFinished) {
 		t.Errorf("stopping a finished run: %v", err)
 	}
-	acts, _ := s.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "stop_run"}, 10)
+	acts, _ := dbOf(s).Actions.Find(context.Background(), rundb.ActionFilter{Action: "stop_run"}, 10)
 	if len(acts) != 2 || !strings.HasSuffix(acts[1].Message, "(not authorized)") {
 		t.Errorf("stop_run actions %+v", acts)
 	}
@@ -319,7 +319,7 @@ func TestPurgeRemovesABadWorkerAndRevivesTheRun(t *testing.T) {
 		t.Errorf("after the purge: bad task has %d games, run %d", played(r.Tasks[4].Stats), played(r.Results))
 	}
 	checkInvariants(t, r)
-	acts, _ := s.db.Actions.Find(context.Background(), rundb.ActionFilter{Action: "purge_run"}, 5)
+	acts, _ := dbOf(s).Actions.Find(context.Background(), rundb.ActionFilter{Action: "purge_run"}, 5)
 	if len(acts) != 1 || acts[0].Message != "Auto purge" {
 		t.Errorf("purge_run actions %+v", acts)
 	}
@@ -347,12 +347,12 @@ func TestLoadRebuildsAggregates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Corrupt the stored aggregates, as a crash between a change and its write could.
-	r, _ := s.db.Runs.Get(context.Background(), id)
+	r, _ := dbOf(s).Runs.Get(context.Background(), id)
 	r.Cores, r.Workers, r.CommittedGames, r.Results.Wins = 0, 0, 0, 999
-	if err := s.db.Runs.Replace(context.Background(), r); err != nil {
+	if err := dbOf(s).Runs.Replace(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	fresh := New(testConfig(), s.db, rundb.NewRunCache(s.db.Runs, s.now, nil), s.logger)
+	fresh := New(testConfig(), dbOf(s), rundb.NewRunCache(dbOf(s).Runs, s.now, nil), s.logger)
 	fresh.now = s.now
 	if err := fresh.Load(context.Background()); err != nil {
 		t.Fatal(err)

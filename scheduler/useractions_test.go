@@ -26,7 +26,7 @@ func addRunWith(t testing.TB, s *Scheduler, sp runSpec, edit func(*rundb.Run)) r
 // runLog is the event log of one run, oldest first, one "action username: message" a line.
 func runLog(t testing.TB, s *Scheduler, id rundb.ObjectID) []string {
 	t.Helper()
-	acts, err := s.db.Actions.Find(context.Background(), rundb.ActionFilter{RunID: id.Hex()}, 0)
+	acts, err := dbOf(s).Actions.Find(context.Background(), rundb.ActionFilter{RunID: id.Hex()}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func runLog(t testing.TB, s *Scheduler, id rundb.ObjectID) []string {
 // stored is the run as the database has it, to check that a user action was written through.
 func stored(t testing.TB, s *Scheduler, id rundb.ObjectID) *rundb.Run {
 	t.Helper()
-	r, err := s.db.Runs.Get(context.Background(), id)
+	r, err := dbOf(s).Runs.Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestUserActionsOnAMissingRun(t *testing.T) {
 			t.Errorf("%s of a missing run = %v, want ErrRunNotFound", name, err)
 		}
 	}
-	if acts, _ := s.db.Actions.Find(ctx, rundb.ActionFilter{}, 10); len(acts) != 0 {
+	if acts, _ := dbOf(s).Actions.Find(ctx, rundb.ActionFilter{}, 10); len(acts) != 0 {
 		t.Errorf("actions on a missing run were logged: %+v", acts)
 	}
 }
