@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/worker"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
@@ -710,7 +711,7 @@ func httpGet(ctx context.Context, url string) ([]byte, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", resp.Status, snippet(data))
+		return nil, fmt.Errorf("%s: %s", resp.Status, apiclient.Snippet(data))
 	}
 	return data, nil
 }
@@ -1349,10 +1350,10 @@ func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
 		return nil, err
 	}
 	info := w.Info()
-	c := &apiClient{server: s.base, username: s.users.workers.name, password: s.users.workers.password, http: http.DefaultClient}
+	c := &apiclient.Client{Server: s.base, Username: s.users.workers.name, Password: s.users.workers.password, HTTP: http.DefaultClient}
 	for attempt := 0; ; attempt++ {
 		var task protocol.TaskReply
-		err := c.post(ctx, "/api/request_task", protocol.Request{Password: c.password, WorkerInfo: info}, &task)
+		err := c.Post(ctx, "/api/request_task", protocol.Request{Password: c.Password, WorkerInfo: info}, &task)
 		if err != nil {
 			return nil, fmt.Errorf("request_task: %w", err)
 		}
@@ -1458,7 +1459,7 @@ func benchCriticalSection(ctx context.Context, sc *scenarioReport) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("go test -bench printed no benchmark line: %s", snippet(out.Bytes()))
+		return fmt.Errorf("go test -bench printed no benchmark line: %s", apiclient.Snippet(out.Bytes()))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
@@ -78,23 +79,23 @@ func createDemoUsers(ctx context.Context, db *rundb.DB, machineLimit int) (demoU
 // `shoal run new` and `shoal run approve` do, and returns its id.
 func submitRun(ctx context.Context, base string, u demoUsers, req scheduler.RunRequest) (string, error) {
 	httpc := &http.Client{Timeout: 30 * time.Second}
-	sub := &apiClient{server: base, username: u.submitter.name, password: u.submitter.password, http: httpc}
+	sub := &apiclient.Client{Server: base, Username: u.submitter.name, Password: u.submitter.password, HTTP: httpc}
 	var created struct {
 		RunID string `json:"run_id"`
 	}
-	body := map[string]any{"username": sub.username, "password": sub.password, "run": req}
-	if err := sub.post(ctx, "/api/create_run", body, &created); err != nil {
+	body := map[string]any{"username": sub.Username, "password": sub.Password, "run": req}
+	if err := sub.Post(ctx, "/api/create_run", body, &created); err != nil {
 		return "", fmt.Errorf("create run: %w", err)
 	}
 	if created.RunID == "" {
 		return "", errors.New("create run: the reply has no run_id")
 	}
-	appr := &apiClient{server: base, username: u.approver.name, password: u.approver.password, http: httpc}
+	appr := &apiclient.Client{Server: base, Username: u.approver.name, Password: u.approver.password, HTTP: httpc}
 	var approved struct {
 		Approved bool `json:"approved"`
 	}
-	body = map[string]any{"username": appr.username, "password": appr.password, "run_id": created.RunID}
-	if err := appr.post(ctx, "/api/approve_run", body, &approved); err != nil {
+	body = map[string]any{"username": appr.Username, "password": appr.Password, "run_id": created.RunID}
+	if err := appr.Post(ctx, "/api/approve_run", body, &approved); err != nil {
 		return "", fmt.Errorf("approve run %s: %w", created.RunID, err)
 	}
 	if !approved.Approved {
@@ -152,12 +153,12 @@ func getElo(ctx context.Context, base, id string) (*eloReply, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, apiclient.MaxReplyBytes))
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("get_elo %s: %s: %s", id, resp.Status, snippet(data))
+		return nil, fmt.Errorf("get_elo %s: %s: %s", id, resp.Status, apiclient.Snippet(data))
 	}
 	var e eloReply
 	if err := json.Unmarshal(data, &e); err != nil {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/scheduler"
 )
 
@@ -23,9 +24,6 @@ const defaultServer = "http://127.0.0.1:8000"
 
 // defaultOptions are the engine options the new-test form prefills.
 const defaultOptions = "Hash=16"
-
-// maxReplyBytes bounds what is read of a server reply.
-const maxReplyBytes = 1 << 20
 
 const runUsage = `usage:
   shoal run new [flags]              submit a test; prints its run id
@@ -52,20 +50,13 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	return fmt.Errorf("run: unknown command %q\n%s", args[0], runUsage)
 }
 
-// apiClient is what both subcommands share: where the server is and who is asking.
-type apiClient struct {
-	server             string
-	username, password string
-	http               *http.Client
-}
-
 // clientFlags declares the connection flags on fs, filled from the environment first.
-func clientFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() (*apiClient, error)) {
+func clientFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() (*apiclient.Client, error)) {
 	server := fs.String("server", envOr(getenv, "SHOAL_SERVER", defaultServer), "the Shoal server's URL (env SHOAL_SERVER)")
 	username := fs.String("username", getenv("SHOAL_USERNAME"), "your username (env SHOAL_USERNAME)")
 	password := fs.String("password", getenv("SHOAL_PASSWORD"), "your password (env SHOAL_PASSWORD, which keeps it out of ps)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
-	return func() (*apiClient, error) {
+	return func() (*apiclient.Client, error) {
 		u, err := url.Parse(*server)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
@@ -77,9 +68,9 @@ func clientFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() (*
 		case *timeout <= 0:
 			return nil, fmt.Errorf("invalid --timeout %v: must be positive", *timeout)
 		}
-		return &apiClient{
-			server: strings.TrimRight(*server, "/"), username: *username, password: *password,
-			http: &http.Client{Timeout: *timeout},
+		return &apiclient.Client{
+			Server: strings.TrimRight(*server, "/"), Username: *username, Password: *password,
+			HTTP: &http.Client{Timeout: *timeout},
 		}, nil
 	}
 }
@@ -106,54 +97,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, args[0])
 		args = args[1:]
 	}
-}
-
-// post sends body to the API path and decodes a 200 reply into out. Any other reply is an
-// error carrying the server's message.
-func (c *apiClient) post(ctx context.Context, path string, body, out any) error {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.server+path, bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach %s: %w", c.server, err)
-	}
-	defer resp.Body.Close()
-	reply, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
-	if err != nil {
-		return fmt.Errorf("read reply from %s: %w", c.server, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(reply, &e) == nil && e.Error != "" {
-			return fmt.Errorf("server refused (%s): %s", resp.Status, e.Error)
-		}
-		return fmt.Errorf("server answered %s: %s", resp.Status, snippet(reply))
-	}
-	if err := json.Unmarshal(reply, out); err != nil {
-		return fmt.Errorf("unexpected reply from %s: %s", c.server, snippet(reply))
-	}
-	return nil
-}
-
-// snippet is the start of a reply, for an error message.
-func snippet(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	if s == "" {
-		return "(empty reply)"
-	}
-	return s
 }
 
 // runNew submits a test. The run's arguments come from --file (JSON, the "run" object of
@@ -244,15 +187,15 @@ func runNew(ctx context.Context, args []string, getenv func(string) string, stdo
 	var reply struct {
 		RunID string `json:"run_id"`
 	}
-	body := map[string]any{"username": c.username, "password": c.password, "run": req}
-	if err := c.post(ctx, "/api/create_run", body, &reply); err != nil {
+	body := map[string]any{"username": c.Username, "password": c.Password, "run": req}
+	if err := c.Post(ctx, "/api/create_run", body, &reply); err != nil {
 		return fmt.Errorf("run new: %w", err)
 	}
 	if reply.RunID == "" {
 		return errors.New("run new: the server's reply has no run_id")
 	}
 	fmt.Fprintln(stdout, reply.RunID)
-	fmt.Fprintf(stderr, "Submitted; it waits for an approver: %s/tests/view/%s\n", c.server, reply.RunID)
+	fmt.Fprintf(stderr, "Submitted; it waits for an approver: %s/tests/view/%s\n", c.Server, reply.RunID)
 	return nil
 }
 
@@ -408,8 +351,8 @@ func runApprove(ctx context.Context, args []string, getenv func(string) string, 
 	var reply struct {
 		Approved bool `json:"approved"`
 	}
-	body := map[string]any{"username": c.username, "password": c.password, "run_id": rest[0]}
-	if err := c.post(ctx, "/api/approve_run", body, &reply); err != nil {
+	body := map[string]any{"username": c.Username, "password": c.Password, "run_id": rest[0]}
+	if err := c.Post(ctx, "/api/approve_run", body, &reply); err != nil {
 		return fmt.Errorf("run approve: %w", err)
 	}
 	if !reply.Approved {

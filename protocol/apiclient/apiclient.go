@@ -1,0 +1,75 @@
+// Package apiclient is a small client of the server's JSON API for the tools a person runs:
+// `shoal run` submits and approves tests with it, and the demo and the bench drive a server
+// through it as such a person would.
+//
+// A Client holds no state of its own beyond its settings, so it is safe for concurrent use as
+// long as its fields are not changed. The package imports nothing of Shoal's.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// MaxReplyBytes bounds what is read of a server reply.
+const MaxReplyBytes = 1 << 20
+
+// Client is where the server is and who is asking.
+type Client struct {
+	Server             string
+	Username, Password string
+	HTTP               *http.Client
+}
+
+// Post sends body to the API path and decodes a 200 reply into out. Any other reply is an
+// error carrying the server's message.
+func (c *Client) Post(ctx context.Context, path string, body, out any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Server+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w", c.Server, err)
+	}
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(io.LimitReader(resp.Body, MaxReplyBytes))
+	if err != nil {
+		return fmt.Errorf("read reply from %s: %w", c.Server, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(reply, &e) == nil && e.Error != "" {
+			return fmt.Errorf("server refused (%s): %s", resp.Status, e.Error)
+		}
+		return fmt.Errorf("server answered %s: %s", resp.Status, Snippet(reply))
+	}
+	if err := json.Unmarshal(reply, out); err != nil {
+		return fmt.Errorf("unexpected reply from %s: %s", c.Server, Snippet(reply))
+	}
+	return nil
+}
+
+// Snippet is the start of a reply, for an error message.
+func Snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	if s == "" {
+		return "(empty reply)"
+	}
+	return s
+}
