@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/worker"
@@ -377,7 +378,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 type benchServer struct {
 	cmd     *exec.Cmd
 	base    string
-	users   demoUsers
+	users   demo.Users
 	dir     string
 	log     *os.File
 	pprof   string    // base URL of the server's profiles
@@ -412,7 +413,7 @@ func startBenchServer(ctx context.Context, set benchSettings, machineLimit int, 
 	if set.mongoURI != "" {
 		db = append(db, "--mongo-uri", set.mongoURI, "--database", "shoal_bench_"+strings.ToLower(rand.Text()[:10]))
 	}
-	if s.users, err = addDemoUsersCLI(ctx, set.exe, db, machineLimit, func(string) string { return rand.Text() }); err != nil {
+	if s.users, err = demo.AddUsersCLI(ctx, set.exe, db, machineLimit, func(string) string { return rand.Text() }); err != nil {
 		return nil, err
 	}
 	env := append(os.Environ(), "SHOAL_ADMIN_PASSWORD="+rand.Text())
@@ -504,38 +505,15 @@ func (s *benchServer) stop() {
 func (s *benchServer) submitRuns(ctx context.Context, n int) ([]string, error) {
 	ids := make([]string, 0, n)
 	for i := range n {
-		req := demoRunRequest(fmt.Sprintf("bench run %d", i+1))
+		req := demo.RunRequest(fmt.Sprintf("bench run %d", i+1))
 		req.NumGames = 400000
-		id, err := submitRun(ctx, s.base, s.users, req)
+		id, err := demo.SubmitRun(ctx, s.base, s.users, req)
 		if err != nil {
 			return nil, err
 		}
 		ids = append(ids, id)
 	}
 	return ids, nil
-}
-
-// addDemoUsersCLI creates the demo's users (demoUsers) with `shoal user add`, as an operator
-// would before the first start: exe is the binary, dbArgs where the database is (--data or
-// --mongo-uri), password each user's password. Passwords reach the child through its
-// environment, out of ps.
-func addDemoUsersCLI(ctx context.Context, exe string, dbArgs []string, machineLimit int, password func(name string) string) (demoUsers, error) {
-	var u demoUsers
-	u.submitter.name, u.approver.name, u.workers.name = "alice", "bob", "fleet"
-	for _, acct := range []struct {
-		who   *struct{ name, password string }
-		extra []string
-	}{{&u.submitter, nil}, {&u.approver, []string{"--approver"}},
-		{&u.workers, []string{"--machine-limit", strconv.Itoa(machineLimit)}}} {
-		acct.who.password = password(acct.who.name)
-		args := append(append([]string{"user", "add", "--username", acct.who.name}, dbArgs...), acct.extra...)
-		cmd := exec.CommandContext(ctx, exe, args...)
-		cmd.Env = append(os.Environ(), "SHOAL_USER_PASSWORD="+acct.who.password)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return u, fmt.Errorf("shoal user add %s: %w: %s", acct.who.name, err, bytes.TrimSpace(out))
-		}
-	}
-	return u, nil
 }
 
 // loopbackPort returns a loopback port free a moment ago.
@@ -927,7 +905,7 @@ func boolFigure(b bool) float64 {
 
 // fleetOptions are the options every bench fleet shares.
 func fleetOptions(s *benchServer, set benchSettings, workers int) fleet.Options {
-	return fleet.Options{ServerURL: s.base, Username: s.users.workers.name, Password: s.users.workers.password,
+	return fleet.Options{ServerURL: s.base, Username: s.users.Workers.Name, Password: s.users.Workers.Password,
 		Workers: workers, DrawRatio: 0.6, TimeScale: set.TimeScale, StopGrace: 15 * time.Second}
 }
 
@@ -1344,13 +1322,13 @@ func benchCeiling(ctx context.Context, set benchSettings, sc *scenarioReport, st
 
 // beatBody takes a task for worker i through request_task and returns the body of a beat for it.
 func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
-	w, err := worker.New(worker.Config{ServerURL: s.base, Username: s.users.workers.name,
-		Password: s.users.workers.password, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("bc%06d", i))}, &worker.SimSource{})
+	w, err := worker.New(worker.Config{ServerURL: s.base, Username: s.users.Workers.Name,
+		Password: s.users.Workers.Password, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("bc%06d", i))}, &worker.SimSource{})
 	if err != nil {
 		return nil, err
 	}
 	info := w.Info()
-	c := &apiclient.Client{Server: s.base, Username: s.users.workers.name, Password: s.users.workers.password, HTTP: http.DefaultClient}
+	c := &apiclient.Client{Server: s.base, Username: s.users.Workers.Name, Password: s.users.Workers.Password, HTTP: http.DefaultClient}
 	for attempt := 0; ; attempt++ {
 		var task protocol.TaskReply
 		err := c.Post(ctx, "/api/request_task", protocol.Request{Password: c.Password, WorkerInfo: info}, &task)
@@ -1358,7 +1336,7 @@ func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
 			return nil, fmt.Errorf("request_task: %w", err)
 		}
 		if task.Run != nil && task.TaskID != nil {
-			return json.Marshal(protocol.Request{Password: s.users.workers.password, WorkerInfo: info,
+			return json.Marshal(protocol.Request{Password: s.users.Workers.Password, WorkerInfo: info,
 				RunID: &task.Run.ID, TaskID: task.TaskID})
 		}
 		if task.Error != "" || attempt >= 20 {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -176,7 +177,7 @@ func benchTakeover(ctx context.Context, set benchSettings) (time.Duration, error
 		return 0, err
 	}
 	defer db.Close(context.Background())
-	users, err := createDemoUsers(ctx, db, 10)
+	users, err := demo.CreateUsers(ctx, db, 10)
 	if err != nil {
 		return 0, err
 	}
@@ -222,7 +223,7 @@ func benchTakeover(ctx context.Context, set benchSettings) (time.Duration, error
 	}
 	killed := time.Now()
 	for time.Since(killed) < time.Minute {
-		body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, users.workers.password, users.workers.name)
+		body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, users.Workers.Password, users.Workers.Name)
 		resp, err := http.Post(sbase+"/api/request_version", "application/json", strings.NewReader(body))
 		if err == nil {
 			resp.Body.Close()

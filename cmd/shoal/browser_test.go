@@ -248,7 +248,7 @@ func TestBrowserSignupSubmitApproveWatchStop(t *testing.T) {
 	}
 
 	// The approver accepts the new account from the user management page.
-	b.login(srv.users.approver.name, srv.users.approver.password)
+	b.login(srv.users.Approver.Name, srv.users.Approver.Password)
 	b.open("/user_management")
 	if !strings.Contains(b.bodyText(), newUser) {
 		t.Fatalf("%s is not among the pending users:\n%s", newUser, b.bodyText())
@@ -285,7 +285,7 @@ func TestBrowserSignupSubmitApproveWatchStop(t *testing.T) {
 	b.logout()
 
 	// A second user, an approver, approves it.
-	b.login(srv.users.approver.name, srv.users.approver.password)
+	b.login(srv.users.Approver.Name, srv.users.Approver.Password)
 	b.open("/tests/view/" + runID)
 	b.submitVia(`#form-approve button[type="submit"]`)
 	if body := b.bodyText(); !strings.Contains(strings.ToLower(body), "approved") {
@@ -301,7 +301,7 @@ func TestBrowserSignupSubmitApproveWatchStop(t *testing.T) {
 	fleetDone := make(chan error, 1)
 	go func() {
 		_, err := fleet.Run(fleetCtx, fleet.Options{
-			ServerURL: srv.base, Username: srv.users.workers.name, Password: srv.users.workers.password,
+			ServerURL: srv.base, Username: srv.users.Workers.Name, Password: srv.users.Workers.Password,
 			Workers: 4, Concurrency: 2, Elo: 1, DrawRatio: 0.5, TimeScale: e2eScale, Seed: 6,
 		})
 		fleetDone <- err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -99,9 +100,9 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 
 	var ids []string
 	for i := range crashRuns {
-		req := demoRunRequest(fmt.Sprintf("crash test %d", i))
+		req := demo.RunRequest(fmt.Sprintf("crash test %d", i))
 		req.NumGames = 400_000 // far more than the test plays
-		id, err := submitRun(context.Background(), base, users, req)
+		id, err := demo.SubmitRun(context.Background(), base, users, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,8 +110,8 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 	}
 
 	var progress lockedBuffer
-	bg := startFleet(fleet.Options{ServerURL: base, Username: users.workers.name,
-		Password: users.workers.password, Workers: crashWorkers, Concurrency: 1, TimeScale: e2eScale,
+	bg := startFleet(fleet.Options{ServerURL: base, Username: users.Workers.Name,
+		Password: users.Workers.Password, Workers: crashWorkers, Concurrency: 1, TimeScale: e2eScale,
 		Arrival: fleet.Ramp, Ramp: 2 * time.Second, Elo: 2, DrawRatio: 0.6, Seed: 31,
 		Progress: &progress, ProgressPeriod: 100 * time.Millisecond,
 		// Retries 3 s apart span a restart, as fishtest's worker's minute spans a real one.

@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	mongooptions "go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
@@ -88,7 +89,7 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close(context.Background()) })
 	const workers = 200
-	users, err := createDemoUsers(ctx, db, 2*workers)
+	users, err := demo.CreateUsers(ctx, db, 2*workers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +114,9 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 
 	var ids []string
 	for i := range 4 {
-		req := demoRunRequest(fmt.Sprintf("failover test %d", i))
+		req := demo.RunRequest(fmt.Sprintf("failover test %d", i))
 		req.NumGames = 3000
-		id, err := submitRun(ctx, ngx.base, users, req)
+		id, err := demo.SubmitRun(ctx, ngx.base, users, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,8 +124,8 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	}
 
 	var progress lockedBuffer
-	bg := startFleet(fleet.Options{ServerURL: ngx.base, Username: users.workers.name,
-		Password: users.workers.password, Workers: workers, Concurrency: 1, TimeScale: e2eScale,
+	bg := startFleet(fleet.Options{ServerURL: ngx.base, Username: users.Workers.Name,
+		Password: users.Workers.Password, Workers: workers, Concurrency: 1, TimeScale: e2eScale,
 		Arrival: fleet.Ramp, Ramp: 2 * time.Second, Elo: 2, DrawRatio: 0.6, Seed: 41,
 		Progress: &progress, ProgressPeriod: 100 * time.Millisecond, UntilFinished: ids,
 		Duration: 3 * time.Minute,
@@ -170,15 +171,15 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 	}
 
 	// 4. The new primary freezes with changes only in its journal: a run played for a moment.
-	req := demoRunRequest("frozen primary")
+	req := demo.RunRequest("frozen primary")
 	req.NumGames = 100_000
-	id, err := submitRun(ctx, "http://"+standbyAddr, users, req)
+	id, err := demo.SubmitRun(ctx, "http://"+standbyAddr, users, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var smallProgress lockedBuffer
-	small := startFleet(fleet.Options{ServerURL: "http://" + standbyAddr, Username: users.workers.name,
-		Password: users.workers.password, Workers: 10, Concurrency: 1, TimeScale: e2eScale, Seed: 42,
+	small := startFleet(fleet.Options{ServerURL: "http://" + standbyAddr, Username: users.Workers.Name,
+		Password: users.Workers.Password, Workers: 10, Concurrency: 1, TimeScale: e2eScale, Seed: 42,
 		Duration: time.Minute, StopGrace: time.Second, HTTPTimeout: 2 * time.Second,
 		Progress: &smallProgress, ProgressPeriod: 50 * time.Millisecond})
 	defer small.stop()

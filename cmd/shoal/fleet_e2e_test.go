@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
@@ -32,7 +33,7 @@ const e2eScale = 240
 // e2eServer is a running server with the demo's users.
 type e2eServer struct {
 	base  string
-	users demoUsers
+	users demo.Users
 	log   *lockedBuffer
 }
 
@@ -50,7 +51,7 @@ func startE2E(t *testing.T, machineLimit int) *e2eServer {
 		}
 	})
 	inst := startTestInstance(t, demoConfig(t.TempDir(), e2eScale), log)
-	users, err := createDemoUsers(context.Background(), inst.db, machineLimit)
+	users, err := demo.CreateUsers(context.Background(), inst.db, machineLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +61,9 @@ func startE2E(t *testing.T, machineLimit int) *e2eServer {
 // submit creates and approves a run: the demo's arguments, changed by change.
 func (s *e2eServer) submit(t *testing.T, change func(*scheduler.RunRequest)) string {
 	t.Helper()
-	req := demoRunRequest("end-to-end test")
+	req := demo.RunRequest("end-to-end test")
 	change(&req)
-	id, err := submitRun(context.Background(), s.base, s.users, req)
+	id, err := demo.SubmitRun(context.Background(), s.base, s.users, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func (s *e2eServer) submit(t *testing.T, change func(*scheduler.RunRequest)) str
 // returns its report, logged when the test fails.
 func (s *e2eServer) fleet(t *testing.T, opts fleet.Options, limit time.Duration, runs ...string) *fleet.Report {
 	t.Helper()
-	opts.ServerURL, opts.Username, opts.Password = s.base, s.users.workers.name, s.users.workers.password
+	opts.ServerURL, opts.Username, opts.Password = s.base, s.users.Workers.Name, s.users.Workers.Password
 	opts.TimeScale, opts.UntilFinished, opts.Duration = e2eScale, runs, limit
 	if opts.Concurrency == 0 {
 		opts.Concurrency = 4
@@ -389,7 +390,7 @@ func TestE2EFleetCommandWritesTheJSONReport(t *testing.T) {
 	err := fleetCmd(context.Background(), []string{"--workers", "20", "--server", s.base, "--concurrency", "2",
 		"--time-scale", fmt.Sprint(e2eScale), "--elo", "5", "--arrival", "ramp", "--ramp", "1s",
 		"--until-finished", id, "--duration", "60s", "--json", path},
-		envOf(map[string]string{"SHOAL_USERNAME": s.users.workers.name, "SHOAL_PASSWORD": s.users.workers.password}),
+		envOf(map[string]string{"SHOAL_USERNAME": s.users.Workers.Name, "SHOAL_PASSWORD": s.users.Workers.Password}),
 		&stdout, &stderr)
 	if err != nil {
 		t.Fatalf("fleet: %v\n%s\n%s", err, &stderr, &stdout)
@@ -435,7 +436,7 @@ func TestE2EFleetCommandWritesTheJSONReport(t *testing.T) {
 
 func TestE2EFleetCommandErrors(t *testing.T) {
 	s := startE2E(t, 5)
-	env := envOf(map[string]string{"SHOAL_USERNAME": s.users.workers.name, "SHOAL_PASSWORD": s.users.workers.password})
+	env := envOf(map[string]string{"SHOAL_USERNAME": s.users.Workers.Name, "SHOAL_PASSWORD": s.users.Workers.Password})
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -131,9 +132,9 @@ func TestE2EHostileConnectionsDoNotStopTheFleet(t *testing.T) {
 	env := e2eServeEnv(data, "SHOAL_READ_TIMEOUT="+readTimeout.String(), "SHOAL_IDLE_TIMEOUT="+idleTimeout.String(),
 		fmt.Sprintf("SHOAL_MAX_CONNECTIONS_PER_ADDRESS=%d", perAddress))
 	startShoal(t, bin, dir, addr, env)
-	req := demoRunRequest("hostile connections")
+	req := demo.RunRequest("hostile connections")
 	req.NumGames = 400_000
-	if _, err := submitRun(context.Background(), base, users, req); err != nil {
+	if _, err := demo.SubmitRun(context.Background(), base, users, req); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,8 +142,8 @@ func TestE2EHostileConnectionsDoNotStopTheFleet(t *testing.T) {
 	// from 127.0.0.2 to 127.0.0.5.
 	done := make(chan *fleet.Report, 1)
 	go func() {
-		rep, err := fleet.Run(context.Background(), fleet.Options{ServerURL: base, Username: users.workers.name,
-			Password: users.workers.password, Workers: workers, Concurrency: 4, TimeScale: e2eScale,
+		rep, err := fleet.Run(context.Background(), fleet.Options{ServerURL: base, Username: users.Workers.Name,
+			Password: users.Workers.Password, Workers: workers, Concurrency: 4, TimeScale: e2eScale,
 			Arrival: fleet.Ramp, Ramp: time.Second, Duration: 20 * time.Second, Elo: 2, DrawRatio: 0.6, Seed: 3,
 			IdleConnTimeout: idleTimeout / 3})
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
@@ -328,7 +329,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 
 	ctx := context.Background()
 	const workers = 12
-	users, err := createDemoUsers(ctx, primary.db, workers)
+	users, err := demo.CreateUsers(ctx, primary.db, workers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	sum := sha256.Sum256(netData)
 	netName := "nn-" + hex.EncodeToString(sum[:])[:12] + ".nnue"
 	writeGzip(t, filepath.Join(dir, "nn", netName+".gz"), netData)
-	if err := primary.db.NNs.Insert(ctx, &rundb.NN{Name: netName, User: users.submitter.name}); err != nil {
+	if err := primary.db.NNs.Insert(ctx, &rundb.NN{Name: netName, User: users.Submitter.Name}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -347,9 +348,9 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 		primary.addr, secondary1.addr, secondary2.addr, time.Since(started).Round(10*time.Millisecond))
 
 	// A run submitted and approved through nginx, played by a fleet working through nginx.
-	req := demoRunRequest("played through nginx")
+	req := demo.RunRequest("played through nginx")
 	req.NumGames = 1000
-	id, err := submitRun(ctx, ngx.base, users, req)
+	id, err := demo.SubmitRun(ctx, ngx.base, users, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	fleetStart := time.Now()
 	go func() {
 		rep, err := fleet.Run(fleetCtx, fleet.Options{
-			ServerURL: ngx.base, Username: users.workers.name, Password: users.workers.password,
+			ServerURL: ngx.base, Username: users.Workers.Name, Password: users.Workers.Password,
 			Workers: workers, Concurrency: 2, Elo: 3, DrawRatio: 0.6, Seed: 13, TimeScale: e2eScale,
 			UntilFinished: []string{id}, Duration: 60 * time.Second,
 			Progress: &progress, ProgressPeriod: 5 * time.Second,
@@ -425,7 +426,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 			{"GET", "/static/shoal.css", s1},
 			{"GET", "/tests/finished", s2},
 			{"GET", "/tests/machines", s2},
-			{"GET", "/tests/user/" + users.submitter.name, s2},
+			{"GET", "/tests/user/" + users.Submitter.Name, s2},
 			{"GET", "/contributors", s2},
 			{"GET", "/contributors/monthly", s2},
 			{"GET", "/actions", s2},
@@ -461,8 +462,8 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 			{"POST", "/upload", p},
 			{"GET", "/user", p},
 			{"POST", "/user", p},
-			{"GET", "/user/" + users.submitter.name, p},
-			{"POST", "/user/" + users.submitter.name, p},
+			{"GET", "/user/" + users.Submitter.Name, p},
+			{"POST", "/user/" + users.Submitter.Name, p},
 			{"GET", "/workers/some-worker", p},
 			{"POST", "/workers/some-worker", p},
 			{"GET", "/admin/tuning", p},
@@ -555,7 +556,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	// A login on one instance (POST /login goes to 8001) is a login on the others: they share
 	// the session secret.
 	t.Run("one session across instances", func(t *testing.T) {
-		_, client := webLogin(t, ngx.base+"/", users.submitter.name, users.submitter.password)
+		_, client := webLogin(t, ngx.base+"/", users.Submitter.Name, users.Submitter.Password)
 		resp, err := client.Get(ngx.base + "/tests/run")
 		if err != nil {
 			t.Fatal(err)
@@ -563,9 +564,9 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 		page, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		who := instanceOf(resp.Header.Get("X-Shoal-Instance"))
-		if resp.StatusCode != http.StatusOK || who != "primary" || !strings.Contains(string(page), `class="user-name">`+users.submitter.name+`<`) {
+		if resp.StatusCode != http.StatusOK || who != "primary" || !strings.Contains(string(page), `class="user-name">`+users.Submitter.Name+`<`) {
 			t.Errorf("GET /tests/run after logging in: %d from the %s at %s; want the form for %s from the primary",
-				resp.StatusCode, who, resp.Request.URL.Path, users.submitter.name)
+				resp.StatusCode, who, resp.Request.URL.Path, users.Submitter.Name)
 		}
 	})
 

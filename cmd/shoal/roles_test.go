@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-chess/shoal/demo"
 )
 
 // startTestInstance starts an instance on cfg that logs its warnings to log, shut down when
@@ -80,13 +82,13 @@ func TestPrimaryAndSecondary(t *testing.T) {
 	}
 
 	// A run created on the primary is on the secondary's read API and pages once written.
-	users, err := createDemoUsers(context.Background(), primary.db, 4)
+	users, err := demo.CreateUsers(context.Background(), primary.db, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := demoRunRequest("seen from a secondary")
+	req := demo.RunRequest("seen from a secondary")
 	req.NumGames = 2000
-	id, err := submitRun(context.Background(), pbase, users, req)
+	id, err := demo.SubmitRun(context.Background(), pbase, users, req)
 	if err != nil {
 		t.Fatal(err)
 	}

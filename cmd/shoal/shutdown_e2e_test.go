@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/worker"
@@ -97,9 +98,9 @@ func e2eServeEnv(data string, extra ...string) []string {
 
 // addUsers creates the submitter, the approver and the fleet's account with `shoal user add`,
 // as an operator would before the first start.
-func addUsers(t *testing.T, bin, data string, machineLimit int) demoUsers {
+func addUsers(t *testing.T, bin, data string, machineLimit int) demo.Users {
 	t.Helper()
-	u, err := addDemoUsersCLI(context.Background(), bin, []string{"--data", data}, machineLimit,
+	u, err := demo.AddUsersCLI(context.Background(), bin, []string{"--data", data}, machineLimit,
 		func(name string) string { return name + "-pw" })
 	if err != nil {
 		t.Fatal(err)
@@ -255,16 +256,16 @@ func TestE2EShutdownMidFleetLosesNoGames(t *testing.T) {
 	env := e2eServeEnv(data, "SHOAL_FLUSH_PERIOD=30s", "SHOAL_DEAD_TASK_TIMEOUT=60s")
 	srv := startShoal(t, bin, dir, addr, env)
 
-	req := demoRunRequest("shutdown test")
+	req := demo.RunRequest("shutdown test")
 	req.NumGames = 400_000 // far more than the test plays
-	id, err := submitRun(context.Background(), base, users, req)
+	id, err := demo.SubmitRun(context.Background(), base, users, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var progress lockedBuffer
-	bg := startFleet(fleet.Options{ServerURL: base, Username: users.workers.name,
-		Password: users.workers.password, Workers: workers, Concurrency: 4, TimeScale: e2eScale,
+	bg := startFleet(fleet.Options{ServerURL: base, Username: users.Workers.Name,
+		Password: users.Workers.Password, Workers: workers, Concurrency: 4, TimeScale: e2eScale,
 		// Arriving over one batch's time, the workers report at evenly spread moments, so
 		// that updates are in flight whenever the signal comes.
 		Arrival: fleet.Ramp, Ramp: 500 * time.Millisecond,

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
 // workerAPIAnswers reports whether a worker call through base gets a JSON answer from a primary
 // (request_version, with the fleet's account).
-func workerAPIAnswers(base string, u demoUsers) bool {
-	body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, u.workers.password, u.workers.name)
+func workerAPIAnswers(base string, u demo.Users) bool {
+	body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, u.Workers.Password, u.Workers.Name)
 	resp, err := (&http.Client{Timeout: 2 * time.Second}).Post(base+"/api/request_version", "application/json", strings.NewReader(body))
 	if err != nil {
 		return false
@@ -60,7 +61,7 @@ func TestStandbyTakesOverWhenThePrimaryStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close(context.Background()) })
-	users, err := createDemoUsers(ctx, db, 10)
+	users, err := demo.CreateUsers(ctx, db, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"compress/gzip"
@@ -12,64 +12,64 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker"
 	"github.com/shoal-chess/shoal/worker/match"
 	"github.com/shoal-chess/shoal/worker/uci"
 )
 
-// realDemo is what `shoal demo --engine` plays: an SPRT between two configurations of one
+// Real is what `shoal demo --engine` plays: an SPRT between two configurations of one
 // engine, decided by local workers playing real games.
-type realDemo struct {
-	engine, newOptions, baseOptions, tc string
-	speed                               float64 // EngineSource.Factor
-	workers                             int
-	limit                               time.Duration
+type Real struct {
+	Engine, NewOptions, BaseOptions, TC string
+	Speed                               float64 // EngineSource.Factor
+	Workers                             int
+	Limit                               time.Duration
 }
 
-// runRealDemo submits the SPRT (the engine's bench as both signatures), starts the workers,
-// shows the test's progress until it is decided, then checks every uploaded game.
-func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writer) error {
-	base := "http://" + inst.addr
-	fmt.Fprintf(stdout, "Server ready at %s/\n", base)
-	users, err := createDemoUsers(ctx, inst.db, d.workers)
+// RunReal submits the SPRT (the engine's bench as both signatures) to the server at base (on
+// database db), starts the workers, shows the test's progress until it is decided, then checks
+// every uploaded game.
+func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.Writer) error {
+	users, err := CreateUsers(ctx, db, d.Workers)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	bench, err := uci.Bench(ctx, d.engine, 16, 1, 13)
+	bench, err := uci.Bench(ctx, d.Engine, 16, 1, 13)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	sig := strconv.FormatInt(bench.Nodes, 10)
-	req := demoRunRequest(fmt.Sprintf("Shoal demo: %s (%s) against itself (%s)", d.engine, d.newOptions, d.baseOptions))
-	req.TC, req.NewOptions, req.BaseOptions = d.tc, d.newOptions, d.baseOptions
+	req := RunRequest(fmt.Sprintf("Shoal demo: %s (%s) against itself (%s)", d.Engine, d.NewOptions, d.BaseOptions))
+	req.TC, req.NewOptions, req.BaseOptions = d.TC, d.NewOptions, d.BaseOptions
 	req.BaseSignature, req.NewSignature = sig, sig
 	req.Book = "shoal_openings_v1.epd"
 	req.SPRT = &scheduler.SPRTRequest{Elo0: ref(0.0), Elo1: ref(10.0)}
-	id, err := submitRun(ctx, base, users, req)
+	id, err := SubmitRun(ctx, base, users, req)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	fmt.Fprintf(stdout, "%s submitted SPRT[0, 10] at %s as run %s; %s approved it (%s/tests/view/%s).\n",
-		users.submitter.name, d.tc, id, users.approver.name, base, id)
+		users.Submitter.Name, d.TC, id, users.Approver.Name, base, id)
 	played := "scaled by this machine's bench"
-	if d.speed > 0 {
-		tc, _ := match.ParseTC(d.tc)
-		played = "played at " + tc.Scaled(d.speed).String()
+	if d.Speed > 0 {
+		tc, _ := match.ParseTC(d.TC)
+		played = "played at " + tc.Scaled(d.Speed).String()
 	}
 	fmt.Fprintf(stdout, "Starting %d workers playing real games with %s (bench %s nodes; %s %s)...\n",
-		d.workers, d.engine, sig, d.tc, played)
+		d.Workers, d.Engine, sig, d.TC, played)
 
 	wctx, stopHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHard()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var workers []*worker.Worker
 	var wg sync.WaitGroup
-	errs := make(chan error, d.workers)
-	for i := range d.workers {
-		w, err := worker.New(worker.Config{ServerURL: base, Username: users.workers.name, Password: users.workers.password,
+	errs := make(chan error, d.Workers)
+	for i := range d.Workers {
+		w, err := worker.New(worker.Config{ServerURL: base, Username: users.Workers.Name, Password: users.Workers.Password,
 			Concurrency: 1, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("demo%d", i)), Logger: quiet},
-			&worker.EngineSource{Engine: d.engine, Concurrency: 1, Factor: d.speed})
+			&worker.EngineSource{Engine: d.Engine, Concurrency: 1, Factor: d.Speed})
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
@@ -95,7 +95,7 @@ func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writ
 	}
 
 	start := time.Now()
-	deadline := time.After(d.limit)
+	deadline := time.After(d.Limit)
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	var e *eloReply
@@ -140,12 +140,12 @@ func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writ
 	if pgns.wins != e.Results.Wins || pgns.losses != e.Results.Losses || pgns.draws != e.Results.Draws {
 		return errors.New("demo: the uploaded games' results differ from the run's")
 	}
-	if pgns.runTCs[d.tc] != pgns.games {
-		return fmt.Errorf("demo: the games' run time controls %v, want %s in every one", pgns.runTCs, d.tc)
+	if pgns.runTCs[d.TC] != pgns.games {
+		return fmt.Errorf("demo: the games' run time controls %v, want %s in every one", pgns.runTCs, d.TC)
 	}
-	if d.speed > 0 {
-		tc, _ := match.ParseTC(d.tc)
-		if want := tc.Scaled(d.speed).String(); pgns.tcs[want] != pgns.games {
+	if d.Speed > 0 {
+		tc, _ := match.ParseTC(d.TC)
+		if want := tc.Scaled(d.Speed).String(); pgns.tcs[want] != pgns.games {
 			return fmt.Errorf("demo: the games' time controls %v, want %s in every one", pgns.tcs, want)
 		}
 	}
