@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/bench"
 	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
@@ -272,7 +273,7 @@ func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics = %d", code)
 	}
-	series, err := parseMetrics(strings.NewReader(text))
+	series, err := bench.ParseMetrics(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}

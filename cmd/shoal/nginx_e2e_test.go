@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/bench"
 	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/worker/fleet"
@@ -159,7 +160,7 @@ http {
 // freePort returns a loopback port nothing listens on (for the moment).
 func freePort(t *testing.T) int {
 	t.Helper()
-	port, err := loopbackPort()
+	port, err := bench.LoopbackPort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -124,18 +124,18 @@ func summariseCPU(sum *profileSummary, file string, cpu []byte) {
 }
 
 // profileDuring runs captureProfiles for d after a delay, in the background (profileLater).
-func profileDuring(ctx context.Context, s *benchServer, set benchSettings, name string, after, d time.Duration) <-chan *profileSummary {
+func profileDuring(ctx context.Context, s *benchServer, set plan, name string, after, d time.Duration) <-chan *profileSummary {
 	return profileLater(ctx, set, after, func() *profileSummary { return captureProfiles(ctx, s, set.profiles, name, d) })
 }
 
 // profileFleet runs captureFleet for d after a delay, in the background (profileLater).
-func profileFleet(ctx context.Context, set benchSettings, name string, after, d time.Duration) <-chan *profileSummary {
+func profileFleet(ctx context.Context, set plan, name string, after, d time.Duration) <-chan *profileSummary {
 	return profileLater(ctx, set, after, func() *profileSummary { return captureFleet(ctx, set.profiles, name, d) })
 }
 
 // profileLater runs capture after a delay, in the background; the channel delivers its
 // summary, or nil when profiles are off or the delay was cut short.
-func profileLater(ctx context.Context, set benchSettings, after time.Duration, capture func() *profileSummary) <-chan *profileSummary {
+func profileLater(ctx context.Context, set plan, after time.Duration, capture func() *profileSummary) <-chan *profileSummary {
 	out := make(chan *profileSummary, 1)
 	if set.profiles == "" {
 		out <- nil

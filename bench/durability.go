@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -46,7 +46,7 @@ var durabilityFigures = []string{"steady: update_task p99", "steady: beat p99", 
 // round's p99 several times over, and the median leaves that round out. The journal's target is
 // the issue's: update_task p99 at most 1.5 times what it is without; beat, which writes no
 // record, should not move beyond the noise.
-func benchDurability(ctx context.Context, set benchSettings, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
+func benchDurability(ctx context.Context, set plan, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
 	updateRatio, beatRatio, takeover := (*float64)(nil), (*float64)(nil), (*float64)(nil)
 	defer func() {
 		sc.target("update_task p99, journal on / off (median of the rounds)", updateRatio, "x", "<= 1.5", func(v float64) bool { return v <= 1.5 })
@@ -166,7 +166,7 @@ func unitOf(legs []*scenarioReport, name string) string {
 // benchTakeover measures a failover with the default settings: a primary and a standby on one
 // database (held by the bench, as `shoal db` would), the primary killed (SIGKILL) two lease
 // renewals after its start, and the time until the standby answers a worker call.
-func benchTakeover(ctx context.Context, set benchSettings) (time.Duration, error) {
+func benchTakeover(ctx context.Context, set plan) (time.Duration, error) {
 	dir, err := os.MkdirTemp("", "shoal-bench-takeover-")
 	if err != nil {
 		return 0, err
@@ -182,7 +182,7 @@ func benchTakeover(ctx context.Context, set benchSettings) (time.Duration, error
 		return 0, err
 	}
 	start := func(role string) (*exec.Cmd, string, error) {
-		port, err := loopbackPort()
+		port, err := LoopbackPort()
 		if err != nil {
 			return nil, "", err
 		}

@@ -1,0 +1,1595 @@
+// Package bench is the harness of `shoal bench` (issue 8's measurements): it starts the server
+// as a separate `shoal serve` process on a temporary embedded database (or a fresh database on
+// MongoDB), drives it with a simulated fleet from this process, and writes report.json and
+// report.md. Its scenarios are steady, storm, ceiling, critical-section and durability; Run
+// runs those asked for.
+//
+// Run changes process-wide state for the bench's sake: it may pin this process to some CPUs
+// and raise its open-file limit, and its fleet profiles use the process's CPU profiler, so one
+// bench runs at a time in a process.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-chess/shoal/demo"
+	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/protocol/apiclient"
+	"github.com/shoal-chess/shoal/worker"
+	"github.com/shoal-chess/shoal/worker/fleet"
+)
+
+// benchScenarios are the scenarios in the order they run and are reported, and
+// optionalScenarios those that run only when asked for (they take several steady runs).
+var (
+	benchScenarios    = []string{"steady", "storm", "ceiling", "critical-section"}
+	optionalScenarios = []string{"durability"}
+)
+
+// reportedScenarios are the report's sections in order: the scenarios, and the baseline's run
+// of steady (--baseline) before steady.
+var reportedScenarios = []string{baselineScenario, "steady", "storm", "ceiling", "critical-section", "durability"}
+
+// reportOrder is the order of rep's sections: reportedScenarios, then the durability legs by
+// number.
+func reportOrder(rep *benchReport) []string {
+	order := slices.Clone(reportedScenarios)
+	var legs []string
+	for name := range rep.Scenarios {
+		if strings.HasPrefix(name, "durability-") {
+			legs = append(legs, name)
+		}
+	}
+	slices.SortFunc(legs, func(a, b string) int { return legNumber(a) - legNumber(b) })
+	return append(order, legs...)
+}
+
+// legNumber is the n of durability-<n>-journal-...
+func legNumber(name string) int {
+	n, _ := strconv.Atoi(strings.Split(strings.TrimPrefix(name, "durability-"), "-")[0])
+	return n
+}
+
+// plan is a bench's settings resolved (newPlan): the issue's sizes by default, smaller with
+// --quick. It is report.json's "settings".
+type plan struct {
+	Scenarios []string `json:"scenarios"`
+	Quick     bool     `json:"quick"`
+	Database  string   `json:"database"`
+	TimeScale float64  `json:"time_scale"`
+	Workers   int      `json:"steady_workers"`
+	Runs      int      `json:"steady_runs"`
+	Duration  string   `json:"steady_duration"`
+	// StormSizes are the storm scenario's fleets, each arriving within a second.
+	StormSizes      []int  `json:"storm_sizes"`
+	CeilingDuration string `json:"ceiling_duration"`
+	CeilingClients  int    `json:"ceiling_clients"`
+	// Baseline is the shoal binary the steady scenario also runs against, in the same bench
+	// run, for this build's ratios to it ("": none).
+	Baseline string `json:"baseline,omitempty"`
+	// Pinning says where the server and the fleet run.
+	Pinning string `json:"pinning"`
+	// FileLimit is the open-file limit the fleet and the servers ran with.
+	FileLimit string `json:"file_limit"`
+	// DurabilityRounds and DurabilityLeg shape the durability scenario (see benchDurability).
+	DurabilityRounds int    `json:"durability_rounds"`
+	DurabilityLeg    string `json:"durability_leg"`
+
+	duration, ceilingDuration, durabilityLeg time.Duration
+	mongoURI, exe                            string
+	// serverExe is the binary that serves (exe unless the baseline is measured).
+	serverExe string
+	// profiles is where the server's pprof profiles are written ("": none are taken).
+	profiles string
+	// keep leaves each server's directory (its log and embedded database) in place.
+	keep bool
+	// serveArgs are extra `shoal serve` flags (the durability scenario's --journal).
+	serveArgs []string
+	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).
+	taskset string
+	// server are the servers' time knobs (Settings.Server).
+	server ServerTimes
+}
+
+// benchReport is report.json.
+type benchReport struct {
+	Started   time.Time                  `json:"started"`
+	Elapsed   float64                    `json:"elapsed_s"`
+	Machine   machineInfo                `json:"machine"`
+	Commit    string                     `json:"commit"`
+	Version   string                     `json:"version"`
+	Settings  plan                       `json:"settings"`
+	Scenarios map[string]*scenarioReport `json:"scenarios"`
+}
+
+// machineInfo describes where the bench ran.
+type machineInfo struct {
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	MemoryMiB int64  `json:"memory_mib"`
+	OS        string `json:"os"`
+	Go        string `json:"go"`
+}
+
+// scenarioReport is one scenario's settings, figures and targets. Skipped or Error say why
+// figures are missing.
+type scenarioReport struct {
+	Skipped   string                          `json:"skipped,omitempty"`
+	Error     string                          `json:"error,omitempty"`
+	Figures   []benchFigure                   `json:"figures"`
+	Endpoints map[string]fleet.EndpointReport `json:"endpoints,omitempty"`
+	Targets   []benchTarget                   `json:"targets"`
+	// Limits says, for targets not met, what the figures and profiles show limits them.
+	Limits  []string        `json:"limits,omitempty"`
+	Profile *profileSummary `json:"profile,omitempty"`
+	// FleetProfile is the bench process's own (the fleet's) CPU profile, over the same time.
+	FleetProfile *profileSummary `json:"fleet_profile,omitempty"`
+}
+
+// benchFigure is one measured number.
+type benchFigure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+}
+
+// benchTarget is one of issue 8's targets: the figure (nil when it could not be measured),
+// the target as text ("< 25") and whether it is met.
+type benchTarget struct {
+	Name   string   `json:"name"`
+	Figure *float64 `json:"figure"`
+	Unit   string   `json:"unit"`
+	Target string   `json:"target"`
+	Met    bool     `json:"met"`
+}
+
+func (s *scenarioReport) figure(name string, v float64, unit string) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		v = 0
+	}
+	s.Figures = append(s.Figures, benchFigure{name, v, unit})
+}
+
+// target records a target; ok(v) says whether v meets it.
+func (s *scenarioReport) target(name string, v *float64, unit, target string, ok func(float64) bool) {
+	t := benchTarget{Name: name, Unit: unit, Target: target}
+	if v != nil && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
+		t.Figure = v
+		t.Met = ok(*v)
+	}
+	s.Targets = append(s.Targets, t)
+}
+
+func below(limit float64) func(float64) bool   { return func(v float64) bool { return v < limit } }
+func atLeast(limit float64) func(float64) bool { return func(v float64) bool { return v >= limit } }
+
+// Settings are what `shoal bench` is asked to do, one field a flag. A zero size or duration
+// means the default: the issue's, or the smaller --quick one.
+type Settings struct {
+	// Scenarios are the scenarios to run (DefaultScenarios unless asked otherwise), each once,
+	// in the order given.
+	Scenarios []string
+	// Out is the directory for report.json and report.md.
+	Out string
+	// MongoURI, if set, runs each server on this MongoDB, in a fresh database, instead of the
+	// embedded one.
+	MongoURI string
+	// Quick gives small sizes for tests and CI: 500 workers, 5 runs, 30 s.
+	Quick bool
+	// Workers, Runs and Duration are the steady scenario's fleet, active runs and working time
+	// (default 10000, 50, 5m; quick 500, 5, 30s).
+	Workers, Runs int
+	Duration      time.Duration
+	// DurabilityRounds are the durability scenario's rounds of four legs (default 3, quick 1),
+	// DurabilityLeg how long the fleet works in each (default 1m, quick the steady duration).
+	DurabilityRounds int
+	DurabilityLeg    time.Duration
+	// TimeScale compresses the server's knobs and the workers' clocks (at least 1).
+	TimeScale float64
+	// StormSizes are the storm scenario's fleets, each arriving within a second (default
+	// 500, 5000, 20000; quick 500).
+	StormSizes []int
+	// Keep leaves each server's directory (server.log, the embedded database) in place and
+	// says where it is.
+	Keep bool
+	// Profiles is the directory for the server's CPU and allocation profiles ("": Out/profiles;
+	// "off": none).
+	Profiles string
+	// Baseline, if set, is a shoal binary the steady scenario and each storm also run against,
+	// for this build's ratios to it.
+	Baseline string
+	// Pin runs the server on CPU 0 and the fleet on the other CPUs (needs 2 CPUs and taskset).
+	Pin bool
+
+	// Exe is the shoal binary the bench runs as `shoal serve` and `shoal user add`.
+	Exe string
+	// Version is this build's version, for the report.
+	Version string
+	// Server are the servers' time knobs, compressed by TimeScale as the demo's are.
+	Server ServerTimes
+}
+
+// ServerTimes are the `shoal serve` time knobs each server of the bench runs with.
+type ServerTimes struct {
+	HeartbeatPeriod, DeadTaskTimeout, ScavengePeriod, DuplicateWorkerWindow time.Duration
+}
+
+// DefaultScenarios are the scenarios a bench runs unless told which: every one but those that
+// take several steady runs (durability).
+func DefaultScenarios() []string { return slices.Clone(benchScenarios) }
+
+// newPlan resolves s into a bench's plan: defaults for the sizes not given, and every setting
+// checked. Its errors name the flag at fault.
+func newPlan(s Settings) (plan, error) {
+	set := plan{Quick: s.Quick, TimeScale: s.TimeScale, Workers: 10000, Runs: 50, duration: 5 * time.Minute,
+		StormSizes: []int{500, 5000, 20000}, ceilingDuration: 10 * time.Second, CeilingClients: 64, mongoURI: s.MongoURI}
+	if s.Quick {
+		set.Workers, set.Runs, set.duration, set.StormSizes, set.ceilingDuration = 500, 5, 30*time.Second, []int{500}, 4*time.Second
+	}
+	for _, o := range []struct {
+		flag int
+		into *int
+	}{{s.Workers, &set.Workers}, {s.Runs, &set.Runs}} {
+		if o.flag != 0 {
+			*o.into = o.flag
+		}
+	}
+	if s.Duration != 0 {
+		set.duration = s.Duration
+	}
+	if len(s.StormSizes) > 0 {
+		set.StormSizes = slices.Clone(s.StormSizes)
+	}
+	set.DurabilityRounds, set.durabilityLeg = 3, time.Minute
+	if s.Quick {
+		set.DurabilityRounds, set.durabilityLeg = 1, set.duration
+	}
+	if s.DurabilityRounds != 0 {
+		set.DurabilityRounds = s.DurabilityRounds
+	}
+	if s.DurabilityLeg != 0 {
+		set.durabilityLeg = s.DurabilityLeg
+	}
+	set.DurabilityLeg = set.durabilityLeg.String()
+	set.Duration, set.CeilingDuration = set.duration.String(), set.ceilingDuration.String()
+	set.Database = "embedded"
+	if set.mongoURI != "" {
+		set.Database = "mongodb (fresh database per scenario)"
+	}
+	switch {
+	case set.Workers < 1 || set.Runs < 1 || set.duration <= 0:
+		return set, errors.New("bench: --workers, --runs and --duration must be positive")
+	case !(set.TimeScale >= 1):
+		return set, errors.New("bench: --time-scale must be at least 1")
+	}
+	for _, name := range s.Scenarios {
+		if !slices.Contains(benchScenarios, name) && !slices.Contains(optionalScenarios, name) {
+			return set, fmt.Errorf("bench: unknown scenario %q (want %s)", name, strings.Join(append(benchScenarios, optionalScenarios...), ","))
+		}
+		if !slices.Contains(set.Scenarios, name) {
+			set.Scenarios = append(set.Scenarios, name)
+		}
+	}
+	if len(set.Scenarios) == 0 {
+		return set, errors.New("bench: no scenario given")
+	}
+	set.exe, set.serverExe, set.keep, set.Baseline, set.server = s.Exe, s.Exe, s.Keep, s.Baseline, s.Server
+	switch set.profiles = s.Profiles; set.profiles {
+	case "":
+		set.profiles = filepath.Join(s.Out, "profiles")
+	case "off":
+		set.profiles = ""
+	}
+	return set, nil
+}
+
+// Run is `shoal bench`: it runs the scenarios s asks for, prints each one's targets to stdout as
+// it ends, and writes report.json and report.md to s.Out. A scenario that fails is reported and
+// the others still run; Run then returns an error naming the failed ones. stderr gets what the
+// servers and the fleets say that is not the report's.
+func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
+	set, err := newPlan(s)
+	if err != nil {
+		return err
+	}
+	if set.Baseline != "" {
+		if _, err := os.Stat(set.Baseline); err != nil {
+			return fmt.Errorf("bench: --baseline: %w", err)
+		}
+		// Servers run in directories of their own.
+		if set.Baseline, err = filepath.Abs(set.Baseline); err != nil {
+			return fmt.Errorf("bench: --baseline: %w", err)
+		}
+	}
+	if err := os.MkdirAll(s.Out, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	set.Pinning = "not pinned (--pin=false)"
+	if s.Pin {
+		taskset, why := benchPinning()
+		switch {
+		case taskset == "":
+			set.Pinning = why
+		case pinSelf(1) != nil:
+			set.Pinning = "not pinned: setting this process's CPUs failed"
+		default:
+			set.taskset = taskset
+			set.Pinning = fmt.Sprintf("server on CPU 0, fleet on CPUs 1-%d", runtime.NumCPU()-1)
+		}
+	}
+	fmt.Fprintf(stdout, "bench: %s\n", set.Pinning)
+	largest := set.Workers
+	if slices.Contains(set.Scenarios, "storm") {
+		largest = max(largest, slices.Max(set.StormSizes))
+	}
+	set.FileLimit = raiseFileLimit(uint64(2*largest + 1000))
+	fmt.Fprintf(stdout, "bench: %s\n", set.FileLimit)
+	rep := &benchReport{Started: time.Now().UTC().Truncate(time.Second), Machine: readMachine(), Commit: gitDescribe(),
+		Version: s.Version, Settings: set, Scenarios: map[string]*scenarioReport{}}
+	var failed []string
+	for _, name := range set.Scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(stdout, "bench: %s...\n", name)
+		sc := &scenarioReport{}
+		rep.Scenarios[name] = sc
+		var err error
+		switch name {
+		case "steady":
+			if set.Baseline != "" {
+				err = benchSteadyAgainst(ctx, set, sc, rep, stdout, stderr)
+				break
+			}
+			err = benchSteady(ctx, set, sc, stderr)
+		case "storm":
+			err = benchStorm(ctx, set, sc, stdout, stderr)
+		case "ceiling":
+			err = benchCeiling(ctx, set, sc, stderr)
+		case "critical-section":
+			err = benchCriticalSection(ctx, sc)
+		case "durability":
+			err = benchDurability(ctx, set, sc, rep, stdout, stderr)
+		}
+		if err != nil {
+			sc.Error = err.Error()
+			failed = append(failed, name)
+			fmt.Fprintf(stdout, "bench: %s failed: %v\n", name, err)
+		}
+		for _, t := range sc.Targets {
+			fig := "not measured"
+			if t.Figure != nil {
+				fig = fmt.Sprintf("%.4g %s", *t.Figure, t.Unit)
+			}
+			fmt.Fprintf(stdout, "  %-40s %-20s target %-10s met %v\n", t.Name, fig, t.Target, t.Met)
+		}
+	}
+	rep.Elapsed = math.Round(time.Since(rep.Started).Seconds())
+	if err := writeBenchReport(s.Out, rep); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	fmt.Fprintf(stdout, "bench: wrote %s and %s\n", filepath.Join(s.Out, "report.json"), filepath.Join(s.Out, "report.md"))
+	if len(failed) > 0 {
+		return fmt.Errorf("bench: scenarios failed: %s", strings.Join(failed, ", "))
+	}
+	return ctx.Err()
+}
+
+// benchServer is a `shoal serve` child process with the demo's users.
+type benchServer struct {
+	cmd     *exec.Cmd
+	base    string
+	users   demo.Users
+	dir     string
+	log     *os.File
+	pprof   string    // base URL of the server's profiles
+	keep    bool      // leave dir in place
+	stderr  io.Writer // where stop says it kept dir
+	done    chan struct{}
+	waitErr error
+}
+
+// startBenchServer starts `shoal serve` as a child process on a fresh database, its time knobs
+// set.server (compressed by set.TimeScale as the demo's are), with the demo's users (machine limit
+// machineLimit) added with `shoal user add` before it starts. With --keep, stop tells stderr
+// where the server's directory is.
+func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io.Writer) (*benchServer, error) {
+	dir, err := os.MkdirTemp("", "shoal-bench-")
+	if err != nil {
+		return nil, err
+	}
+	s := &benchServer{dir: dir, keep: set.keep, stderr: stderr, done: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			s.stop()
+		}
+	}()
+	port, err := LoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	db := []string{"--data", filepath.Join(dir, "data")}
+	if set.mongoURI != "" {
+		db = append(db, "--mongo-uri", set.mongoURI, "--database", "shoal_bench_"+strings.ToLower(rand.Text()[:10]))
+	}
+	if s.users, err = demo.AddUsersCLI(ctx, set.exe, db, machineLimit, func(string) string { return rand.Text() }); err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(), "SHOAL_ADMIN_PASSWORD="+rand.Text())
+	s.log, err = os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if set.profiles != "" {
+		pport, err := LoopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		paddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(pport))
+		db = append(db, "--pprof-addr", paddr)
+		s.pprof = "http://" + paddr
+	}
+	args := append([]string{"serve", "--addr", addr, "--log-level", "warn",
+		"--heartbeat-period", set.server.HeartbeatPeriod.String(), "--dead-task-timeout", set.server.DeadTaskTimeout.String(),
+		"--scavenge-period", set.server.ScavengePeriod.String(), "--duplicate-worker-window", set.server.DuplicateWorkerWindow.String()}, db...)
+	args = append(args, set.serveArgs...)
+	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
+	s.cmd = exec.Command(set.serverExe, args...)
+	if set.taskset != "" {
+		// taskset execs the server in its place: the process (and its pid) is the server's.
+		s.cmd = exec.Command(set.taskset, append([]string{"-c", "0", set.serverExe}, args...)...)
+	}
+	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr, s.cmd.Dir = env, s.log, s.log, dir
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start shoal serve: %w", err)
+	}
+	go func() { s.waitErr = s.cmd.Wait(); close(s.done) }() // joined by stop
+	s.base = "http://" + addr
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("shoal serve exited before it was ready (%v): %s", s.waitErr, s.logTail())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("shoal serve not ready after 90 s: %s", s.logTail())
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// logTail is the end of the server's log, for an error message.
+func (s *benchServer) logTail() string {
+	data, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// stop ends the server with SIGTERM (SIGKILL after a minute) and removes its directory.
+func (s *benchServer) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-s.done:
+		case <-time.After(60 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
+	}
+	if s.log != nil {
+		s.log.Close()
+	}
+	if s.keep {
+		fmt.Fprintf(s.stderr, "bench: kept the server's directory %s\n", s.dir)
+		return
+	}
+	os.RemoveAll(s.dir)
+}
+
+// submitRuns creates and approves n fixed-games runs that do not finish during a bench.
+func (s *benchServer) submitRuns(ctx context.Context, n int) ([]string, error) {
+	ids := make([]string, 0, n)
+	for i := range n {
+		req := demo.RunRequest(fmt.Sprintf("bench run %d", i+1))
+		req.NumGames = 400000
+		id, err := demo.SubmitRun(ctx, s.base, s.users, req)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// LoopbackPort returns a loopback port free a moment ago.
+func LoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// procUsage is a process's CPU time and memory, from /proc.
+type procUsage struct {
+	CPUSeconds     float64
+	RSSMiB, HWMMiB float64
+}
+
+// readProc reads /proc/pid/stat (utime + stime, in clock ticks of 1/100 s, Linux's USER_HZ on
+// every common architecture) and /proc/pid/status (VmRSS, VmHWM).
+func readProc(pid int) (procUsage, error) {
+	var u procUsage
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return u, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	u.CPUSeconds = (utime + stime) / 100
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	for line := range strings.Lines(string(status)) {
+		key, val, _ := strings.Cut(line, ":")
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 64)
+		switch key {
+		case "VmRSS":
+			u.RSSMiB = kb / 1024
+		case "VmHWM":
+			u.HWMMiB = kb / 1024
+		}
+	}
+	return u, nil
+}
+
+// readServer is readProc of the server's process and its children, summed: the embedded
+// database runs as a child process of the server (embedded_db_process), and its CPU and memory
+// are the server's.
+func readServer(pid int) (procUsage, error) {
+	u, err := readProc(pid)
+	if err != nil {
+		return u, err
+	}
+	// Each thread lists the children it started.
+	lists, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, l := range lists {
+		b, _ := os.ReadFile(l)
+		for _, f := range strings.Fields(string(b)) {
+			child, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			if c, err := readProc(child); err == nil { // a child may have exited meanwhile
+				u.CPUSeconds += c.CPUSeconds
+				u.RSSMiB += c.RSSMiB
+				u.HWMMiB += c.HWMMiB
+			}
+		}
+	}
+	return u, nil
+}
+
+// procWindow is what watchProc saw of a process over a window: the cores it used (CPU seconds
+// per wall second) and its peak resident memory over samples taken every half second, if any
+// sample was taken.
+type procWindow struct {
+	cores, peakRSS float64
+	sampled        bool
+	// metrics are the server's /metrics at both ends (nil if a scrape failed).
+	metricsFrom, metricsUntil map[string]float64
+}
+
+// watchProc samples process pid's resident memory every half second from `from` to `until`
+// after now, and its CPU time at both ends; the channel delivers the result at until (or
+// when ctx ends).
+func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <-chan procWindow {
+	pid := s.cmd.Process.Pid
+	out := make(chan procWindow, 1)
+	go func() {
+		var w procWindow
+		defer func() { out <- w }()
+		start := time.Now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(from):
+		}
+		first, err := readServer(pid)
+		if err != nil {
+			return
+		}
+		w.metricsFrom, _ = scrapeMetrics(ctx, s.base)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		last := first
+		for time.Since(start) < until {
+			if u, err := readServer(pid); err == nil {
+				last = u
+				w.peakRSS = max(w.peakRSS, u.RSSMiB)
+				w.sampled = true
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		w.cores = (last.CPUSeconds - first.CPUSeconds) / max(time.Since(start)-from, time.Millisecond).Seconds()
+		w.metricsUntil, _ = scrapeMetrics(ctx, s.base)
+	}()
+	return out
+}
+
+// scrapeMetrics reads the server's /metrics into series ("name{labels}") and values.
+func scrapeMetrics(ctx context.Context, base string) (map[string]float64, error) {
+	data, err := httpGet(ctx, base+"/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scrape /metrics: %w", err)
+	}
+	return ParseMetrics(bytes.NewReader(data))
+}
+
+// ParseMetrics reads Prometheus text into series ("name{labels}") and values.
+func ParseMetrics(r io.Reader) (map[string]float64, error) {
+	m := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// httpGet returns the body of url's 200 reply; any other reply is an error.
+func httpGet(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", resp.Status, apiclient.Snippet(data))
+	}
+	return data, nil
+}
+
+// seriesMatches says whether series ("name{labels}") is one of name's whose labels contain
+// every one of labels.
+func seriesMatches(series, name string, labels []string) bool {
+	n, rest, _ := strings.Cut(series, "{")
+	if n != name {
+		return false
+	}
+	for _, l := range labels {
+		if !strings.Contains(rest, l) {
+			return false
+		}
+	}
+	return true
+}
+
+// histQuantile is the q-quantile of a Prometheus histogram over the requests between two
+// scrapes, as the upper bound of the bucket that holds it, summed over the series whose labels
+// contain every one of labels.
+func histQuantile(from, until map[string]float64, name string, q float64, labels ...string) (float64, bool) {
+	counts := map[float64]float64{}
+	for series, v := range until {
+		if !seriesMatches(series, name+"_bucket", labels) {
+			continue
+		}
+		i := strings.Index(series, `le="`)
+		if i < 0 {
+			continue
+		}
+		le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(series[i+4:], "}"), `"`), 64)
+		if err != nil {
+			continue
+		}
+		counts[le] += v - from[series]
+	}
+	les := make([]float64, 0, len(counts))
+	for le := range counts {
+		les = append(les, le)
+	}
+	slices.Sort(les)
+	if len(les) == 0 || counts[les[len(les)-1]] <= 0 {
+		return 0, false
+	}
+	total := counts[les[len(les)-1]] // le="+Inf" is the last, cumulative
+	for _, le := range les {
+		if counts[le] >= q*total {
+			return le, !math.IsInf(le, 1)
+		}
+	}
+	return 0, false
+}
+
+// metricSum adds the series of name whose labels contain every one of labels (`reason="dead"`).
+func metricSum(m map[string]float64, name string, labels ...string) float64 {
+	var sum float64
+	for series, v := range m {
+		if seriesMatches(series, name, labels) {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// fleetFigures records what every fleet scenario reports: per-endpoint latency and rates,
+// too-busy replies and 5xx.
+func fleetFigures(sc *scenarioReport, rep *fleet.Report) (fiveXX float64) {
+	sc.Endpoints = rep.Endpoints
+	secs := max(rep.ElapsedSeconds, 1e-9)
+	sc.figure("requests per second", float64(rep.Requests)/secs, "req/s")
+	endpointFigures(sc, "", rep.Endpoints, secs)
+	for code, n := range rep.HTTPErrors {
+		if strings.HasPrefix(code, "5") {
+			fiveXX += float64(n)
+		}
+	}
+	sc.figure("too-busy replies", float64(rep.TooBusy), "replies")
+	sc.figure("5xx replies", fiveXX, "replies")
+	sc.figure("transport errors", float64(rep.TransportErrors), "calls")
+	sc.figure("games reported", float64(rep.GamesReported), "games")
+	sc.figure("exactly-once check passed", boolFigure(rep.ExactlyOnce), "bool")
+	// What the check depends on: an update_task without a reply (cut off when the fleet
+	// stops) may or may not have been applied, so the server can hold games the fleet never
+	// saw accepted without any being lost.
+	sc.figure("updates in doubt (no reply)", float64(rep.UpdatesInDoubt), "calls")
+	sc.figure("requests cancelled by the fleet", float64(rep.CancelledRequests), "calls")
+	sc.figure("tasks with updates from two workers", float64(rep.SharedTasks), "tasks")
+	var server, fleet float64
+	for _, r := range rep.Runs {
+		server += float64(r.ServerGames)
+		fleet += float64(r.FleetGames)
+	}
+	sc.figure("server games minus fleet-accepted games", server-fleet, "games")
+	return fiveXX
+}
+
+// windowFigures records the latencies and rates of the fleet's window (fleet.WindowReport),
+// each figure's name starting with label.
+func windowFigures(sc *scenarioReport, rep *fleet.Report, label string) {
+	st := rep.Window
+	if st == nil {
+		return
+	}
+	secs := max(st.UntilSeconds-st.FromSeconds, 1e-9)
+	sc.figure(label+" window start (after the first arrival)", st.FromSeconds, "s")
+	sc.figure(label+" window end (the fleet starts to stop)", st.UntilSeconds, "s")
+	sc.figure(label+": requests per second", float64(st.Requests)/secs, "req/s")
+	endpointFigures(sc, label+": ", st.Endpoints, secs)
+	sc.figure(label+": too-busy replies", float64(st.TooBusy), "replies")
+}
+
+// endpointFigures records each endpoint's rate over secs seconds and its latencies, endpoints
+// in name order, each figure's name starting with prefix.
+func endpointFigures(sc *scenarioReport, prefix string, endpoints map[string]fleet.EndpointReport, secs float64) {
+	for _, name := range slices.Sorted(maps.Keys(endpoints)) {
+		e := endpoints[name]
+		sc.figure(prefix+name+" rate", float64(e.Requests)/secs, "req/s")
+		sc.figure(prefix+name+" p50", e.P50MS, "ms")
+		sc.figure(prefix+name+" p99", e.P99MS, "ms")
+		sc.figure(prefix+name+" max", e.MaxMS, "ms")
+	}
+}
+
+// windowEndpoint is an endpoint's figures in the fleet's window, if it was called there.
+func windowEndpoint(rep *fleet.Report, name string) (fleet.EndpointReport, bool) {
+	if rep.Window == nil {
+		return fleet.EndpointReport{}, false
+	}
+	e, ok := rep.Window.Endpoints[name]
+	return e, ok && e.Requests > 0
+}
+
+// value is the figure named name, if the scenario has it.
+func (s *scenarioReport) value(name string) (float64, bool) {
+	for _, f := range s.Figures {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return 0, false
+}
+
+// explainUnmet records what limits each target not met, from the scenario's figures: for
+// steady's beat p99, whether the time passes in the server's handler (its own histogram) or
+// outside it.
+func (s *scenarioReport) explainUnmet(set plan) {
+	for _, t := range s.Targets {
+		if t.Met || t.Figure == nil {
+			continue
+		}
+		if storm, found := strings.CutSuffix(t.Name, ": request_task p99"); found && strings.HasPrefix(storm, "storm ") {
+			if line, ok := s.explainStorm(storm, t); ok {
+				s.Limits = append(s.Limits, line)
+				continue
+			}
+		}
+		server, ok := s.value("steady: server-side beat p99 (bucket upper bound)")
+		if t.Name != "beat p99 (steady window)" || !ok {
+			s.Limits = append(s.Limits, fmt.Sprintf("%s: see the CPU profiles below.", t.Name))
+			continue
+		}
+		if server >= 25 {
+			s.Limits = append(s.Limits, fmt.Sprintf("%s: the server's own histogram puts beat p99 at up to %g ms: the handler itself is over the target; see the server's CPU profile below.", t.Name, server))
+			continue
+		}
+		line := fmt.Sprintf("%s: the fleet saw %.4g ms, while the server's own histogram puts beat p99 at no more than %g ms from the request's arrival in the handler to its answer. "+
+			"The handler meets the target; the rest passes outside it, on the loopback and waiting for a core, as the server and the fleet's %d workers share this machine's %d cores",
+			t.Name, *t.Figure, server, set.Workers, runtime.NumCPU())
+		if cpu, ok := s.value("steady: server CPU per wall second"); ok {
+			line += fmt.Sprintf(" (the server used %.2f cores over the window; the fleet's own profile is below)", cpu)
+		}
+		line += "."
+		if w, ok := s.value("steady: run write mean duration"); ok {
+			n, _ := s.value("steady: run writes (run cache flushes)")
+			line += fmt.Sprintf(" The server's largest single cost is writing runs to the embedded database: %.0f writes of %.0f ms each in the window, the FerretDB share of its profile.", n, w)
+		}
+		s.Limits = append(s.Limits, line)
+	}
+}
+
+// explainStorm says where a storm's request_task p99 went: in the server's handler, or before
+// it (waiting to be accepted and read) and in the fleet, with how busy each side's core was
+// while the workers arrived.
+func (s *scenarioReport) explainStorm(storm string, t benchTarget) (string, bool) {
+	server, ok := s.value(storm + ": server-side request_task p99 (bucket upper bound)")
+	if !ok {
+		return "", false
+	}
+	line := fmt.Sprintf("%s: the fleet saw %.4g ms; the server's own histogram puts request_task p99 at no more than %g ms from the handler's start to its answer",
+		t.Name, *t.Figure, server)
+	if server >= 100 {
+		line += ": the handler itself is over the target"
+	} else {
+		line += ": the rest passed before the handler (the connection waiting to be accepted and its request to be read) and in the fleet"
+	}
+	srv, ok1 := s.value(storm + ": server CPU per wall second over the arrival")
+	fl, ok2 := s.value(storm + ": fleet CPU per wall second over the arrival")
+	arrival, ok3 := s.value(storm + ": arrival (until 99 % were given a task)")
+	if ok1 && ok2 && ok3 {
+		line += fmt.Sprintf(". Over the %.3g s the arrival took, the server used %.2f of its core and the fleet %.2f of its own", arrival, srv, fl)
+	}
+	return line + "; the CPU profiles below cover the arrival.", true
+}
+
+func boolFigure(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fleetOptions are the options every bench fleet shares.
+func fleetOptions(s *benchServer, set plan, workers int) fleet.Options {
+	return fleet.Options{ServerURL: s.base, Username: s.users.Workers.Name, Password: s.users.Workers.Password,
+		Workers: workers, DrawRatio: 0.6, TimeScale: set.TimeScale, StopGrace: 15 * time.Second}
+}
+
+// benchSteady is the steady scenario: set.Workers at set.TimeScale on set.Runs runs for
+// set.duration.
+func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Writer) error {
+	beatP99, fiveXX, falseDead, rss := (*float64)(nil), (*float64)(nil), (*float64)(nil), (*float64)(nil)
+	defer func() {
+		sc.target("beat p99 (steady window)", beatP99, "ms", "< 25", below(25))
+		sc.target("5xx replies", fiveXX, "replies", "= 0", below(0.5))
+		sc.target("false dead tasks", falseDead, "tasks", "= 0", below(0.5))
+		sc.target("server resident memory (peak, steady window)", rss, "MiB", "< 1024", below(1024))
+		sc.explainUnmet(set)
+	}()
+	sc.figure("equivalent workers (workers x time scale)", float64(set.Workers)*set.TimeScale, "workers")
+	s, err := startBenchServer(ctx, set, set.Workers, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	if _, err := s.submitRuns(ctx, set.Runs); err != nil {
+		return err
+	}
+	before, err := readServer(s.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	opts := fleetOptions(s, set, set.Workers)
+	// Arrivals are spread over a fifth of the run (a minute of the default five), so that the
+	// first tasks end, and new ones are handed out, over a minute of the window too.
+	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, min(time.Minute, set.duration/5), set.duration
+	// The targets are the steady state's: the window leaves out the arrival ramp and the first
+	// tasks' start, and the burst of final reports when the fleet stops.
+	opts.Window, opts.WindowFrom = true, min(opts.Ramp+20*time.Second, set.duration/3)
+	// The profile covers the working fleet: from the start of the window for up to a minute.
+	profiledFor := min(time.Minute, set.duration-opts.WindowFrom-2*time.Second)
+	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, profiledFor)
+	fleetProfiled := profileFleet(ctx, set, "steady", opts.WindowFrom, profiledFor)
+	watched := watchProc(ctx, s, opts.WindowFrom, set.duration)
+	rep, err := fleet.Run(ctx, opts)
+	sc.Profile = <-profiled
+	sc.FleetProfile = <-fleetProfiled
+	win := <-watched
+	if err != nil {
+		return err
+	}
+	after, err := readServer(s.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	m, err := scrapeMetrics(ctx, s.base)
+	if err != nil {
+		return err
+	}
+	fx := fleetFigures(sc, rep)
+	windowFigures(sc, rep, "steady")
+	dead := metricSum(m, "shoal_scheduler_tasks_reclaimed_total", `reason="dead"`)
+	fd := max(0, dead-float64(rep.WorkersVanished))
+	sc.figure("dead-task reclaims", dead, "tasks")
+	sc.figure("false dead tasks (reclaimed, worker alive)", fd, "tasks")
+	sc.figure("tasks assigned", metricSum(m, "shoal_scheduler_tasks_assigned_total"), "tasks")
+	cpu := after.CPUSeconds - before.CPUSeconds
+	sc.figure("server CPU", cpu, "s")
+	sc.figure("server CPU per wall second", cpu/max(rep.ElapsedSeconds, 1e-9), "cores")
+	sc.figure("server resident memory (end)", after.RSSMiB, "MiB")
+	sc.figure("server resident memory (peak over the whole run, VmHWM)", after.HWMMiB, "MiB")
+	if win.sampled {
+		sc.figure("steady: server CPU per wall second", win.cores, "cores")
+		sc.figure("steady: server resident memory (peak, sampled every 0.5 s)", win.peakRSS, "MiB")
+		rss = ref(win.peakRSS)
+	}
+	if win.metricsFrom != nil && win.metricsUntil != nil {
+		// The server's own view, without the loopback and the fleet's scheduling: the upper
+		// bound of the histogram bucket holding the quantile.
+		for _, route := range []string{"/api/beat", "/api/update_task", "/api/request_task"} {
+			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_http_request_duration_seconds", 0.99, `route="`+route+`"`); ok {
+				sc.figure("steady: server-side "+strings.TrimPrefix(route, "/api/")+" p99 (bucket upper bound)", q*1000, "ms")
+			}
+		}
+		flushes := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_count") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_count")
+		flushSecs := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_sum") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_sum")
+		if flushes > 0 {
+			sc.figure("steady: run writes (run cache flushes)", flushes, "writes")
+			sc.figure("steady: run write mean duration", flushSecs/flushes*1000, "ms")
+		}
+		delta := func(name string) float64 { return metricSum(win.metricsUntil, name) - metricSum(win.metricsFrom, name) }
+		if batches := delta("shoal_journal_write_duration_seconds_count"); batches > 0 {
+			sc.figure("steady: journal batches", batches, "writes")
+			sc.figure("steady: journal batch mean duration", delta("shoal_journal_write_duration_seconds_sum")/batches*1000, "ms")
+			sc.figure("steady: journal records per batch (mean)", delta("shoal_journal_batch_records_sum")/batches, "records")
+			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_journal_write_duration_seconds", 0.99); ok {
+				sc.figure("steady: journal batch p99 (bucket upper bound)", q*1000, "ms")
+			}
+			if waits := delta("shoal_journal_wait_seconds_count"); waits > 0 {
+				sc.figure("steady: journal wait mean (queued to stored)", delta("shoal_journal_wait_seconds_sum")/waits*1000, "ms")
+			}
+			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_journal_wait_seconds", 0.99); ok {
+				sc.figure("steady: journal wait p99 (bucket upper bound)", q*1000, "ms")
+			}
+		}
+	}
+	if e, ok := windowEndpoint(rep, "beat"); ok {
+		beatP99 = ref(e.P99MS)
+	}
+	fiveXX, falseDead = ref(fx), ref(fd)
+	return nil
+}
+
+// baselineScenario is the report's name for the steady scenario run against --baseline.
+const baselineScenario = "steady-baseline"
+
+// comparedFigures are the steady figures benchSteadyAgainst reports as ratios of the baseline's:
+// the worker path's latencies in the steady window, and the server's CPU.
+var comparedFigures = []string{"steady: beat p99", "steady: update_task p99", "steady: request_task p99",
+	"steady: beat p50", "steady: update_task p50", "steady: server CPU per wall second"}
+
+// benchSteadyAgainst runs the steady scenario twice in one bench run, first against the
+// baseline binary, then against this one, and records this build's figures as ratios of the
+// baseline's (below 1: this build is faster or cheaper).
+func benchSteadyAgainst(ctx context.Context, set plan, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
+	base := &scenarioReport{}
+	rep.Scenarios[baselineScenario] = base
+	fmt.Fprintf(stdout, "bench: steady against the baseline %s...\n", set.Baseline)
+	bset := set
+	bset.serverExe, bset.profiles = set.Baseline, ""
+	if err := benchSteady(ctx, bset, base, stderr); err != nil {
+		base.Error = err.Error()
+		return fmt.Errorf("baseline: %w", err)
+	}
+	fmt.Fprintf(stdout, "bench: steady against this build...\n")
+	if err := benchSteady(ctx, set, sc, stderr); err != nil {
+		return err
+	}
+	for _, name := range comparedFigures {
+		this, ok1 := sc.value(name)
+		was, ok2 := base.value(name)
+		if ok1 && ok2 && was > 0 {
+			sc.figure("ratio to the baseline: "+strings.TrimPrefix(name, "steady: "), this/was, "x")
+		}
+	}
+	return nil
+}
+
+// stormTargetUpTo is the largest storm the issue's targets hold for; larger ones are reported.
+const stormTargetUpTo = 5000
+
+// stormLimit bounds a storm: workers that hold no task by then never got one.
+const stormLimit = 60 * time.Second
+
+// benchStorm is the storm scenario: for each of set.StormSizes, that many workers arrive at once
+// (within a second) at a fresh server, and the figures say how the server absorbs them: the time
+// until 99 % of them hold a task, too-busy replies per worker, tasks handed out, request_task's
+// latency, the server's CPU, and the exactly-once check. With --baseline each size runs against
+// the baseline's server first, for this build's ratios to it.
+func benchStorm(ctx context.Context, set plan, sc *scenarioReport, stdout, stderr io.Writer) error {
+	for _, w := range set.StormSizes {
+		label := fmt.Sprintf("storm %d", w)
+		var base *stormResult
+		if set.Baseline != "" {
+			fmt.Fprintf(stdout, "bench: %s against the baseline...\n", label)
+			bset := set
+			bset.serverExe = set.Baseline
+			if set.profiles != "" {
+				bset.profiles = filepath.Join(set.profiles, "baseline")
+			}
+			var err error
+			if base, err = stormOnce(ctx, bset, w, stderr); err != nil {
+				return fmt.Errorf("%s, baseline: %w", label, err)
+			}
+			base.figures(sc, label+" baseline")
+		}
+		fmt.Fprintf(stdout, "bench: %s...\n", label)
+		r, err := stormOnce(ctx, set, w, stderr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		r.figures(sc, label)
+		if base != nil {
+			for _, f := range []struct {
+				name      string
+				this, was float64
+			}{
+				{"too-busy replies per worker", r.tooBusyPerWorker(), base.tooBusyPerWorker()},
+				{"tasks handed out", float64(r.rep.TasksStarted), float64(base.rep.TasksStarted)},
+				{"request_task p99", r.requestTask().P99MS, base.requestTask().P99MS},
+				{"server CPU", r.cpu, base.cpu},
+			} {
+				if f.was > 0 {
+					sc.figure(fmt.Sprintf("%s: ratio to the baseline: %s", label, f.name), f.this/f.was, "x")
+				}
+			}
+		}
+		if w > stormTargetUpTo {
+			continue
+		}
+		sc.Profile, sc.FleetProfile = r.profile, r.fleetProfile // the largest storm with targets: what limits them
+		var held *float64
+		if p := r.rep.FirstTaskP99S; p >= 0 {
+			held = ref(p)
+		}
+		sc.target(label+": time until 99 % of the workers hold a task", held, "s", "<= 15", func(v float64) bool { return v <= 15 })
+		sc.target(label+": too-busy replies per worker", ref(r.tooBusyPerWorker()), "replies", "<= 1", func(v float64) bool { return v <= 1 })
+		sc.target(label+": request_task p99", ref(r.requestTask().P99MS), "ms", "< 100", below(100))
+		sc.target(label+": exactly-once check", ref(boolFigure(r.rep.ExactlyOnce)), "bool", "= 1", func(v float64) bool { return v == 1 })
+	}
+	sc.explainUnmet(set)
+	return nil
+}
+
+// stormProfiled is how long the storm's profiles run from the first arrival: the arrival and
+// the first tasks, not the games that follow.
+const stormProfiled = 5 * time.Second
+
+// stormResult is one storm against one server.
+type stormResult struct {
+	workers int
+	rep     *fleet.Report
+	cpu     float64 // the server's CPU seconds from the first arrival to the fleet's end
+	// arrival is from the first arrival until 99 % of the workers held a task (0 if they never
+	// did); serverCores and fleetCores are the CPU each side used over it, per wall second.
+	arrival                 time.Duration
+	serverCores, fleetCores float64
+	// serverP50MS and serverP99MS are request_task's quantiles in the server's own histogram
+	// (bucket upper bounds), from the handler's start to its answer: without the time spent
+	// waiting to be accepted and read, or in the fleet.
+	serverP50MS, serverP99MS float64
+	profile                  *profileSummary
+	// fleetProfile is the bench process's over the same time: the client side of the storm.
+	fleetProfile *profileSummary
+}
+
+func (r *stormResult) tooBusyPerWorker() float64 { return float64(r.rep.TooBusy) / float64(r.workers) }
+
+func (r *stormResult) requestTask() fleet.EndpointReport { return r.rep.Endpoints["request_task"] }
+
+// figures reports r under label.
+func (r *stormResult) figures(sc *scenarioReport, label string) {
+	if r.rep.FirstTaskP99S >= 0 {
+		sc.figure(label+": time until 99 % of the workers hold a task", r.rep.FirstTaskP99S, "s")
+	} else {
+		sc.figure(label+": workers without a task after the storm's limit (more than 1 %)", float64(r.rep.WorkersUntasked), "workers")
+	}
+	sc.figure(label+": time until half the workers hold a task", r.rep.FirstTaskP50S, "s")
+	sc.figure(label+": too-busy replies per worker", r.tooBusyPerWorker(), "replies")
+	sc.figure(label+": tasks handed out", float64(r.rep.TasksStarted), "tasks")
+	rt := r.requestTask()
+	sc.figure(label+": request_task p50", rt.P50MS, "ms")
+	sc.figure(label+": request_task p99", rt.P99MS, "ms")
+	if r.serverP99MS > 0 {
+		sc.figure(label+": server-side request_task p50 (bucket upper bound)", r.serverP50MS, "ms")
+		sc.figure(label+": server-side request_task p99 (bucket upper bound)", r.serverP99MS, "ms")
+	}
+	sc.figure(label+": server CPU", r.cpu, "s")
+	if r.arrival > 0 {
+		sc.figure(label+": arrival (until 99 % were given a task)", r.arrival.Seconds(), "s")
+		sc.figure(label+": server CPU per wall second over the arrival", r.serverCores, "cores")
+		sc.figure(label+": fleet CPU per wall second over the arrival", r.fleetCores, "cores")
+	}
+	sc.figure(label+": exactly-once check passed", boolFigure(r.rep.ExactlyOnce), "bool")
+	sc.figure(label+": updates in doubt (no reply)", float64(r.rep.UpdatesInDoubt), "calls")
+}
+
+// stormOnce starts a server, lets w workers arrive at once, and stops them 5 s after 99 % of
+// them hold a task (or at stormLimit).
+func stormOnce(ctx context.Context, set plan, w int, stderr io.Writer) (*stormResult, error) {
+	s, err := startBenchServer(ctx, set, w, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	if _, err := s.submitRuns(ctx, max(1, min(set.Runs, 10))); err != nil {
+		return nil, err
+	}
+	before, err := readServer(s.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	fleetBefore, err := readProc(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	metricsBefore, err := scrapeMetrics(ctx, s.base)
+	if err != nil {
+		return nil, err
+	}
+	res := &stormResult{workers: w}
+	start := time.Now()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := fleetOptions(s, set, w)
+	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, time.Second, stormLimit // all arriving within a second
+	// The profiles cover the arrival, where the storm's targets are decided.
+	profiled := profileDuring(ctx, s, set, fmt.Sprintf("storm-%d", w), 0, stormProfiled)
+	fleetProfiled := profileFleet(ctx, set, fmt.Sprintf("storm-%d", w), 0, stormProfiled)
+	var rep *fleet.Report
+	var runErr error
+	done := make(chan struct{})
+	go func() { rep, runErr = fleet.Run(fctx, opts); close(done) }() // joined below
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+poll:
+	for {
+		select {
+		case <-done:
+			break poll
+		case <-tick.C:
+		}
+		m, err := scrapeMetrics(ctx, s.base)
+		if err == nil && metricSum(m, "shoal_scheduler_tasks_assigned_total") >= 0.99*float64(w) {
+			res.arrival = time.Since(start)
+			srv, serr := readServer(s.cmd.Process.Pid)
+			fl, ferr := readProc(os.Getpid())
+			if serr == nil && ferr == nil {
+				res.serverCores = (srv.CPUSeconds - before.CPUSeconds) / res.arrival.Seconds()
+				res.fleetCores = (fl.CPUSeconds - fleetBefore.CPUSeconds) / res.arrival.Seconds()
+			}
+			select {
+			case <-time.After(5 * time.Second):
+			case <-done:
+			}
+			cancel()
+			break poll
+		}
+	}
+	<-done
+	if m, err := scrapeMetrics(ctx, s.base); err == nil {
+		route := `route="/api/request_task"`
+		if q, ok := histQuantile(metricsBefore, m, "shoal_http_request_duration_seconds", 0.5, route); ok {
+			res.serverP50MS = q * 1000
+		}
+		if q, ok := histQuantile(metricsBefore, m, "shoal_http_request_duration_seconds", 0.99, route); ok {
+			res.serverP99MS = q * 1000
+		}
+	}
+	after, err := readServer(s.cmd.Process.Pid)
+	res.profile, res.fleetProfile = <-profiled, <-fleetProfiled
+	if runErr != nil {
+		return nil, runErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !rep.ExactlyOnce {
+		// The runs that differ, for whoever reads the bench's output.
+		fmt.Fprintf(stderr, "bench: storm of %d workers (server %s): the exactly-once check failed:\n", w, set.serverExe)
+		_ = rep.WriteText(stderr)
+	}
+	res.rep, res.cpu = rep, after.CPUSeconds-before.CPUSeconds
+	return res, nil
+}
+
+// benchCeiling measures a bare net/http JSON handler and Shoal's beat with the same load
+// generator, and the ratio of the two.
+func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.Writer) error {
+	ratio := (*float64)(nil)
+	defer func() {
+		sc.target("beat throughput / bare net/http", ratio, "ratio", ">= 0.5", atLeast(0.5))
+		sc.explainUnmet(set)
+	}()
+	clients := set.CeilingClients
+	s, err := startBenchServer(ctx, set, clients, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+
+	// One task per client, for valid beats.
+	ids, err := s.submitRuns(ctx, 1)
+	if err != nil {
+		return err
+	}
+	bodies := make([][]byte, clients)
+	for i := range clients {
+		bodies[i], err = beatBody(ctx, s, i)
+		if err != nil {
+			return fmt.Errorf("get a task for beat (run %s): %w", ids[0], err)
+		}
+	}
+
+	// The ceiling: decode a JSON object, answer one, as a worker API handler does at least.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"task_alive": true, "duration": 0.0})
+	}), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
+	go func() { _ = bare.Serve(l); close(served) }() // joined below
+	bareRate, bareErrs := loadGenerate(ctx, "http://"+l.Addr().String()+"/api/beat", bodies, set.ceilingDuration)
+	bare.Close()
+	<-served
+	profiled := profileDuring(ctx, s, set, "ceiling", time.Second, set.ceilingDuration-2*time.Second)
+	beatRate, beatErrs := loadGenerate(ctx, s.base+"/api/beat", bodies, set.ceilingDuration)
+	sc.Profile = <-profiled
+	sc.figure("bare net/http JSON handler", bareRate, "req/s")
+	sc.figure("bare net/http errors", float64(bareErrs), "requests")
+	sc.figure("shoal beat", beatRate, "req/s")
+	sc.figure("shoal beat errors (non-200 or task not alive)", float64(beatErrs), "requests")
+	sc.figure("concurrent clients", float64(clients), "clients")
+	if bareRate > 0 {
+		r := beatRate / bareRate
+		sc.figure("beat / bare ratio", r, "ratio")
+		ratio = &r
+	}
+	return nil
+}
+
+// beatBody takes a task for worker i through request_task and returns the body of a beat for it.
+func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
+	w, err := worker.New(worker.Config{ServerURL: s.base, Username: s.users.Workers.Name,
+		Password: s.users.Workers.Password, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("bc%06d", i))}, &worker.SimSource{})
+	if err != nil {
+		return nil, err
+	}
+	info := w.Info()
+	c := &apiclient.Client{Server: s.base, Username: s.users.Workers.Name, Password: s.users.Workers.Password, HTTP: http.DefaultClient}
+	for attempt := 0; ; attempt++ {
+		var task protocol.TaskReply
+		err := c.Post(ctx, "/api/request_task", protocol.Request{Password: c.Password, WorkerInfo: info}, &task)
+		if err != nil {
+			return nil, fmt.Errorf("request_task: %w", err)
+		}
+		if task.Run != nil && task.TaskID != nil {
+			return json.Marshal(protocol.Request{Password: s.users.Workers.Password, WorkerInfo: info,
+				RunID: &task.Run.ID, TaskID: task.TaskID})
+		}
+		if task.Error != "" || attempt >= 20 {
+			return nil, fmt.Errorf("request_task: no task: %s%s", task.Error, task.Info)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// loadGenerate posts bodies[i] from client i, as fast as each reply comes, for d; it returns
+// the successful requests per second (200 with no "error" and, for beats, a live task) and the
+// failures.
+func loadGenerate(ctx context.Context, url string, bodies [][]byte, d time.Duration) (float64, int64) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = len(bodies) + 4
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	var ok, failed atomic.Int64
+	lctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, body := range bodies {
+		wg.Go(func() {
+			for lctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(lctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					if lctx.Err() == nil {
+						failed.Add(1)
+					}
+					continue
+				}
+				var reply struct {
+					Error     string `json:"error"`
+					TaskAlive *bool  `json:"task_alive"`
+				}
+				err = json.NewDecoder(resp.Body).Decode(&reply)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || reply.Error != "" || (reply.TaskAlive != nil && !*reply.TaskAlive) {
+					failed.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(ok.Load()) / time.Since(start).Seconds(), failed.Load()
+}
+
+// benchLine is a line of `go test -bench` output: name, iterations, ns/op.
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op`)
+
+// benchCriticalSection runs the scheduler's Go benchmarks when the go tool and the module's
+// source are at hand.
+func benchCriticalSection(ctx context.Context, sc *scenarioReport) error {
+	at100 := (*float64)(nil)
+	defer func() {
+		sc.target("request_task critical section at 100 runs (mean ns/op)", at100, "µs", "< 100", below(100))
+	}()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		sc.Skipped = "skipped: go is not on PATH"
+		return nil
+	}
+	root := moduleRoot()
+	if root == "" {
+		sc.Skipped = "skipped: not run from Shoal's source tree (no go.mod of github.com/shoal-chess/shoal above the working directory)"
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, goTool, "test", "-run", "^$", "-count", "1",
+		"-bench", "^(BenchmarkRequestTaskCriticalSection|BenchmarkRequestTask|BenchmarkUpdateTask)$",
+		"./scheduler/")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		tail := out.String()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return fmt.Errorf("go test -bench ./scheduler/: %w: %s", err, tail)
+	}
+	found := false
+	for line := range strings.Lines(out.String()) {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		ns, _ := strconv.ParseFloat(m[2], 64)
+		us := ns / 1000
+		sc.figure(m[1], us, "µs/op")
+		found = true
+		if m[1] == "BenchmarkRequestTaskCriticalSection/runs=100" {
+			at100 = ref(us)
+		}
+	}
+	if !found {
+		return fmt.Errorf("go test -bench printed no benchmark line: %s", apiclient.Snippet(out.Bytes()))
+	}
+	return nil
+}
+
+// moduleRoot is the directory above the working directory holding Shoal's go.mod, or "".
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(data, []byte("module github.com/shoal-chess/shoal\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// readMachine describes this machine from /proc.
+func readMachine() machineInfo {
+	m := machineInfo{Cores: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				m.MemoryMiB = kb / 1024
+			}
+		}
+	}
+	return m
+}
+
+// gitDescribe is `git describe --always --dirty` of Shoal's source tree above the working
+// directory (or of the working directory), or "unknown".
+func gitDescribe() string {
+	cmd := exec.Command("git", "describe", "--always", "--dirty")
+	cmd.Dir = moduleRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// writeBenchReport writes report.json and report.md to dir.
+func writeBenchReport(dir string, rep *benchReport) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(benchMarkdown(rep)), 0o644)
+}
+
+// benchMarkdown is the report for people.
+func benchMarkdown(rep *benchReport) string {
+	var b strings.Builder
+	set := rep.Settings
+	fmt.Fprintf(&b, "# Shoal benchmark report\n\n")
+	fmt.Fprintf(&b, "Generated by `shoal bench` on %s in %.0f s. Commit `%s`, shoal %s.\n\n", rep.Started.Format(time.RFC3339), rep.Elapsed, rep.Commit, rep.Version)
+	fmt.Fprintf(&b, "**Machine:** %s, %d cores, %d MiB, %s, %s.\n\n", rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryMiB, rep.Machine.OS, rep.Machine.Go)
+	fmt.Fprintf(&b, "**Settings:** database %s; time scale k = %g; steady %d workers (equivalent %d) on %d runs for %s; storms of %v workers, each arriving within a second; ceiling %d clients for %s each",
+		set.Database, set.TimeScale, set.Workers, int(float64(set.Workers)*set.TimeScale), set.Runs, set.Duration,
+		set.StormSizes, set.CeilingClients, set.CeilingDuration)
+	if slices.Contains(set.Scenarios, "durability") {
+		fmt.Fprintf(&b, "; durability %d rounds of four %s legs", set.DurabilityRounds, set.DurabilityLeg)
+	}
+	if set.Quick {
+		b.WriteString(" (**--quick**: not the issue's sizes)")
+	}
+	fmt.Fprintf(&b, ".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run in the bench process, on the same machine (%s; %s).\n", set.Pinning, set.FileLimit)
+	if set.Baseline != "" {
+		fmt.Fprintf(&b, "\n**Baseline:** the steady scenario and each storm ran first against `%s` (sections %s and storm's \"baseline\" figures), then against this build, in the same bench run; figures named \"ratio to the baseline\" are this build's over the baseline's.\n", set.Baseline, baselineScenario)
+	}
+	for _, name := range reportOrder(rep) {
+		sc, ok := rep.Scenarios[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n", name)
+		if sc.Skipped != "" {
+			fmt.Fprintf(&b, "%s\n\n", sc.Skipped)
+		}
+		if sc.Error != "" {
+			fmt.Fprintf(&b, "**Error:** %s\n\n", strings.ReplaceAll(sc.Error, "\n", " "))
+		}
+		if len(sc.Targets) > 0 {
+			b.WriteString("| Target | Figure | Target | Met |\n|---|---:|---|---|\n")
+			for _, t := range sc.Targets {
+				fig := "not measured"
+				if t.Figure != nil {
+					fig = fmt.Sprintf("%.4g %s", *t.Figure, t.Unit)
+				}
+				met := "no"
+				if t.Met {
+					met = "yes"
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s %s | %s |\n", t.Name, fig, t.Target, t.Unit, met)
+			}
+			b.WriteString("\n")
+		}
+		for _, l := range sc.Limits {
+			fmt.Fprintf(&b, "**What limits it.** %s\n\n", l)
+		}
+		if len(sc.Figures) > 0 {
+			b.WriteString("| Figure | Value | Unit |\n|---|---:|---|\n")
+			for _, f := range sc.Figures {
+				fmt.Fprintf(&b, "| %s | %.4g | %s |\n", f.Name, f.Value, f.Unit)
+			}
+		}
+		profileMarkdown(&b, "Server", sc.Profile)
+		profileMarkdown(&b, "Fleet (bench process)", sc.FleetProfile)
+	}
+	return b.String()
+}
+
+func ref[T any](v T) *T { return &v }
