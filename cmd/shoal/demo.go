@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
@@ -35,8 +36,8 @@ const demoTimeScale = 120
 // simulated games are). Left at 1800 s, tasks keep fishtest's size in games (58 games per core
 // at 10+0.1) and last 1800/scale seconds of wall time; divided by scale they would shrink to one
 // SPRT batch or two games.
-func demoConfig(dataDir string, scale float64) Config {
-	cfg := DefaultConfig()
+func demoConfig(dataDir string, scale float64) config.Config {
+	cfg := config.DefaultConfig()
 	cfg.DataDir = dataDir
 	cfg.Addr = "127.0.0.1:0"
 	cfg.LogLevel = "warn"
@@ -235,7 +236,7 @@ func demoCmd(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // runDemo is the demo once the server runs.
-func runDemo(ctx context.Context, inst *instance, cfg Config, workers int, elo, drawRatio, scale float64,
+func runDemo(ctx context.Context, inst *instance, cfg config.Config, workers int, elo, drawRatio, scale float64,
 	limit time.Duration, seed uint64, jsonOut string, stdout io.Writer) error {
 	base := "http://" + inst.addr
 	fmt.Fprintf(stdout, "Server ready at %s/ (heartbeat %v, dead task after %v, a task %v of wall time).\n",

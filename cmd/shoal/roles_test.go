@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-chess/shoal/config"
 )
 
 // startTestInstance starts an instance on cfg that logs its warnings to log, shut down when
 // the test ends. The end-to-end tests use it too: this file is built with and without the race
 // detector.
-func startTestInstance(t *testing.T, cfg Config, log io.Writer) *instance {
+func startTestInstance(t *testing.T, cfg config.Config, log io.Writer) *instance {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

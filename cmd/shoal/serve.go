@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/server"
@@ -41,7 +42,7 @@ const (
 // serve runs the server until ctx ends, then shuts it down.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
-	cfg, rest, err := LoadConfig(fs, args, getenv, nil)
+	cfg, rest, err := config.Load(fs, args, getenv, nil)
 	if err != nil {
 		return err
 	}
@@ -72,8 +73,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			// Reload in the background: a shrinking pool waits for tokens to come back, and
 			// a second SIGHUP meanwhile is queued behind it (Resize is serialised).
 			inst.reloads.Go(func() {
-				inst.reload(ctx, func() (Config, error) {
-					c, _, err := LoadConfig(newFlagSet("serve", io.Discard), args, getenv, nil)
+				inst.reload(ctx, func() (config.Config, error) {
+					c, _, err := config.Load(newFlagSet("serve", io.Discard), args, getenv, nil)
 					return c, err
 				}, cfg)
 			})
@@ -91,7 +92,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 // task_semaphore_size take effect at once (shrinking the token pool waits for tokens in use to
 // come back); any other change is logged as needing a restart. A configuration that no longer
 // loads changes nothing. started is the configuration the instance started with.
-func (inst *instance) reload(ctx context.Context, load func() (Config, error), started Config) {
+func (inst *instance) reload(ctx context.Context, load func() (config.Config, error), started config.Config) {
 	next, err := load()
 	if err != nil {
 		inst.logger.Error("reload: the configuration does not load; nothing changed", "err", err)
@@ -116,13 +117,11 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 	} else {
 		inst.logger.Info("reload: threadpool_tokens in force", "size", inst.tokens.Size())
 	}
-	for _, opt := range options() {
-		if opt.key == "threadpool_tokens" || opt.key == "task_semaphore_size" {
+	for _, key := range config.Changed(started, next) {
+		if key == "threadpool_tokens" || key == "task_semaphore_size" {
 			continue
 		}
-		if opt.get(&next) != opt.get(&started) {
-			inst.logger.Warn("reload: this setting changes only at a restart", "key", opt.key)
-		}
+		inst.logger.Warn("reload: this setting changes only at a restart", "key", key)
 	}
 }
 
@@ -131,7 +130,7 @@ func (inst *instance) reload(ctx context.Context, load func() (Config, error), s
 // lease steps down (failover.go).
 type instance struct {
 	logger *slog.Logger
-	cfg    Config
+	cfg    config.Config
 	// leaseHolder names this instance in the primary's lease (see holder).
 	leaseHolder string
 	getenv      func(string) string
@@ -190,7 +189,7 @@ func (d dbRuns) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, er
 // startInstance listens, opens the database and serves; a primary first creates the first admin
 // if needed, loads the run cache and starts the periodic jobs. It returns once requests are
 // being answered and prints where to browse. On error everything started so far is closed.
-func startInstance(ctx context.Context, cfg Config, logger *slog.Logger, getenv func(string) string, stdout io.Writer) (_ *instance, err error) {
+func startInstance(ctx context.Context, cfg config.Config, logger *slog.Logger, getenv func(string) string, stdout io.Writer) (_ *instance, err error) {
 	// Listen first, the profiles' address too: a taken port should fail before the database
 	// starts.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -361,7 +360,7 @@ func (inst *instance) shutdown() error {
 }
 
 // openDB opens the configured database and creates its indexes.
-func openDB(ctx context.Context, cfg Config, logger *slog.Logger, m *metrics.Metrics) (*rundb.DB, error) {
+func openDB(ctx context.Context, cfg config.Config, logger *slog.Logger, m *metrics.Metrics) (*rundb.DB, error) {
 	opts := rundb.Options{
 		URI: cfg.MongoURI, DataDir: cfg.DataDir, EmbeddedAddr: cfg.EmbeddedDBAddr,
 		Database: cfg.Database, Logger: logger, Metrics: m,
@@ -464,7 +463,7 @@ const insecureDevSecret = "shoal insecure development secret: anyone can forge s
 //
 // Only a primary creates the file: a secondary must share the primary's secret (its sessions
 // are the same sessions), so without session_secret it needs the primary's data directory.
-func sessionSecret(cfg Config, primary bool, logger *slog.Logger) ([]byte, error) {
+func sessionSecret(cfg config.Config, primary bool, logger *slog.Logger) ([]byte, error) {
 	switch {
 	case cfg.SessionSecret != "":
 		return []byte(cfg.SessionSecret), nil
@@ -477,9 +476,9 @@ func sessionSecret(cfg Config, primary bool, logger *slog.Logger) ([]byte, error
 	switch {
 	case err == nil:
 		secret := bytes.TrimSpace(data)
-		if len(secret) < minSessionSecret {
+		if len(secret) < config.MinSessionSecret {
 			return nil, fmt.Errorf("session secret in %s: %d characters, need at least %d; delete the file to make a new one",
-				path, len(secret), minSessionSecret)
+				path, len(secret), config.MinSessionSecret)
 		}
 		return secret, nil
 	case !errors.Is(err, fs.ErrNotExist):

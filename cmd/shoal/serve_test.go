@@ -21,7 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
 )
 
 // lockedBuffer is an io.Writer safe to read while the server writes to it.
@@ -322,7 +324,7 @@ func TestVersion(t *testing.T) {
 // written when the server shuts down.
 func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Addr, cfg.DataDir, cfg.FlushPeriod = "127.0.0.1:0", data, time.Hour
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
@@ -362,17 +364,32 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 	}
 }
 
+// The configuration's defaults that belong to other packages are theirs: config writes them
+// out, since it imports none of Shoal's packages.
+func TestConfigDefaultsAreThePackagesDefaults(t *testing.T) {
+	c := config.DefaultConfig()
+	if c.Database != rundb.DefaultDatabase {
+		t.Errorf("database %q, rundb's default %q", c.Database, rundb.DefaultDatabase)
+	}
+	if c.LeaseTTL != rundb.DefaultLeaseTTL {
+		t.Errorf("lease_ttl %v, rundb's default %v", c.LeaseTTL, rundb.DefaultLeaseTTL)
+	}
+	if c.TaskSemaphoreSize != scheduler.DefaultTaskSemaphoreSize {
+		t.Errorf("task_semaphore_size %d, the scheduler's default %d", c.TaskSemaphoreSize, scheduler.DefaultTaskSemaphoreSize)
+	}
+}
+
 // With no configured secret, the first start generates one into the data directory (owner
 // only) and later starts reuse it, so sessions survive restarts.
 func TestSessionSecretIsGeneratedOnceAndKept(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	first, err := sessionSecret(cfg, true, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first) < minSessionSecret || string(first) == insecureDevSecret {
+	if len(first) < config.MinSessionSecret || string(first) == insecureDevSecret {
 		t.Fatalf("generated secret %q is too short or the public one", first)
 	}
 	info, err := os.Stat(filepath.Join(cfg.DataDir, "session_secret"))

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -89,7 +90,7 @@ func TestStandbyTakesOverWhenThePrimaryStops(t *testing.T) {
 		t.Fatal("the standby answers the worker API while the primary lives")
 	}
 	// A reload while standing by sets the semaphore of the primary it becomes.
-	standby.reload(ctx, func() (Config, error) {
+	standby.reload(ctx, func() (config.Config, error) {
 		c := scfg
 		c.TaskSemaphoreSize = 9
 		return c, nil

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -51,7 +52,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 			}
 		}
 	}
-	cfg, rest, err := LoadConfig(fs, args, getenv, userKeys)
+	cfg, rest, err := config.Load(fs, args, getenv, userKeys)
 	if err != nil {
 		return err
 	}
