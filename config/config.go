@@ -134,7 +134,7 @@ type Config struct {
 // DefaultConfig returns the configuration before any file, environment or flag is applied.
 //
 // Three defaults are those of the packages that use them, written here so that this package
-// imports none of Shoal's (a test in cmd/shoal holds them equal): the database name
+// imports none of Shoal's (a test in node holds them equal): the database name
 // (rundb.DefaultDatabase, fishtest's), task_semaphore_size
 // (scheduler.DefaultTaskSemaphoreSize) and lease_ttl (rundb.DefaultLeaseTTL).
 func DefaultConfig() Config {

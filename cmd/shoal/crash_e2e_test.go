@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -142,7 +143,7 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 
 	// 2. A crash in the middle of a run write: the server kills itself as its 40th write goes
 	// to the database, by then with the workers back.
-	srv = startShoal(t, bin, dir, addr, append(env, crashInWriteEnv+"=40"))
+	srv = startShoal(t, bin, dir, addr, append(env, node.CrashInWriteEnv+"=40"))
 	select {
 	case <-srv.exited:
 	case <-time.After(60 * time.Second):

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/config"
+	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
@@ -222,7 +223,7 @@ func demoCmd(ctx context.Context, args []string, getenv func(string) string, std
 	// The server logs only warnings and errors, to stderr: stdout is the demo's story.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintf(stdout, "Starting Shoal on a temporary embedded database (%s), time compressed %g×...\n", dir, *scale)
-	inst, err := startInstance(ctx, cfg, logger, func(string) string { return "" }, io.Discard)
+	inst, err := node.Start(ctx, cfg, node.Env{Logger: logger, Getenv: func(string) string { return "" }, Stdout: io.Discard, Version: version})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -232,16 +233,16 @@ func demoCmd(ctx context.Context, args []string, getenv func(string) string, std
 	} else {
 		err = runDemo(ctx, inst, cfg, *workers, *elo, *drawRatio, *scale, *limit, *seed, *jsonOut, stdout)
 	}
-	return errors.Join(err, inst.shutdown())
+	return errors.Join(err, inst.Shutdown())
 }
 
 // runDemo is the demo once the server runs.
-func runDemo(ctx context.Context, inst *instance, cfg config.Config, workers int, elo, drawRatio, scale float64,
+func runDemo(ctx context.Context, inst *node.Instance, cfg config.Config, workers int, elo, drawRatio, scale float64,
 	limit time.Duration, seed uint64, jsonOut string, stdout io.Writer) error {
-	base := "http://" + inst.addr
+	base := "http://" + inst.Addr()
 	fmt.Fprintf(stdout, "Server ready at %s/ (heartbeat %v, dead task after %v, a task %v of wall time).\n",
 		base, cfg.HeartbeatPeriod, cfg.DeadTaskTimeout, time.Duration(float64(cfg.TaskDuration)/scale).Round(100*time.Millisecond))
-	users, err := createDemoUsers(ctx, inst.db, workers)
+	users, err := createDemoUsers(ctx, inst.DB(), workers)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

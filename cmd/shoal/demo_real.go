@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker"
 	"github.com/shoal-chess/shoal/worker/match"
@@ -29,10 +30,10 @@ type realDemo struct {
 
 // runRealDemo submits the SPRT (the engine's bench as both signatures), starts the workers,
 // shows the test's progress until it is decided, then checks every uploaded game.
-func runRealDemo(ctx context.Context, inst *instance, d realDemo, stdout io.Writer) error {
-	base := "http://" + inst.addr
+func runRealDemo(ctx context.Context, inst *node.Instance, d realDemo, stdout io.Writer) error {
+	base := "http://" + inst.Addr()
 	fmt.Fprintf(stdout, "Server ready at %s/\n", base)
-	users, err := createDemoUsers(ctx, inst.db, d.workers)
+	users, err := createDemoUsers(ctx, inst.DB(), d.workers)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/config"
+	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -70,7 +71,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(cfg.SlogLevel(), slog.LevelWarn)}))
 	cfg.EmbeddedDBProcess = false // a moment's work: no process of its own
-	db, err := openDB(ctx, cfg, logger, nil)
+	db, err := node.OpenDB(ctx, cfg, logger, nil)
 	if errors.Is(err, rundb.ErrDatabaseInUse) {
 		return fmt.Errorf("user add: %w; stop that server first, or reach the database with --mongo-uri", err)
 	}
