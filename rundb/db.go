@@ -20,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/metrics"
 )
 
@@ -125,14 +126,14 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		if d.embedded != nil {
 			d.embedded.Close()
 		}
-		return nil, fmt.Errorf("connect to %s: %w", RedactURI(d.uri), err)
+		return nil, fmt.Errorf("connect to %s: %w", config.RedactURI(d.uri), err)
 	}
 	d.client = client
 	d.db = client.Database(name)
 	ferret, err := isFerretDB(ctx, client)
 	if err != nil {
 		_ = d.Close(context.Background())
-		return nil, fmt.Errorf("ask %s what it is: %w", RedactURI(d.uri), err)
+		return nil, fmt.Errorf("ask %s what it is: %w", config.RedactURI(d.uri), err)
 	}
 	// FerretDB (the embedded database, or another Shoal's embedded database reached by URI)
 	// cannot store arrays of arrays.
@@ -181,9 +182,9 @@ func (d *DB) Describe() string {
 	}
 	if d.ferret {
 		return fmt.Sprintf("FerretDB (shoal db, or another Shoal's embedded database) at %s, database %q",
-			RedactURI(d.uri), d.db.Name())
+			config.RedactURI(d.uri), d.db.Name())
 	}
-	return fmt.Sprintf("MongoDB at %s, database %q", RedactURI(d.uri), d.db.Name())
+	return fmt.Sprintf("MongoDB at %s, database %q", config.RedactURI(d.uri), d.db.Name())
 }
 
 // URI is the address other processes use to reach this database; for the embedded database it

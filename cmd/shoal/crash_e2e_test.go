@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/demo"
+	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -143,7 +144,7 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 
 	// 2. A crash in the middle of a run write: the server kills itself as its 40th write goes
 	// to the database, by then with the workers back.
-	srv = startShoal(t, bin, dir, addr, append(env, crashInWriteEnv+"=40"))
+	srv = startShoal(t, bin, dir, addr, append(env, node.CrashInWriteEnv+"=40"))
 	select {
 	case <-srv.exited:
 	case <-time.After(60 * time.Second):

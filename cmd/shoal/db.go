@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 )
@@ -31,7 +32,7 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := newFlagSet("db", stderr)
 	addr := fs.String("addr", "", "loopback HOST:PORT where the database also listens, admitting only this OS user's processes; "+
 		"empty: its Unix socket alone (key embedded_db_addr, env SHOAL_EMBEDDED_DB_ADDR)")
-	cfg, rest, err := LoadConfig(fs, args, getenv, dbKeys)
+	cfg, rest, err := config.Load(fs, args, getenv, dbKeys)
 	if err != nil {
 		return err
 	}
@@ -42,11 +43,7 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "addr" })
 	if addrSet {
 		// The flag goes through the key's own parsing and checks, and wins like any flag.
-		opts, err := selectOptions(options(), []string{"embedded_db_addr"})
-		if err != nil {
-			return err
-		}
-		if err := cfg.apply(opts[0], *addr, "--addr"); err != nil {
+		if err := cfg.Set("embedded_db_addr", *addr, "--addr"); err != nil {
 			return err
 		}
 	}

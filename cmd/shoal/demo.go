@@ -11,7 +11,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/demo"
+	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/worker/fleet"
 	"github.com/shoal-chess/shoal/worker/match"
 )
@@ -30,8 +32,8 @@ const demoTimeScale = 120
 // simulated games are). Left at 1800 s, tasks keep fishtest's size in games (58 games per core
 // at 10+0.1) and last 1800/scale seconds of wall time; divided by scale they would shrink to one
 // SPRT batch or two games.
-func demoConfig(dataDir string, scale float64) Config {
-	cfg := DefaultConfig()
+func demoConfig(dataDir string, scale float64) config.Config {
+	cfg := config.DefaultConfig()
 	cfg.DataDir = dataDir
 	cfg.Addr = "127.0.0.1:0"
 	cfg.LogLevel = "warn"
@@ -98,14 +100,14 @@ func demoCmd(ctx context.Context, args []string, getenv func(string) string, std
 	// The server logs only warnings and errors, to stderr: stdout is the demo's story.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintf(stdout, "Starting Shoal on a temporary embedded database (%s), time compressed %g×...\n", dir, *scale)
-	inst, err := startInstance(ctx, cfg, logger, func(string) string { return "" }, io.Discard)
+	inst, err := node.Start(ctx, cfg, node.Env{Logger: logger, Getenv: func(string) string { return "" }, Stdout: io.Discard, Version: version})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	base := "http://" + inst.addr
+	base := "http://" + inst.Addr()
 	if realGames {
 		fmt.Fprintf(stdout, "Server ready at %s/\n", base)
-		err = demo.RunReal(ctx, base, inst.db, demo.Real{Engine: *engine, NewOptions: *newOptions, BaseOptions: *baseOptions,
+		err = demo.RunReal(ctx, base, inst.DB(), demo.Real{Engine: *engine, NewOptions: *newOptions, BaseOptions: *baseOptions,
 			TC: *tc, Speed: *speed, Workers: *workers, Limit: *limit}, stdout)
 	} else {
 		fmt.Fprintf(stdout, "Server ready at %s/ (heartbeat %v, dead task after %v, a task %v of wall time).\n",
@@ -115,7 +117,7 @@ func demoCmd(ctx context.Context, args []string, getenv func(string) string, std
 		if *jsonOut != "" {
 			sim.Report = func(rep *fleet.Report) error { return writeReportFile(*jsonOut, rep) }
 		}
-		err = demo.RunSimulated(ctx, base, inst.db, sim, stdout)
+		err = demo.RunSimulated(ctx, base, inst.DB(), sim, stdout)
 	}
-	return errors.Join(err, inst.shutdown())
+	return errors.Join(err, inst.Shutdown())
 }

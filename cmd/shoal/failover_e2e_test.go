@@ -64,6 +64,18 @@ func journalRecords(t *testing.T, jdb *mongo.Database, epoch int64) int64 {
 	return n
 }
 
+// workerAPIAnswers reports whether a worker call through base gets a JSON answer from a primary
+// (request_version, with the fleet's account).
+func workerAPIAnswers(base string, u demo.Users) bool {
+	body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, u.Workers.Password, u.Workers.Name)
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Post(base+"/api/request_version", "application/json", strings.NewReader(body))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("X-Shoal-Instance"), "primary@")
+}
+
 // `shoal db`, and a primary and a standby on it, nginx in front, a fleet working through it.
 // SIGKILL of the primary mid-fleet: the standby serves the worker API within 15 s, the fleet
 // finishes its runs, the exactly-once check holds and no task was held by two workers. The

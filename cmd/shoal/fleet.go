@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -26,57 +27,80 @@ a machine limit of at least N (shoal user add --machine-limit N).
 Flags:
 `
 
+// fleetSettings are `shoal fleet`'s settings: the fleet's options, and the few flags that are
+// not one of them as they stand (lists given as text, and the report's file).
+type fleetSettings struct {
+	fleet.Options
+	Until, Optimum, JSON string
+}
+
+// fleetFlags is the table of `shoal fleet`'s flags. Only where the workers connect, and as
+// whom, also come from the environment (the worker's variables); the rest are flags alone.
+// fleet.Run checks the values.
+func fleetFlags() []config.Option[fleetSettings] {
+	return []config.Option[fleetSettings]{
+		config.String("server", "the server's URL", func(o *fleetSettings) *string { return &o.ServerURL }, nil),
+		config.String("username", "the workers' username", func(o *fleetSettings) *string { return &o.Username }, nil),
+		config.String("password", "the workers' password (the environment keeps it out of ps)",
+			func(o *fleetSettings) *string { return &o.Password }, nil).WithRedact(config.Redacted),
+		config.Int("workers", "number of simulated workers (required)", func(o *fleetSettings) *int { return &o.Workers },
+			1, "must be a positive integer").FlagOnly(),
+		config.Int("concurrency", "cores each worker announces", func(o *fleetSettings) *int { return &o.Concurrency },
+			1, "must be a positive integer").FlagOnly(),
+		config.Float("elo", "true Elo of the tested engine over its base (logistic)", func(o *fleetSettings) *float64 { return &o.Elo }, nil).FlagOnly(),
+		config.Float("draw_ratio", "share of drawn games", func(o *fleetSettings) *float64 { return &o.DrawRatio }, nil).FlagOnly(),
+		config.Float("time_scale", "time compression: the workers' clocks and games run this many times faster; compress the server's time knobs alike",
+			func(o *fleetSettings) *float64 { return &o.TimeScale }, nil).FlagOnly(),
+		config.Duration("pair_time", "wall time of one game pair (0: two 10+0.1 games / concurrency / time scale)",
+			func(o *fleetSettings) *time.Duration { return &o.PairTime }, nil).FlagOnly(),
+		config.String("arrival", "how workers start: storm (all at once) or ramp",
+			func(o *fleetSettings) *string { return (*string)(&o.Arrival) }, nil).FlagOnly(),
+		config.Duration("ramp", "with --arrival ramp: start the workers evenly over this duration",
+			func(o *fleetSettings) *time.Duration { return &o.Ramp }, nil).FlagOnly(),
+		config.Float("vanish", "fraction of workers that vanish mid-task (their tasks await the dead-task timeout)",
+			func(o *fleetSettings) *float64 { return &o.Vanish }, nil).FlagOnly(),
+		config.Float("bad_data", "fraction of workers that send stats the server must refuse",
+			func(o *fleetSettings) *float64 { return &o.BadData }, nil).FlagOnly(),
+		config.Duration("duration", "stop after this long (0: no limit)", func(o *fleetSettings) *time.Duration { return &o.Duration }, nil).FlagOnly(),
+		config.String("until_finished", "stop once these runs are finished: RUN_ID,RUN_ID,...",
+			func(o *fleetSettings) *string { return &o.Until }, nil).FlagOnly(),
+		config.String("json", `also write the report as JSON to this file ("-": stdout, instead of the text report)`,
+			func(o *fleetSettings) *string { return &o.JSON }, nil).FlagOnly(),
+		config.Uint64("seed", "random seed for games, arrival and failures (0: random)", func(o *fleetSettings) *uint64 { return &o.Seed }).FlagOnly(),
+		config.String("spsa_optimum", "for SPSA runs, each parameter's best value: NAME=VALUE,NAME=VALUE,...",
+			func(o *fleetSettings) *string { return &o.Optimum }, nil).FlagOnly(),
+		config.Float("spsa_elo_per_step", "for SPSA runs, the Elo one step c closer to the optimum is worth (0: 5)",
+			func(o *fleetSettings) *float64 { return &o.SPSAEloPerStep }, nil).FlagOnly(),
+		config.Duration("stop_grace", "at the end, how long workers get to report the batch they are playing",
+			func(o *fleetSettings) *time.Duration { return &o.StopGrace }, nil).FlagOnly(),
+	}
+}
+
 // fleetCmd is `shoal fleet`: a simulated fleet of workers and its report.
 func fleetCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("fleet", stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, fleetUsage)
-		fs.PrintDefaults()
-	}
-	server := fs.String("server", envOr(getenv, "SHOAL_SERVER", defaultServer), "the server's URL (env SHOAL_SERVER)")
-	username := fs.String("username", getenv("SHOAL_USERNAME"), "the workers' username (env SHOAL_USERNAME)")
-	password := fs.String("password", getenv("SHOAL_PASSWORD"), "the workers' password (env SHOAL_PASSWORD, which keeps it out of ps)")
-	workers := fs.Int("workers", 0, "number of simulated workers (required)")
-	concurrency := fs.Int("concurrency", 1, "cores each worker announces")
-	elo := fs.Float64("elo", 0, "true Elo of the tested engine over its base (logistic)")
-	drawRatio := fs.Float64("draw-ratio", 0.6, "share of drawn games")
-	timeScale := fs.Float64("time-scale", 1, "time compression: the workers' clocks and games run this many times faster; compress the server's time knobs alike")
-	pairTime := fs.Duration("pair-time", 0, "wall time of one game pair (default: two 10+0.1 games / concurrency / time scale)")
-	arrival := fs.String("arrival", string(fleet.Storm), "how workers start: storm (all at once) or ramp")
-	ramp := fs.Duration("ramp", 30*time.Second, "with --arrival ramp: start the workers evenly over this duration")
-	vanish := fs.Float64("vanish", 0, "fraction of workers that vanish mid-task (their tasks await the dead-task timeout)")
-	badData := fs.Float64("bad-data", 0, "fraction of workers that send stats the server must refuse")
-	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
-	until := fs.String("until-finished", "", "stop once these runs are finished: RUN_ID,RUN_ID,...")
-	jsonOut := fs.String("json", "", `also write the report as JSON to this file ("-": stdout, instead of the text report)`)
-	seed := fs.Uint64("seed", 0, "random seed for games, arrival and failures (0: random)")
-	optimum := fs.String("spsa-optimum", "", "for SPSA runs, each parameter's best value: NAME=VALUE,NAME=VALUE,...")
-	eloPerStep := fs.Float64("spsa-elo-per-step", 0, "for SPSA runs, the Elo one step c closer to the optimum is worth (default 5)")
-	grace := fs.Duration("stop-grace", 30*time.Second, "at the end, how long workers get to report the batch they are playing")
-	if err := fs.Parse(args); err != nil {
-		return err
+	defaults := fleetSettings{Options: fleet.Options{ServerURL: defaultServer, Concurrency: 1, DrawRatio: 0.6, TimeScale: 1,
+		Arrival: fleet.Storm, Ramp: 30 * time.Second, StopGrace: 30 * time.Second}}
+	set, _, err := config.Table[fleetSettings]{Options: fleetFlags(), Help: fleetUsage}.Load(fs, args, getenv, defaults)
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("fleet: unexpected arguments %q", fs.Args())
 	}
-	if *workers <= 0 {
+	if set.Workers <= 0 {
 		return errors.New("fleet: --workers N is required (a positive number)")
 	}
-	if *username == "" || *password == "" {
+	if set.Username == "" || set.Password == "" {
 		return errors.New("fleet: --username and --password (or SHOAL_USERNAME, SHOAL_PASSWORD) are required")
 	}
-	spsaOptimum, err := parseOptimum(*optimum)
+	spsaOptimum, err := parseOptimum(set.Optimum)
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
-	opts := fleet.Options{
-		ServerURL: *server, Username: *username, Password: *password,
-		Workers: *workers, Concurrency: *concurrency, Elo: *elo, DrawRatio: *drawRatio,
-		SPSAOptimum: spsaOptimum, SPSAEloPerStep: *eloPerStep, TimeScale: *timeScale, PairTime: *pairTime,
-		Arrival: fleet.Arrival(*arrival), Ramp: *ramp, Vanish: *vanish, BadData: *badData,
-		Duration: *duration, UntilFinished: splitList(*until), Seed: *seed,
-		Progress: stderr, Terminal: isTerminal(stderr), StopGrace: *grace,
-	}
+	opts := set.Options
+	opts.SPSAOptimum, opts.UntilFinished = spsaOptimum, splitList(set.Until)
+	opts.Progress, opts.Terminal = stderr, isTerminal(stderr)
 	if opts.Arrival != fleet.Ramp {
 		opts.Ramp = 0
 	}
@@ -87,7 +111,7 @@ func fleetCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	if *jsonOut == "-" {
+	if set.JSON == "-" {
 		if err := rep.WriteJSON(stdout); err != nil {
 			return err
 		}
@@ -95,8 +119,8 @@ func fleetCmd(ctx context.Context, args []string, getenv func(string) string, st
 		if err := rep.WriteText(stdout); err != nil {
 			return err
 		}
-		if *jsonOut != "" {
-			if err := writeReportFile(*jsonOut, rep); err != nil {
+		if set.JSON != "" {
+			if err := writeReportFile(set.JSON, rep); err != nil {
 				return fmt.Errorf("fleet: %w", err)
 			}
 		}

@@ -52,11 +52,11 @@ func startE2E(t *testing.T, machineLimit int) *e2eServer {
 		}
 	})
 	inst := startTestInstance(t, demoConfig(t.TempDir(), e2eScale), log)
-	users, err := demo.CreateUsers(context.Background(), inst.db, machineLimit)
+	users, err := demo.CreateUsers(context.Background(), inst.DB(), machineLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &e2eServer{base: "http://" + inst.addr, users: users, log: log}
+	return &e2eServer{base: "http://" + inst.Addr(), users: users, log: log}
 }
 
 // submit creates and approves a run: the demo's arguments, changed by change.

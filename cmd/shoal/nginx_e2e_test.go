@@ -311,15 +311,15 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	pcfg := demoConfig(dir, e2eScale)
 	primary := startTestInstance(t, pcfg, log)
 	scfg := pcfg
-	scfg.Role, scfg.MongoURI = "secondary", primary.db.URI()
+	scfg.Role, scfg.MongoURI = "secondary", primary.DB().URI()
 	secondary1, secondary2 := startTestInstance(t, scfg, log), startTestInstance(t, scfg, log)
 	// The standby shares the primary's routes: nginx tries it for them too, and it sends each
 	// on with a 503.
 	bcfg := scfg
 	bcfg.Role = "standby"
 	standby := startTestInstance(t, bcfg, log)
-	names := map[string]string{primary.addr: "primary", secondary1.addr: "secondary 8001",
-		secondary2.addr: "secondary 8002", standby.addr: "standby", "-": "nginx itself"}
+	names := map[string]string{primary.Addr(): "primary", secondary1.Addr(): "secondary 8001",
+		secondary2.Addr(): "secondary 8002", standby.Addr(): "standby", "-": "nginx itself"}
 	instanceOf := func(hdr string) string {
 		_, addr, _ := strings.Cut(hdr, "@")
 		if name, ok := names[addr]; ok {
@@ -330,7 +330,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 
 	ctx := context.Background()
 	const workers = 12
-	users, err := demo.CreateUsers(ctx, primary.db, workers)
+	users, err := demo.CreateUsers(ctx, primary.DB(), workers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,14 +339,14 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	sum := sha256.Sum256(netData)
 	netName := "nn-" + hex.EncodeToString(sum[:])[:12] + ".nnue"
 	writeGzip(t, filepath.Join(dir, "nn", netName+".gz"), netData)
-	if err := primary.db.NNs.Insert(ctx, &rundb.NN{Name: netName, User: users.Submitter.Name}); err != nil {
+	if err := primary.DB().NNs.Insert(ctx, &rundb.NN{Name: netName, User: users.Submitter.Name}); err != nil {
 		t.Fatal(err)
 	}
 
-	ngx := startNginx(t, exe, nginxPorts{primary: primary.addr, secondary1: secondary1.addr,
-		secondary2: secondary2.addr, standby: standby.addr, nnDir: filepath.Join(dir, "nn")})
+	ngx := startNginx(t, exe, nginxPorts{primary: primary.Addr(), secondary1: secondary1.Addr(),
+		secondary2: secondary2.Addr(), standby: standby.Addr(), nnDir: filepath.Join(dir, "nn")})
 	t.Logf("nginx on %s in front of the primary %s and secondaries %s, %s (ready after %v)", ngx.base,
-		primary.addr, secondary1.addr, secondary2.addr, time.Since(started).Round(10*time.Millisecond))
+		primary.Addr(), secondary1.Addr(), secondary2.Addr(), time.Since(started).Round(10*time.Millisecond))
 
 	// A run submitted and approved through nginx, played by a fleet working through nginx.
 	req := demo.RunRequest("played through nginx")
@@ -605,9 +605,9 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 		perInstance[names[answered]]++
 		if slices.Contains(workerPaths, l.uri) {
 			perWorkerPath[l.uri]++
-			if answered != primary.addr || slices.ContainsFunc(tried[:len(tried)-1], func(a string) bool { return a != standby.addr }) {
+			if answered != primary.Addr() || slices.ContainsFunc(tried[:len(tried)-1], func(a string) bool { return a != standby.Addr() }) {
 				t.Errorf("%s %s (%s) went to %q, want the primary %s (after the standby, if nginx tried it first)",
-					l.method, l.uri, l.status, l.upstream, primary.addr)
+					l.method, l.uri, l.status, l.upstream, primary.Addr())
 			}
 			if len(tried) > 1 {
 				viaStandby++
@@ -615,8 +615,8 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 		}
 		if l.uri == "/api/upload_pgn" {
 			uploads++
-			if l.upstream != secondary2.addr {
-				t.Errorf("POST /api/upload_pgn went to %q, want the secondary %s", l.upstream, secondary2.addr)
+			if l.upstream != secondary2.Addr() {
+				t.Errorf("POST /api/upload_pgn went to %q, want the secondary %s", l.upstream, secondary2.Addr())
 			}
 		}
 		for _, a := range tried {
@@ -653,7 +653,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var r e2eRun
-		code := getJSONURL(t, "http://"+secondary1.addr+"/api/get_run/"+id, &r)
+		code := getJSONURL(t, "http://"+secondary1.Addr()+"/api/get_run/"+id, &r)
 		if code == http.StatusOK && r.Finished && r.Results == want {
 			break
 		}

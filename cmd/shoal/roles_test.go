@@ -10,25 +10,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/demo"
+	"github.com/shoal-chess/shoal/node"
 )
 
 // startTestInstance starts an instance on cfg that logs its warnings to log, shut down when
 // the test ends. The end-to-end tests use it too: this file is built with and without the race
 // detector.
-func startTestInstance(t *testing.T, cfg Config, log io.Writer) *instance {
+func startTestInstance(t *testing.T, cfg config.Config, log io.Writer) *node.Instance {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	inst, err := startInstance(context.Background(), cfg, logger, envOf(nil), io.Discard)
+	inst, err := node.Start(context.Background(), cfg, node.Env{Logger: logger, Getenv: envOf(nil), Stdout: io.Discard, Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := inst.shutdown(); err != nil {
-			t.Errorf("shutdown %s: %v", inst.addr, err)
+		if err := inst.Shutdown(); err != nil {
+			t.Errorf("shutdown %s: %v", inst.Addr(), err)
 		}
 	})
 	return inst
@@ -42,12 +44,12 @@ func TestPrimaryAndSecondary(t *testing.T) {
 	pcfg := demoConfig(dir, 1)
 	primary := startTestInstance(t, pcfg, io.Discard)
 	scfg := pcfg
-	scfg.Role, scfg.MongoURI = "secondary", primary.db.URI()
+	scfg.Role, scfg.MongoURI = "secondary", primary.DB().URI()
 	secondary := startTestInstance(t, scfg, io.Discard)
-	if secondary.currentPrimary() != nil {
+	if secondary.Primary() != nil {
 		t.Fatal("the secondary runs a scheduler, a run cache or jobs")
 	}
-	pbase, sbase := "http://"+primary.addr, "http://"+secondary.addr
+	pbase, sbase := "http://"+primary.Addr(), "http://"+secondary.Addr()
 
 	post := func(url string) (int, string, http.Header) {
 		resp, err := http.Post(url, "application/json", strings.NewReader(`{"password": "x", "worker_info": {"username": "nobody"}}`))
@@ -82,7 +84,7 @@ func TestPrimaryAndSecondary(t *testing.T) {
 	}
 
 	// A run created on the primary is on the secondary's read API and pages once written.
-	users, err := demo.CreateUsers(context.Background(), primary.db, 4)
+	users, err := demo.CreateUsers(context.Background(), primary.DB(), 4)
 	if err != nil {
 		t.Fatal(err)
 	}

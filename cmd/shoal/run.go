@@ -15,12 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/scheduler"
 )
 
 // defaultServer is where `shoal run` sends requests without --server: a local `shoal serve`.
-const defaultServer = "http://127.0.0.1:8000"
+const defaultServer = config.DefaultServer
 
 // defaultOptions are the engine options the new-test form prefills.
 const defaultOptions = "Hash=16"

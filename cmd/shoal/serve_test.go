@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -315,127 +314,6 @@ func TestVersion(t *testing.T) {
 	line, _ := bufio.NewReader(&out).ReadString('\n')
 	if !strings.HasPrefix(line, "shoal "+version+" (go") {
 		t.Errorf("version printed %q", line)
-	}
-}
-
-// Runs changed in memory but not yet written (the flusher writes one per flush_period) are all
-// written when the server shuts down.
-func TestShutdownWritesEveryDirtyRun(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "data")
-	cfg := DefaultConfig()
-	cfg.Addr, cfg.DataDir, cfg.FlushPeriod = "127.0.0.1:0", data, time.Hour
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx := context.Background()
-	inst, err := startInstance(ctx, cfg, logger, envOf(map[string]string{"SHOAL_ADMIN_PASSWORD": "x"}), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []rundb.ObjectID
-	for i := range 3 {
-		r := &rundb.Run{ID: rundb.NewObjectID()}
-		if err := inst.primary.RunCache().Create(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		if err := inst.primary.RunCache().Update(ctx, r.ID, rundb.Prio(i), func(r *rundb.Run) error {
-			r.CommittedGames = 100 + i
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, r.ID)
-	}
-	if got := inst.primary.RunCache().Dirty(); got != 3 {
-		t.Fatalf("Dirty() = %d before shutdown, want 3", got)
-	}
-	if err := inst.shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	db := openStopped(t, data)
-	for i, id := range ids {
-		r, err := db.Runs.Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.CommittedGames != 100+i {
-			t.Errorf("run %d: committed_games %d after restart, want %d", i, r.CommittedGames, 100+i)
-		}
-	}
-}
-
-// With no configured secret, the first start generates one into the data directory (owner
-// only) and later starts reuse it, so sessions survive restarts.
-func TestSessionSecretIsGeneratedOnceAndKept(t *testing.T) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := DefaultConfig()
-	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	first, err := sessionSecret(cfg, true, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(first) < minSessionSecret || string(first) == insecureDevSecret {
-		t.Fatalf("generated secret %q is too short or the public one", first)
-	}
-	info, err := os.Stat(filepath.Join(cfg.DataDir, "session_secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Mode().Perm() != 0o600 {
-		t.Errorf("session_secret has mode %v, want 0600", info.Mode().Perm())
-	}
-	again, err := sessionSecret(cfg, true, logger)
-	if err != nil || string(again) != string(first) {
-		t.Errorf("second start: %q, %v; want the first secret back", again, err)
-	}
-
-	cfg.SessionSecret = strings.Repeat("k", 40)
-	if got, _ := sessionSecret(cfg, true, logger); string(got) != cfg.SessionSecret {
-		t.Errorf("a configured secret is not used: %q", got)
-	}
-	cfg.SessionSecret, cfg.InsecureDev = "", true
-	cfg.DataDir = filepath.Join(t.TempDir(), "other")
-	if got, _ := sessionSecret(cfg, true, logger); string(got) != insecureDevSecret {
-		t.Errorf("insecure_dev without a secret: %q, want the public development secret", got)
-	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, "session_secret")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("insecure_dev wrote a secret file: %v", err)
-	}
-
-	// A secondary never makes its own: it must share the primary's.
-	cfg.InsecureDev = false
-	if _, err := sessionSecret(cfg, false, logger); err == nil || !strings.Contains(err.Error(), "secondary") {
-		t.Errorf("a secondary without the primary's secret: %v, want a refusal", err)
-	}
-
-	// A truncated secret file is refused, not silently used.
-	cfg.InsecureDev = false
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cfg.DataDir, "session_secret"), []byte("short\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sessionSecret(cfg, true, logger); err == nil || !strings.Contains(err.Error(), "at least 32") {
-		t.Errorf("a 5-character secret file: %v, want a refusal", err)
-	}
-}
-
-// SHOAL_ADMIN_PASSWORD only matters in an empty database; when it is set for one that has
-// users, serve says it is ignored instead of leaving the operator to guess why admin fails.
-func TestAdminPasswordIgnoredWithUsers(t *testing.T) {
-	db := openStopped(t, filepath.Join(t.TempDir(), "data"))
-	env := envOf(map[string]string{adminPasswordEnv: "chosen-password-123"})
-	var first, second bytes.Buffer
-	if err := ensureAdmin(context.Background(), db, env, &first); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(first.String(), "Created the first user: admin") {
-		t.Fatalf("empty database: %q", first.String())
-	}
-	if err := ensureAdmin(context.Background(), db, env, &second); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(second.String(), adminPasswordEnv+" is ignored") {
-		t.Errorf("with users already there: %q, want a word that the password is ignored", second.String())
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
+	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -51,7 +53,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 			}
 		}
 	}
-	cfg, rest, err := LoadConfig(fs, args, getenv, userKeys)
+	cfg, rest, err := config.Load(fs, args, getenv, userKeys)
 	if err != nil {
 		return err
 	}
@@ -69,7 +71,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(cfg.SlogLevel(), slog.LevelWarn)}))
 	cfg.EmbeddedDBProcess = false // a moment's work: no process of its own
-	db, err := openDB(ctx, cfg, logger, nil)
+	db, err := node.OpenDB(ctx, cfg, logger, nil)
 	if errors.Is(err, rundb.ErrDatabaseInUse) {
 		return fmt.Errorf("user add: %w; stop that server first, or reach the database with --mongo-uri", err)
 	}

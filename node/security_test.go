@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 // when it starts, without waiting for each user's next login.
 func TestSecurityPrimaryHashesImportedPasswordsAtStart(t *testing.T) {
 	ctx := context.Background()
-	cfg := demoConfig(t.TempDir(), 1)
+	cfg := testConfig(t.TempDir())
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	first, err := startInstance(ctx, cfg, logger, envOf(nil), io.Discard)
+	first, err := Start(ctx, cfg, Env{Logger: logger, Getenv: envOf(nil), Stdout: io.Discard, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := mongo.Connect(mongooptions.Client().ApplyURI(first.db.URI()))
+	client, err := mongo.Connect(mongooptions.Client().ApplyURI(first.DB().URI()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +33,14 @@ func TestSecurityPrimaryHashesImportedPasswordsAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.shutdown(); err != nil {
+	if err := first.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 
-	inst := startTestInstance(t, cfg, io.Discard) // the next start, on the same data
+	inst := startTestInstance(t, cfg) // the next start, on the same data
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		u, err := inst.db.Users.Get(ctx, "veteran")
+		u, err := inst.DB().Users.Get(ctx, "veteran")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestSecurityPrimaryHashesImportedPasswordsAtStart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := inst.db.Users.Authenticate(ctx, "veteran", "hunter2-imported"); err != nil {
+	if _, err := inst.DB().Users.Authenticate(ctx, "veteran", "hunter2-imported"); err != nil {
 		t.Errorf("the imported user cannot log in after the start hashed the password: %v", err)
 	}
 }

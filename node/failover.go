@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const leasePoll = 500 * time.Millisecond
 
 // holder names this instance in the lease: its host and address, so that the same instance
 // restarted takes its own lease back at once, and any other waits for it to lapse.
-func (inst *instance) holder() string { return inst.leaseHolder }
+func (inst *Instance) holder() string { return inst.leaseHolder }
 
 // leaseHolder is the lease holder name of an instance listening on addr.
 func leaseHolder(addr string) string {
@@ -42,7 +42,7 @@ func leaseHolder(addr string) string {
 // without a journal): the journal replays what the runs' documents lack, the scheduler rebuilds
 // its state, and the periodic jobs start. It returns the running role; the caller gives the
 // server its scheduler.
-func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *primaryRole, err error) {
+func (inst *Instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *primaryRole, err error) {
 	cfg, logger := inst.cfg, inst.logger
 	start := time.Now()
 	p := &primaryRole{}
@@ -69,7 +69,7 @@ func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 	} else {
 		logger.Warn("journal off: results acknowledged since a run's last write are lost if the server crashes, and no standby can take over")
 	}
-	if n, err := strconv.Atoi(inst.getenv(crashInWriteEnv)); err == nil && n > 0 {
+	if n, err := strconv.Atoi(inst.getenv(CrashInWriteEnv)); err == nil && n > 0 {
 		pcfg.WriteHook = crashInWrite(n, inst)
 	}
 	p.Primary = scheduler.NewPrimary(pcfg, inst.db, logger)
@@ -90,7 +90,7 @@ func (inst *instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 // run and the lease is released, so that a standby takes over at once; without (a primary that
 // lost its lease) nothing is written, its writes would be refused. Then the journal closes.
 // Nothing of the role writes to the database afterwards.
-func (p *primaryRole) finish(ctx context.Context, inst *instance, save bool) []error {
+func (p *primaryRole) finish(ctx context.Context, inst *Instance, save bool) []error {
 	var errs []error
 	if save {
 		if err := p.Stop(ctx); err != nil {
@@ -115,7 +115,7 @@ func (p *primaryRole) finish(ctx context.Context, inst *instance, save bool) []e
 // stepDown is the journal's OnFenced: another instance took the lease. The server stops
 // scheduling at once (worker calls are told to retry, and nginx sends them on to the new
 // primary), the role stops without writing, and the instance waits as a standby.
-func (inst *instance) stepDown(err error) {
+func (inst *Instance) stepDown(err error) {
 	inst.roleMu.Lock()
 	p := inst.primary
 	inst.primary = nil
@@ -135,7 +135,7 @@ func (inst *instance) stepDown(err error) {
 // watchLease starts the standby's loop: every leasePoll it tries to take the primary's lease,
 // which succeeds once the lease has gone unrenewed for its time to live; then the instance
 // becomes the primary. Shutdown stops the loop.
-func (inst *instance) watchLease() {
+func (inst *Instance) watchLease() {
 	inst.roleMu.Lock()
 	defer inst.roleMu.Unlock()
 	if inst.stopping || inst.watching != nil {
@@ -150,7 +150,7 @@ func (inst *instance) watchLease() {
 	}()
 }
 
-func (inst *instance) followLease(ctx context.Context) {
+func (inst *Instance) followLease(ctx context.Context) {
 	t := time.NewTicker(leasePoll)
 	defer t.Stop()
 	var lastHolder string
@@ -198,13 +198,13 @@ func (inst *instance) followLease(ctx context.Context) {
 	}
 }
 
-// crashInWriteEnv, for the crash tests only, makes the server kill itself (SIGKILL) during its
+// CrashInWriteEnv, for the crash tests only, makes the server kill itself (SIGKILL) during its
 // Nth run write, so that a test can show what a crash in the middle of one leaves.
-const crashInWriteEnv = "SHOAL_TEST_CRASH_IN_RUN_WRITE"
+const CrashInWriteEnv = "SHOAL_TEST_CRASH_IN_RUN_WRITE"
 
 // crashInWrite returns a run-cache write hook that, at the nth write, sends the process a
 // SIGKILL as the write goes to the database.
-func crashInWrite(n int, inst *instance) func() {
+func crashInWrite(n int, inst *Instance) func() {
 	var writes atomic.Int64
 	inst.logger.Warn("fault injection: this server kills itself during a run write", "write", n)
 	return func() {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"flag"
@@ -8,7 +8,7 @@ import (
 
 // textFlag is a flag whose raw text the option tables parse and check themselves (with the
 // same rules as the file and the environment); kind names its value in the help: int,
-// duration, float or string.
+// duration, float, string or path.
 type textFlag struct{ value, kind string }
 
 func (f *textFlag) String() string {
@@ -29,10 +29,13 @@ func defineText(fs *flag.FlagSet, name, def, kind, usage string) {
 }
 
 // useTypedHelp makes fs's help name each textFlag's value by its kind, where flag's own
-// PrintDefaults can only say "value".
-func useTypedHelp(fs *flag.FlagSet) {
+// PrintDefaults can only say "value". help comes first; empty, "Usage of NAME:".
+func useTypedHelp(fs *flag.FlagSet, help string) {
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		if help == "" {
+			help = fmt.Sprintf("Usage of %s:\n", fs.Name())
+		}
+		fmt.Fprint(fs.Output(), help)
 		printFlags(fs)
 	}
 }
@@ -53,6 +56,8 @@ func printFlags(fs *flag.FlagSet) {
 		b.WriteString("\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t"))
 		switch {
 		case f.DefValue == "" || (!text && f.DefValue == "false"):
+		case text && t.kind != "string" && (f.DefValue == "0" || f.DefValue == "0s"):
+			// A zero goes without saying, as in flag.PrintDefaults.
 		case text && t.kind == "string":
 			fmt.Fprintf(&b, " (default %q)", f.DefValue)
 		default:

@@ -1,21 +1,14 @@
-package main
+package config
 
 import (
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/BurntSushi/toml"
-
-	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/scheduler"
 )
 
 // configEnv is the environment variable naming the configuration file. It is
@@ -23,7 +16,8 @@ import (
 // point a single run at a different file.
 const configEnv = "SHOAL_CONFIG"
 
-// Config is the whole configuration of the shoal binary.
+// Config is the configuration of a Shoal server (`shoal serve`); `shoal db` and `shoal user`
+// read the part they need.
 //
 // A Config is built in layers: defaults, then a TOML file, then SHOAL_*
 // environment variables, then command-line flags. Every option is described
@@ -132,10 +126,17 @@ type Config struct {
 	// ("config file x.toml", "SHOAL_ADDR", "--addr"), so that Validate can
 	// tell the user which layer to fix. A key missing from the map holds its
 	// default.
-	sources map[string]string
+	sources Sources
 }
 
 // DefaultConfig returns the configuration before any file, environment or flag is applied.
+
+// DefaultConfig returns the configuration before any file, environment or flag is applied.
+//
+// Three defaults are those of the packages that use them, written here so that this package
+// imports none of Shoal's (a test in node holds them equal): the database name
+// (rundb.DefaultDatabase, fishtest's), task_semaphore_size
+// (scheduler.DefaultTaskSemaphoreSize) and lease_ttl (rundb.DefaultLeaseTTL).
 func DefaultConfig() Config {
 	return Config{
 		Addr:                  "127.0.0.1:8000",
@@ -143,19 +144,19 @@ func DefaultConfig() Config {
 		PrimaryPort:           8000,
 		DataDir:               "./data",
 		MongoURI:              "",
-		Database:              rundb.DefaultDatabase,
+		Database:              "fishtest_new",
 		EmbeddedDBAddr:        "",
 		EmbeddedDBProcess:     true,
 		LogLevel:              "info",
 		ThreadpoolTokens:      200,
-		TaskSemaphoreSize:     scheduler.DefaultTaskSemaphoreSize,
+		TaskSemaphoreSize:     5,
 		HeartbeatPeriod:       120 * time.Second,
 		DeadTaskTimeout:       360 * time.Second,
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           1 * time.Second,
 		Journal:               true,
 		JournalGroupWait:      2 * time.Millisecond,
-		LeaseTTL:              rundb.DefaultLeaseTTL,
+		LeaseTTL:              10 * time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
 		ReadTimeout:           30 * time.Second,
@@ -167,72 +168,19 @@ func DefaultConfig() Config {
 	}
 }
 
-// LoadConfig builds a Config for a subcommand: defaults, then the TOML file named by --config
-// (or SHOAL_CONFIG if no --config flag), then SHOAL_* environment variables, then flags.
-// fs is the subcommand's FlagSet; LoadConfig registers the config flags on it (plus --config),
-// parses args, and returns the positional arguments left over.
-// keys selects which options this subcommand accepts as flags (nil = all); the file and env
-// still accept every key.
-//
-// Flags are parsed first because the file name itself may come from a flag,
-// but their values are applied last so that they win over every other
-// layer. An empty environment variable counts as unset, since getenv cannot
-// tell the two apart. A nil getenv reads the process environment. A
-// malformed value is an error even when a higher layer overrides it, so a
-// broken file never goes unnoticed. The returned Config has been validated.
-func LoadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, keys []string) (Config, []string, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	opts := options()
-	flagOpts, err := selectOptions(opts, keys)
+// Load builds a Config for a subcommand: defaults, then the TOML file named by --config (or
+// SHOAL_CONFIG if no --config flag), then SHOAL_* environment variables, then flags (see
+// Table.Load). fs is the subcommand's FlagSet; Load registers the config flags on it (plus
+// --config), parses args, and returns the positional arguments left over. keys selects which
+// options this subcommand accepts as flags (nil = all); the file and env still accept every
+// key. The returned Config has been validated.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string, keys []string) (Config, []string, error) {
+	t := Table[Config]{Options: options(), ConfigEnv: configEnv, Flags: keys}
+	c, sources, err := t.Load(fs, args, getenv, DefaultConfig())
 	if err != nil {
 		return Config{}, nil, err
 	}
-
-	defaults := DefaultConfig()
-	defineText(fs, "config", "", "path", "TOML configuration file (env "+configEnv+")")
-	for _, opt := range flagOpts {
-		if opt.boolean {
-			fs.Bool(opt.flag, false, opt.usage+" (env "+opt.env+")")
-			continue
-		}
-		defineText(fs, opt.flag, opt.get(&defaults), opt.kind(), opt.usage+" (env "+opt.env+")")
-	}
-	useTypedHelp(fs)
-	if err := fs.Parse(args); err != nil {
-		return Config{}, nil, fmt.Errorf("parse flags: %w", err)
-	}
-	setFlags := make(map[string]string)
-	fs.Visit(func(f *flag.Flag) { setFlags[f.Name] = f.Value.String() })
-
-	c := defaults
-	c.sources = make(map[string]string)
-
-	path := getenv(configEnv)
-	if p, ok := setFlags["config"]; ok {
-		path = p
-	}
-	if path != "" {
-		if err := c.applyFile(opts, path); err != nil {
-			return Config{}, nil, err
-		}
-	}
-	for _, opt := range opts {
-		if raw := getenv(opt.env); raw != "" {
-			if err := c.apply(opt, raw, opt.env); err != nil {
-				return Config{}, nil, err
-			}
-		}
-	}
-	for _, opt := range flagOpts {
-		if raw, ok := setFlags[opt.flag]; ok {
-			if err := c.apply(opt, raw, "--"+opt.flag); err != nil {
-				return Config{}, nil, err
-			}
-		}
-	}
-
+	c.sources = sources
 	if err := c.Validate(); err != nil {
 		return Config{}, nil, err
 	}
@@ -245,10 +193,8 @@ func LoadConfig(fs *flag.FlagSet, args []string, getenv func(string) string, key
 // relate two options. Each message names the key, the value and the layer
 // it came from.
 func (c Config) Validate() error {
-	for _, opt := range options() {
-		if err := opt.check(&c); err != nil {
-			return invalid(opt, opt.get(&c), c.source(opt.key), err)
-		}
+	if err := (Table[Config]{Options: options()}).Check(&c, c.sources); err != nil {
+		return err
 	}
 	// A worker only proves it is alive once per heartbeat period, so a
 	// timeout no longer than that period would reclaim every live worker's
@@ -291,185 +237,47 @@ func (c Config) SlogLevel() slog.Level {
 
 // source names the layer the value of key came from, for error messages.
 func (c Config) source(key string) string {
-	if s, ok := c.sources[key]; ok {
-		return s
-	}
-	return "default"
+	return c.sources.Of(key)
 }
 
-// apply parses raw into the option and records where it came from. The raw
-// text, not the parsed value, goes into the error so that the user sees
-// exactly what they wrote.
-func (c *Config) apply(opt option, raw, source string) error {
-	if err := opt.set(c, raw); err != nil {
-		return invalid(opt, raw, source, err)
+// Set parses raw as the value of key, with the key's own parsing and checks, and records
+// source as where it came from, for a value a command takes in a way of its own (`shoal db`'s
+// --addr, say). The Config is not validated again.
+func (c *Config) Set(key, raw, source string) error {
+	if c.sources == nil {
+		c.sources = make(Sources)
 	}
-	c.sources[opt.key] = source
-	return nil
+	return (Table[Config]{Options: options()}).Set(c, c.sources, key, raw, source)
 }
 
-// applyFile reads the TOML file at path and applies each of its keys. Keys
-// are applied in file order so that the first problem reported is the first
-// one in the file.
-func (c *Config) applyFile(opts []option, path string) error {
-	keys, values, err := tomlFile(path)
-	if err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
-	}
-	byKey := make(map[string]option, len(opts))
-	for _, opt := range opts {
-		byKey[opt.key] = opt
-	}
-	source := "config file " + path
-	for _, key := range keys {
-		opt, ok := byKey[key]
-		if !ok {
-			return fmt.Errorf("config file %s: unknown key %q", path, key)
-		}
-		raw, err := tomlValueText(values[key], opt.numeric, opt.boolean)
-		if err != nil {
-			return invalid(opt, raw, source, err)
-		}
-		if err := c.apply(opt, raw, source); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// tomlFile reads a TOML file: its top-level keys in file order, and their values. Keys nested
-// inside tables are left out: they are reported through their table, itself an unknown key.
-func tomlFile(path string) ([]string, map[string]any, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	var values map[string]any
-	md, err := toml.Decode(string(data), &values)
-	if err != nil {
-		return nil, nil, err
-	}
-	var keys []string
-	for _, k := range md.Keys() {
-		if len(k) == 1 {
-			keys = append(keys, k[0])
-		}
-	}
-	return keys, values, nil
-}
-
-// tomlValueText turns a decoded TOML value into the text an option's setter
-// parses, so that the file goes through the same parsing as env and flags.
-// Numbers are only accepted by a numeric key and true/false by a boolean one:
-// a number for addr or database is more likely a mistake than an intent.
-func tomlValueText(v any, numeric, boolean bool) (string, error) {
-	switch v := v.(type) {
-	case string:
-		return v, nil
-	case int64:
-		if numeric {
-			return strconv.FormatInt(v, 10), nil
-		}
-	case float64:
-		if numeric {
-			return strconv.FormatFloat(v, 'g', -1, 64), nil
-		}
-	case bool:
-		if boolean {
-			return strconv.FormatBool(v), nil
-		}
-	}
-	switch {
-	case boolean:
-		return fmt.Sprint(v), errors.New("must be true or false")
-	case numeric:
-		return fmt.Sprint(v), errors.New("must be a number or a string")
-	}
-	return fmt.Sprint(v), errors.New("must be a string")
-}
-
-// invalid formats a bad value the same way for every layer and for
-// Validate, wrapping reason so callers can still inspect it.
-func invalid(opt option, value, source string, reason error) error {
-	if opt.redact != nil {
-		value = opt.redact(value)
-	}
-	return fmt.Errorf("invalid %s %q (from %s): %w", opt.key, value, source, reason)
-}
-
-// option describes one configuration key. The table of options is the only
-// place a key is listed; the file, the environment, the flags, Validate and
-// the help text are all driven by it.
-type option struct {
-	key   string // name in the TOML file, e.g. "dead_task_timeout"
-	env   string // environment variable, e.g. "SHOAL_DEAD_TASK_TIMEOUT"
-	flag  string // flag name without dashes, e.g. "dead-task-timeout"
-	usage string // one-line help text for the flag
-
-	// numeric is true when the TOML file may give the value as a number.
-	numeric bool
-	// duration is true for a duration ("30s", or seconds as a number); numeric without it is
-	// an integer. The help names the value by it.
-	duration bool
-	// boolean is true for a switch: a flag without a value, true or false in the file.
-	boolean bool
-	// set parses raw, checks it and stores it in c; it returns only the
-	// reason when raw is bad, the caller adds key, value and source.
-	set func(c *Config, raw string) error
-	// get formats the current value so that set would accept it again.
-	get func(c *Config) string
-	// check tests the current value, returning only the reason.
-	check func(c *Config) error
-	// redact, if set, hides secrets in a value before it is printed.
-	redact func(string) string
-}
-
-// kind names the option's value in the flags' help.
-func (o option) kind() string {
-	switch {
-	case o.duration:
-		return "duration"
-	case o.numeric:
-		return "int"
-	}
-	return "string"
-}
-
-// withFlag overrides the flag name derived from the key, for the few flags
-// that are shorter than their key.
-func (o option) withFlag(name string) option {
-	o.flag = name
-	return o
-}
-
-// withRedact installs a function that hides secrets in printed values.
-func (o option) withRedact(redact func(string) string) option {
-	o.redact = redact
-	return o
+// Changed lists, in table order, the keys whose values differ between a and b: what a reload
+// of the configuration would change.
+func Changed(a, b Config) []string {
+	return (Table[Config]{Options: options()}).Changed(&a, &b)
 }
 
 // options returns the table of every configuration key, in the order they
 // are validated and shown in help. It builds the table on each call rather
 // than keeping it in a package variable, so there is no shared state.
-func options() []option {
-	opts := []option{
-		stringOption("addr", "HOST:PORT the HTTP server listens on",
+func options() []Option[Config] {
+	return []Option[Config]{
+		String("addr", "HOST:PORT the HTTP server listens on",
 			func(c *Config) *string { return &c.Addr }, checkAddr),
-		stringOption("data_dir", "directory for persistent data",
-			func(c *Config) *string { return &c.DataDir }, checkNonEmpty).withFlag("data"),
-		stringOption("mongo_uri", "MongoDB URI; empty starts the embedded database",
-			func(c *Config) *string { return &c.MongoURI }, checkMongoURI).withRedact(rundb.RedactURI),
-		stringOption("database", "MongoDB database name",
+		String("data_dir", "directory for persistent data",
+			func(c *Config) *string { return &c.DataDir }, checkNonEmpty).WithFlag("data"),
+		String("mongo_uri", "MongoDB URI; empty starts the embedded database",
+			func(c *Config) *string { return &c.MongoURI }, checkMongoURI).WithRedact(RedactURI),
+		String("database", "MongoDB database name",
 			func(c *Config) *string { return &c.Database }, checkDatabase),
-		stringOption("embedded_db_addr", "loopback HOST:PORT where the embedded database also listens, for this OS user's other processes only; empty: its Unix socket alone",
+		String("embedded_db_addr", "loopback HOST:PORT where the embedded database also listens, for this OS user's other processes only; empty: its Unix socket alone",
 			func(c *Config) *string { return &c.EmbeddedDBAddr }, optional(checkEmbeddedDBAddr)),
-		boolOption("embedded_db_process", "run the embedded database as a process of its own (shoal db) that the server starts and stops, so its long run writes do not hold up the server's handlers; false: inside the server",
+		Bool("embedded_db_process", "run the embedded database as a process of its own (shoal db) that the server starts and stops, so its long run writes do not hold up the server's handlers; false: inside the server",
 			func(c *Config) *bool { return &c.EmbeddedDBProcess }),
-		stringOption("log_level", "log level: debug, info, warn or error",
+		String("log_level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
-		stringOption("books_url", "URL of the books.json metadata refreshed every 15 scavenge periods (15 minutes by default); empty: only the database's",
+		String("books_url", "URL of the books.json metadata refreshed every 15 scavenge periods (15 minutes by default); empty: only the database's",
 			func(c *Config) *string { return &c.BooksURL }, checkOptionalURL),
-		stringOption("nn_url", "base URL of the networks' files (BASE/nn/NAME) for networks known without a file here; empty: this server's own /nn/",
+		String("nn_url", "base URL of the networks' files (BASE/nn/NAME) for networks known without a file here; empty: this server's own /nn/",
 			func(c *Config) *string { return &c.NNURL }, checkOptionalURL),
 		intOption("threadpool_tokens", "maximum number of blocking database operations at once",
 			func(c *Config) *int { return &c.ThreadpoolTokens }),
@@ -483,16 +291,16 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.ScavengePeriod }),
 		durationOption("flush_period", "how often the run cache writes one changed run to the database",
 			func(c *Config) *time.Duration { return &c.FlushPeriod }),
-		boolOption("journal", "store each change acknowledged to a worker before answering (false: acknowledged results can be lost in a crash; for measuring the cost only)",
+		Bool("journal", "store each change acknowledged to a worker before answering (false: acknowledged results can be lost in a crash; for measuring the cost only)",
 			func(c *Config) *bool { return &c.Journal }),
-		checkedDurationOption("journal_fsync", "on the embedded database, how often the journal's files are fsynced: 0 fsyncs each batch before it is acknowledged (a power cut loses nothing acknowledged); e.g. 100ms acknowledges once written (a server crash loses nothing, a machine crash up to that long)",
+		Duration("journal_fsync", "on the embedded database, how often the journal's files are fsynced: 0 fsyncs each batch before it is acknowledged (a power cut loses nothing acknowledged); e.g. 100ms acknowledges once written (a server crash loses nothing, a machine crash up to that long)",
 			func(c *Config) *time.Duration { return &c.JournalFsync }, func(d time.Duration) error {
 				if d < 0 || d > time.Minute {
 					return errors.New("from 0 (fsync each batch) to 1m")
 				}
 				return nil
 			}),
-		checkedDurationOption("journal_group_wait", "how long a journal batch gathers changes before it is written: changes arriving meanwhile share one write and one fsync, for at most this much longer before each is acknowledged; 0 writes at once",
+		Duration("journal_group_wait", "how long a journal batch gathers changes before it is written: changes arriving meanwhile share one write and one fsync, for at most this much longer before each is acknowledged; 0 writes at once",
 			func(c *Config) *time.Duration { return &c.JournalGroupWait }, func(d time.Duration) error {
 				if d < 0 || d > 100*time.Millisecond {
 					return errors.New("from 0 (write at once) to 100ms")
@@ -503,15 +311,15 @@ func options() []option {
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
 		durationOption("task_duration", "amount of work handed out in one task",
 			func(c *Config) *time.Duration { return &c.TaskDuration }),
-		stringOption("role", "primary, secondary, standby (takes over when the primary's lease lapses), or auto (primary when the listen port is primary_port)",
+		String("role", "primary, secondary, standby (takes over when the primary's lease lapses), or auto (primary when the listen port is primary_port)",
 			func(c *Config) *string { return &c.Role }, checkRole),
 		durationOption("lease_ttl", "how long the primary's lease lasts unrenewed before a standby takes over",
 			func(c *Config) *time.Duration { return &c.LeaseTTL }),
 		intOption("primary_port", "the primary's port, for role auto",
 			func(c *Config) *int { return &c.PrimaryPort }),
-		stringOption("session_secret", "secret (32+ characters) for the web UI's session cookies; empty: generated into the data directory",
-			func(c *Config) *string { return &c.SessionSecret }, checkSessionSecret).withRedact(func(string) string { return "(redacted)" }),
-		boolOption("insecure_dev", "development mode: a fixed, public session secret when none is set; never in production",
+		String("session_secret", "secret (32+ characters) for the web UI's session cookies; empty: generated into the data directory",
+			func(c *Config) *string { return &c.SessionSecret }, checkSessionSecret).WithRedact(Redacted),
+		Bool("insecure_dev", "development mode: a fixed, public session secret when none is set; never in production",
 			func(c *Config) *bool { return &c.InsecureDev }),
 		durationOption("read_timeout", "time to read a whole request, headers and body (uploads get transfer_timeout)",
 			func(c *Config) *time.Duration { return &c.ReadTimeout }),
@@ -525,126 +333,28 @@ func options() []option {
 			func(c *Config) *int { return &c.MaxConnsPerAddress }),
 		countOption("max_connections", "client connections open at once; 0: the open-file limit less a reserve of 1000",
 			func(c *Config) *int { return &c.MaxConns }),
-		stringOption("metrics_token", "bearer token that lets a scraper elsewhere read /metrics; empty: only direct clients on this machine",
-			func(c *Config) *string { return &c.MetricsToken }, checkMetricsToken).withRedact(func(string) string { return "(redacted)" }),
-		stringOption("pprof_addr", "loopback HOST:PORT serving Go's pprof profiles at /debug/pprof/; empty: off",
+		String("metrics_token", "bearer token that lets a scraper elsewhere read /metrics; empty: only direct clients on this machine",
+			func(c *Config) *string { return &c.MetricsToken }, checkMetricsToken).WithRedact(Redacted),
+		String("pprof_addr", "loopback HOST:PORT serving Go's pprof profiles at /debug/pprof/; empty: off",
 			func(c *Config) *string { return &c.PprofAddr }, optional(checkLoopbackAddr)),
-	}
-	for i := range opts {
-		opts[i].env = "SHOAL_" + strings.ToUpper(opts[i].key)
-		if opts[i].flag == "" {
-			opts[i].flag = strings.ReplaceAll(opts[i].key, "_", "-")
-		}
-	}
-	return opts
-}
-
-// selectOptions returns the options named by keys, in table order, or all
-// of them when keys is nil. An unknown key is a programming error in the
-// caller, reported rather than silently ignored.
-func selectOptions(opts []option, keys []string) ([]option, error) {
-	if keys == nil {
-		return opts, nil
-	}
-	want := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		want[k] = true
-	}
-	var selected []option
-	for _, opt := range opts {
-		if want[opt.key] {
-			selected = append(selected, opt)
-			delete(want, opt.key)
-		}
-	}
-	for _, k := range keys {
-		if want[k] {
-			return nil, fmt.Errorf("select config flags: unknown key %q", k)
-		}
-	}
-	return selected, nil
-}
-
-// stringOption describes a string-valued key whose values must pass check.
-func stringOption(key, usage string, field func(*Config) *string, check func(string) error) option {
-	return option{
-		key:   key,
-		usage: usage,
-		set: func(c *Config, raw string) error {
-			if err := check(raw); err != nil {
-				return err
-			}
-			*field(c) = raw
-			return nil
-		},
-		get:   func(c *Config) string { return *field(c) },
-		check: func(c *Config) error { return check(*field(c)) },
 	}
 }
 
 // intOption describes a count that must be at least one; a zero-sized pool
 // or semaphore would deadlock the server rather than fail loudly.
-func intOption(key, usage string, field func(*Config) *int) option {
-	return boundedIntOption(key, usage, 1, positiveIntReason, field)
+func intOption(key, usage string, field func(*Config) *int) Option[Config] {
+	return Int(key, usage, field, 1, positiveIntReason)
 }
 
 // countOption describes a count where zero has a meaning of its own (say "derived").
-func countOption(key, usage string, field func(*Config) *int) option {
-	return boundedIntOption(key, usage, 0, "must be zero or a positive integer", field)
-}
-
-// boundedIntOption describes an integer of at least least; reason is the message for any
-// other value, whether it is no integer or too small, since both have the same fix.
-func boundedIntOption(key, usage string, least int, reason string, field func(*Config) *int) option {
-	check := func(n int) error {
-		if n < least {
-			return errors.New(reason)
-		}
-		return nil
-	}
-	return option{
-		key:     key,
-		usage:   usage,
-		numeric: true,
-		set: func(c *Config, raw string) error {
-			n, err := strconv.Atoi(raw)
-			if err != nil {
-				return errors.New(reason)
-			}
-			if err := check(n); err != nil {
-				return err
-			}
-			*field(c) = n
-			return nil
-		},
-		get:   func(c *Config) string { return strconv.Itoa(*field(c)) },
-		check: func(c *Config) error { return check(*field(c)) },
-	}
-}
-
-// boolOption describes a switch, off by default.
-func boolOption(key, usage string, field func(*Config) *bool) option {
-	return option{
-		key:     key,
-		usage:   usage,
-		boolean: true,
-		set: func(c *Config, raw string) error {
-			b, err := strconv.ParseBool(raw)
-			if err != nil {
-				return errors.New("must be true or false")
-			}
-			*field(c) = b
-			return nil
-		},
-		get:   func(c *Config) string { return strconv.FormatBool(*field(c)) },
-		check: func(*Config) error { return nil },
-	}
+func countOption(key, usage string, field func(*Config) *int) Option[Config] {
+	return Int(key, usage, field, 0, "must be zero or a positive integer")
 }
 
 // durationOption describes a period or timeout that must be positive; a
 // zero period would make a ticker panic or spin.
-func durationOption(key, usage string, field func(*Config) *time.Duration) option {
-	return checkedDurationOption(key, usage, field, func(d time.Duration) error {
+func durationOption(key, usage string, field func(*Config) *time.Duration) Option[Config] {
+	return Duration(key, usage, field, func(d time.Duration) error {
 		if d <= 0 {
 			return errors.New("must be a positive duration")
 		}
@@ -652,53 +362,9 @@ func durationOption(key, usage string, field func(*Config) *time.Duration) optio
 	})
 }
 
-// checkedDurationOption describes a duration whose values check accepts.
-func checkedDurationOption(key, usage string, field func(*Config) *time.Duration, check func(time.Duration) error) option {
-	return option{
-		key:      key,
-		usage:    usage,
-		numeric:  true,
-		duration: true,
-		set: func(c *Config, raw string) error {
-			d, err := parseDuration(raw)
-			if err != nil {
-				return err
-			}
-			if err := check(d); err != nil {
-				return err
-			}
-			*field(c) = d
-			return nil
-		},
-		get:   func(c *Config) string { return field(c).String() },
-		check: func(c *Config) error { return check(*field(c)) },
-	}
-}
-
 // positiveIntReason is given both for counts that are not integers and for
 // counts below one, since both mistakes have the same fix.
 const positiveIntReason = "must be a positive integer"
-
-// parseDuration accepts a Go duration ("2m", "500ms") or a bare number of
-// seconds ("120", "0.5"), since operators coming from the Python server
-// write plain seconds.
-func parseDuration(s string) (time.Duration, error) {
-	if secs, err := strconv.ParseFloat(s, 64); err == nil {
-		if math.IsNaN(secs) || math.IsInf(secs, 0) {
-			return 0, errors.New("not a duration")
-		}
-		ns := math.Round(secs * float64(time.Second))
-		if ns >= math.MaxInt64 || ns <= math.MinInt64 {
-			return 0, errors.New("duration out of range")
-		}
-		return time.Duration(ns), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, errors.New("not a duration")
-	}
-	return d, nil
-}
 
 // checkAddr accepts HOST:PORT with a numeric port; the host may be empty to
 // listen on every interface.
@@ -802,14 +468,14 @@ func checkOptionalURL(s string) error {
 	return nil
 }
 
-// minSessionSecret is the shortest session secret accepted: 32 characters of a random
+// MinSessionSecret is the shortest session secret accepted: 32 characters of a random
 // string is more than the 128 bits a signing key needs.
-const minSessionSecret = 32
+const MinSessionSecret = 32
 
 // checkSessionSecret accepts no secret (one is generated) or one long enough to be safe.
 func checkSessionSecret(s string) error {
-	if s != "" && len(s) < minSessionSecret {
-		return fmt.Errorf("must be at least %d characters (try: openssl rand -hex 32)", minSessionSecret)
+	if s != "" && len(s) < MinSessionSecret {
+		return fmt.Errorf("must be at least %d characters (try: openssl rand -hex 32)", MinSessionSecret)
 	}
 	return nil
 }

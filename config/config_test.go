@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// loadInput is everything LoadConfig reads, so that each test case can
+// loadInput is everything Load reads, so that each test case can
 // describe a whole run without touching the real environment.
 type loadInput struct {
 	file string            // contents of a config file; "" means no file
@@ -23,7 +23,7 @@ type loadInput struct {
 	keys []string          // keys accepted as flags; nil means all
 }
 
-// load writes in.file to a temporary file and runs LoadConfig on it. When
+// load writes in.file to a temporary file and runs Load on it. When
 // the file is used, it is passed through SHOAL_CONFIG unless the case already
 // names a config file itself.
 func load(t *testing.T, in loadInput) (Config, []string, error) {
@@ -40,7 +40,7 @@ func load(t *testing.T, in loadInput) (Config, []string, error) {
 	}
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return LoadConfig(fs, in.args, mapEnv(env), in.keys)
+	return Load(fs, in.args, mapEnv(env), in.keys)
 }
 
 // mapEnv returns a getenv function reading from m instead of the process.
@@ -123,13 +123,13 @@ func TestDefaultConfig(t *testing.T) {
 
 	got, rest, err := load(t, loadInput{})
 	if err != nil {
-		t.Fatalf("LoadConfig with nothing set: %v", err)
+		t.Fatalf("Load with nothing set: %v", err)
 	}
 	if !reflect.DeepEqual(withoutSources(got), want) {
-		t.Errorf("LoadConfig with nothing set = %+v, want the defaults %+v", got, want)
+		t.Errorf("Load with nothing set = %+v, want the defaults %+v", got, want)
 	}
 	if len(rest) != 0 {
-		t.Errorf("LoadConfig with no arguments left %q over", rest)
+		t.Errorf("Load with no arguments left %q over", rest)
 	}
 }
 
@@ -284,10 +284,10 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _, err := load(t, tt.in)
 			if err != nil {
-				t.Fatalf("LoadConfig: %v", err)
+				t.Fatalf("Load: %v", err)
 			}
 			if !reflect.DeepEqual(withoutSources(got), tt.want) {
-				t.Errorf("LoadConfig = %+v\nwant %+v", withoutSources(got), tt.want)
+				t.Errorf("Load = %+v\nwant %+v", withoutSources(got), tt.want)
 			}
 		})
 	}
@@ -333,7 +333,7 @@ func TestLoadConfigFileLocation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _, err := load(t, loadInput{env: tt.env, args: tt.args})
 			if err != nil {
-				t.Fatalf("LoadConfig: %v", err)
+				t.Fatalf("Load: %v", err)
 			}
 			if got.Database != tt.want {
 				t.Errorf("Database = %q, want %q", got.Database, tt.want)
@@ -362,7 +362,7 @@ func TestLoadConfigDurations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _, err := load(t, tt.in)
 			if err != nil {
-				t.Fatalf("LoadConfig: %v", err)
+				t.Fatalf("Load: %v", err)
 			}
 			if got.FlushPeriod != tt.want {
 				t.Errorf("FlushPeriod = %v, want %v", got.FlushPeriod, tt.want)
@@ -660,10 +660,10 @@ func TestLoadConfigKeys(t *testing.T) {
 				return
 			}
 			if err != nil {
-				t.Fatalf("LoadConfig: %v", err)
+				t.Fatalf("Load: %v", err)
 			}
 			if tt.check != nil && !tt.check(got) {
-				t.Errorf("LoadConfig = %+v, not what the case expects", withoutSources(got))
+				t.Errorf("Load = %+v, not what the case expects", withoutSources(got))
 			}
 			if !slices.Equal(rest, tt.wantRest) {
 				t.Errorf("positional arguments = %q, want %q", rest, tt.wantRest)
@@ -676,9 +676,9 @@ func TestLoadConfigHelp(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	var help strings.Builder
 	fs.SetOutput(&help)
-	_, _, err := LoadConfig(fs, []string{"--help"}, mapEnv(nil), []string{"addr", "heartbeat_period"})
+	_, _, err := Load(fs, []string{"--help"}, mapEnv(nil), []string{"addr", "heartbeat_period"})
 	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("LoadConfig --help = %v, want an error wrapping flag.ErrHelp", err)
+		t.Fatalf("Load --help = %v, want an error wrapping flag.ErrHelp", err)
 	}
 	for _, want := range []string{"-addr", "SHOAL_ADDR", `"127.0.0.1:8000"`, "-heartbeat-period", "2m0s", "-config", "SHOAL_CONFIG"} {
 		if !strings.Contains(help.String(), want) {
@@ -751,7 +751,7 @@ func TestValidate(t *testing.T) {
 func TestValidateKeepsSources(t *testing.T) {
 	c, _, err := load(t, loadInput{env: map[string]string{"SHOAL_TASK_SEMAPHORE_SIZE": "4"}})
 	if err != nil {
-		t.Fatalf("LoadConfig: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	c.TaskSemaphoreSize = -1
 	wantErrorParts(t, c.Validate(), []string{`invalid task_semaphore_size "-1" (from SHOAL_TASK_SEMAPHORE_SIZE)`})
@@ -820,7 +820,7 @@ func TestRole(t *testing.T) {
 		if c.mongo != "" {
 			args = append(args, "--mongo-uri", c.mongo)
 		}
-		cfg, _, err := LoadConfig(flag.NewFlagSet("serve", flag.ContinueOnError), args, envOf(nil), nil)
+		cfg, _, err := Load(flag.NewFlagSet("serve", flag.ContinueOnError), args, mapEnv(nil), nil)
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%v: error %v, want %q", args, err, c.err)
@@ -845,11 +845,11 @@ func TestFlagHelpNamesValueKinds(t *testing.T) {
 		return out.String()
 	}
 	serve := help(func(fs *flag.FlagSet) error {
-		_, _, err := LoadConfig(fs, []string{"-help"}, mapEnv(nil), nil)
+		_, _, err := Load(fs, []string{"-help"}, mapEnv(nil), nil)
 		return err
 	})
 	worker := help(func(fs *flag.FlagSet) error {
-		_, err := loadWorkerSettings(fs, []string{"-help"}, mapEnv(nil))
+		_, err := LoadWorker(fs, []string{"-help"}, mapEnv(nil))
 		return err
 	})
 	for _, tt := range []struct{ help, want string }{

@@ -1,25 +1,35 @@
-package main
+package node
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
+// account is a user's name and password.
+type account struct{ name, password string }
+
+// createWorkerUser creates the account workers log in with; machineLimit lets that many of them
+// hold tasks from this one address.
+func createWorkerUser(ctx context.Context, db *rundb.DB, machineLimit int) (account, error) {
+	u := account{name: "fleet", password: rand.Text()}
+	_, err := db.Users.Create(ctx, rundb.NewUser{Username: u.name, Password: u.password, Accepted: true, MachineLimit: machineLimit})
+	return u, err
+}
+
 // workerAPIAnswers reports whether a worker call through base gets a JSON answer from a primary
-// (request_version, with the fleet's account).
-func workerAPIAnswers(base string, u demo.Users) bool {
-	body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, u.Workers.Password, u.Workers.Name)
+// (request_version, with the workers' account).
+func workerAPIAnswers(base string, u account) bool {
+	body := fmt.Sprintf(`{"password": %q, "worker_info": {"username": %q}}`, u.password, u.name)
 	resp, err := (&http.Client{Timeout: 2 * time.Second}).Post(base+"/api/request_version", "application/json", strings.NewReader(body))
 	if err != nil {
 		return false
@@ -37,8 +47,6 @@ type health struct {
 		Epoch  int64  `json:"epoch"`
 	} `json:"primary"`
 }
-
-func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func healthOf(t *testing.T, base string) health {
 	t.Helper()
@@ -61,43 +69,41 @@ func TestStandbyTakesOverWhenThePrimaryStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close(context.Background()) })
-	users, err := demo.CreateUsers(ctx, db, 10)
+	users, err := createWorkerUser(ctx, db, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := demoConfig(filepath.Join(dir, "data"), 1)
+	cfg := testConfig(filepath.Join(dir, "data"))
 	cfg.MongoURI, cfg.LeaseTTL = db.SharedURI(), 2*time.Second
-	primary, err := startInstance(ctx, cfg, quietLogger(), envOf(nil), io.Discard)
+	primary, err := Start(ctx, cfg, Env{Logger: quietLogger(), Getenv: envOf(nil), Stdout: io.Discard, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
-			_ = primary.shutdown()
+			_ = primary.Shutdown()
 		}
 	})
 	scfg := cfg
 	scfg.Role = "standby"
-	standby := startTestInstance(t, scfg, io.Discard)
-	sbase := "http://" + standby.addr
+	standby := startTestInstance(t, scfg)
+	sbase := "http://" + standby.Addr()
 
 	h := healthOf(t, sbase)
-	if h.Role != "standby" || h.Instance != "standby@"+standby.addr || h.Primary.Holder != primary.holder() || h.Primary.Epoch != 1 {
+	if h.Role != "standby" || h.Instance != "standby@"+standby.Addr() || h.Primary.Holder != primary.holder() || h.Primary.Epoch != 1 {
 		t.Fatalf("standby's /healthz: %+v, want a standby naming %s (epoch 1) as the primary", h, primary.holder())
 	}
 	if workerAPIAnswers(sbase, users) {
 		t.Fatal("the standby answers the worker API while the primary lives")
 	}
 	// A reload while standing by sets the semaphore of the primary it becomes.
-	standby.reload(ctx, func() (Config, error) {
-		c := scfg
-		c.TaskSemaphoreSize = 9
-		return c, nil
-	}, scfg)
+	reloaded := scfg
+	reloaded.TaskSemaphoreSize = 9
+	standby.Reload(ctx, reloaded)
 
 	stopped = true
-	if err := primary.shutdown(); err != nil {
+	if err := primary.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 	// Released, the lease is the standby's at its next look (every 0.5 s), not a lease later.
@@ -116,11 +122,11 @@ func TestStandbyTakesOverWhenThePrimaryStops(t *testing.T) {
 	}
 
 	// The old primary's configuration, started again: the lease is live, so it waits.
-	again := startTestInstance(t, cfg, io.Discard)
-	if h := healthOf(t, "http://"+again.addr); h.Role != "standby" || h.Primary.Holder != standby.holder() {
+	again := startTestInstance(t, cfg)
+	if h := healthOf(t, "http://"+again.Addr()); h.Role != "standby" || h.Primary.Holder != standby.holder() {
 		t.Errorf("a primary started under a live lease: /healthz %+v, want a standby naming %s", h, standby.holder())
 	}
-	if code, body := get(t, "http://"+again.addr+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"role":"standby"`) {
+	if code, body := get(t, "http://"+again.Addr()+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"role":"standby"`) {
 		t.Errorf("its /readyz: %d %s", code, body)
 	}
 }
