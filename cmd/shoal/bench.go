@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shoal-chess/shoal/bench"
+	"github.com/shoal-chess/shoal/config"
 )
 
 const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability] [--out DIR] [--quick]
@@ -31,55 +33,96 @@ simulated fleet from this process, and writes report.json and report.md to
 Flags:
 `
 
+// benchSettings are `shoal bench`'s settings: the bench's, and the lists given as text.
+type benchSettings struct {
+	bench.Settings
+	Scenarios, StormSizes string
+}
+
+// benchFlags is the table of `shoal bench`'s flags. Only the MongoDB URI also comes from the
+// environment (serve's variable); the rest are flags alone. bench.Run checks the values.
+func benchFlags() []config.Option[benchSettings] {
+	str := func(key, usage string, field func(*benchSettings) *string) config.Option[benchSettings] {
+		return config.String(key, usage, field, nil).FlagOnly()
+	}
+	count := func(key, usage string, field func(*benchSettings) *int) config.Option[benchSettings] {
+		return config.Int(key, usage, field, 0, "must be a positive integer (0: the default)").FlagOnly()
+	}
+	duration := func(key, usage string, field func(*benchSettings) *time.Duration) config.Option[benchSettings] {
+		return config.Duration(key, usage, field, nil).FlagOnly()
+	}
+	flag := func(key, usage string, field func(*benchSettings) *bool) config.Option[benchSettings] {
+		return config.Bool(key, usage, field).FlagOnly()
+	}
+	return []config.Option[benchSettings]{
+		str("scenarios", "comma-separated scenarios to run", func(s *benchSettings) *string { return &s.Scenarios }),
+		str("out", "directory for report.json and report.md", func(s *benchSettings) *string { return &s.Out }),
+		config.String("mongo_uri", "run the server on this MongoDB (a fresh database) instead of the embedded one",
+			func(s *benchSettings) *string { return &s.MongoURI }, nil).WithRedact(config.RedactURI),
+		flag("quick", "small sizes for tests and CI: 500 workers, 5 runs, 30 s", func(s *benchSettings) *bool { return &s.Quick }),
+		count("workers", "steady: workers (0: 10000, quick 500)", func(s *benchSettings) *int { return &s.Workers }),
+		count("runs", "steady: active runs (0: 50, quick 5)", func(s *benchSettings) *int { return &s.Runs }),
+		duration("duration", "steady: how long the fleet works (0: 5m, quick 30s)", func(s *benchSettings) *time.Duration { return &s.Duration }),
+		count("durability_rounds", "durability: rounds of four legs, journal off, on, on, off (0: 3, quick 1)",
+			func(s *benchSettings) *int { return &s.DurabilityRounds }),
+		duration("durability_leg", "durability: how long the fleet works in each leg (0: 1m, quick 30s)",
+			func(s *benchSettings) *time.Duration { return &s.DurabilityLeg }),
+		config.Float("time_scale", "time compression of the server's knobs and the workers' clocks",
+			func(s *benchSettings) *float64 { return &s.TimeScale }, nil).FlagOnly(),
+		str("storm_workers", "storm: comma-separated fleet sizes, each arriving within a second (default 500,5000,20000; quick 500)",
+			func(s *benchSettings) *string { return &s.StormSizes }),
+		flag("keep", "keep each server's directory (server.log, the embedded database) and print where it is",
+			func(s *benchSettings) *bool { return &s.Keep }),
+		str("profiles", `directory for the server's CPU and allocation profiles (default OUT/profiles; "off": none)`,
+			func(s *benchSettings) *string { return &s.Profiles }),
+		str("baseline", "steady: also run against this shoal binary (say, built from the commit before a change) and report the ratios",
+			func(s *benchSettings) *string { return &s.Baseline }),
+		flag("pin", "run the server on CPU 0 and the fleet on the other CPUs (needs 2 CPUs and taskset)",
+			func(s *benchSettings) *bool { return &s.Pin }),
+	}
+}
+
 // benchCmd is `shoal bench`: its flags become bench.Settings, and the bench package does the
 // rest.
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
-	}
-	scenarios := fs.String("scenarios", strings.Join(bench.DefaultScenarios(), ","), "comma-separated scenarios to run")
-	out := fs.String("out", filepath.Join("docs", "benchmarks"), "directory for report.json and report.md")
-	mongoURI := fs.String("mongo-uri", getenv("SHOAL_MONGO_URI"), "run the server on this MongoDB (a fresh database) instead of the embedded one")
-	quick := fs.Bool("quick", false, "small sizes for tests and CI: 500 workers, 5 runs, 30 s")
-	workers := fs.Int("workers", 0, "steady: workers (default 10000, quick 500)")
-	runs := fs.Int("runs", 0, "steady: active runs (default 50, quick 5)")
-	duration := fs.Duration("duration", 0, "steady: how long the fleet works (default 5m, quick 30s)")
-	durRounds := fs.Int("durability-rounds", 0, "durability: rounds of four legs, journal off, on, on, off (default 3, quick 1)")
-	durLeg := fs.Duration("durability-leg", 0, "durability: how long the fleet works in each leg (default 1m, quick 30s)")
-	scale := fs.Float64("time-scale", 10, "time compression of the server's knobs and the workers' clocks")
-	stormSizes := fs.String("storm-workers", "", "storm: comma-separated fleet sizes, each arriving within a second (default 500,5000,20000; quick 500)")
-	keep := fs.Bool("keep", false, "keep each server's directory (server.log, the embedded database) and print where it is")
-	profiles := fs.String("profiles", "", "directory for the server's CPU and allocation profiles (default OUT/profiles; \"off\": none)")
-	baseline := fs.String("baseline", "", "steady: also run against this shoal binary (say, built from the commit before a change) and report the ratios")
-	pin := fs.Bool("pin", true, "run the server on CPU 0 and the fleet on the other CPUs (needs 2 CPUs and taskset)")
-	if err := fs.Parse(args); err != nil {
+	set, err := loadBench(args, getenv, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
-	}
-	set := bench.Settings{Scenarios: splitList(*scenarios), Out: *out, MongoURI: *mongoURI, Quick: *quick,
-		Workers: *workers, Runs: *runs, Duration: *duration, DurabilityRounds: *durRounds, DurabilityLeg: *durLeg,
-		TimeScale: *scale, Keep: *keep, Profiles: *profiles, Baseline: *baseline, Pin: *pin, Version: version}
-	if *stormSizes != "" {
-		for _, f := range strings.Split(*stormSizes, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return fmt.Errorf("bench: invalid --storm-workers %q: want positive numbers separated by commas", *stormSizes)
-			}
-			set.StormSizes = append(set.StormSizes, n)
-		}
-	}
-	// The servers' time knobs are the demo's, at the bench's scale.
-	cfg := demoConfig("", *scale)
-	set.Server = bench.ServerTimes{HeartbeatPeriod: cfg.HeartbeatPeriod, DeadTaskTimeout: cfg.DeadTaskTimeout,
-		ScavengePeriod: cfg.ScavengePeriod, DuplicateWorkerWindow: cfg.DuplicateWorkerWindow}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench: find my own binary: %w", err)
 	}
 	set.Exe = exe
 	return bench.Run(ctx, set, stdout, stderr)
+}
+
+// loadBench turns `shoal bench`'s arguments into the bench's settings, the binary to run aside.
+func loadBench(args []string, getenv func(string) string, stderr io.Writer) (bench.Settings, error) {
+	fs := newFlagSet("bench", stderr)
+	defaults := benchSettings{Settings: bench.Settings{Out: filepath.Join("docs", "benchmarks"), TimeScale: 10, Pin: true},
+		Scenarios: strings.Join(bench.DefaultScenarios(), ",")}
+	in, _, err := config.Table[benchSettings]{Options: benchFlags(), Help: benchUsage}.Load(fs, args, getenv, defaults)
+	if err != nil {
+		return bench.Settings{}, fmt.Errorf("bench: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return bench.Settings{}, fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	set := in.Settings
+	set.Scenarios, set.Version = splitList(in.Scenarios), version
+	if in.StormSizes != "" {
+		for _, f := range strings.Split(in.StormSizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return bench.Settings{}, fmt.Errorf("bench: invalid --storm-workers %q: want positive numbers separated by commas", in.StormSizes)
+			}
+			set.StormSizes = append(set.StormSizes, n)
+		}
+	}
+	// The servers' time knobs are the demo's, at the bench's scale.
+	cfg := demoConfig("", set.TimeScale)
+	set.Server = bench.ServerTimes{HeartbeatPeriod: cfg.HeartbeatPeriod, DeadTaskTimeout: cfg.DeadTaskTimeout,
+		ScavengePeriod: cfg.ScavengePeriod, DuplicateWorkerWindow: cfg.DuplicateWorkerWindow}
+	return set, nil
 }

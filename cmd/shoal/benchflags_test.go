@@ -1,0 +1,58 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// shoal bench's flags reach the bench's settings through the option table, with the defaults
+// the report documents, and bad values are refused with the flag named.
+func TestBenchFlags(t *testing.T) {
+	env := map[string]string{"SHOAL_MONGO_URI": "mongodb://bench:secret@db.example:27017", "SHOAL_WORKERS": "7"}
+	getenv := func(k string) string { return env[k] }
+
+	set, err := loadBench(nil, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(set.Scenarios, []string{"steady", "storm", "ceiling", "critical-section"}) || set.Out != "docs/benchmarks" ||
+		set.TimeScale != 10 || !set.Pin || set.Quick || set.Workers != 0 || set.StormSizes != nil {
+		t.Errorf("defaults %+v", set)
+	}
+	if set.MongoURI != env["SHOAL_MONGO_URI"] {
+		t.Errorf("mongo URI %q, want SHOAL_MONGO_URI's", set.MongoURI)
+	}
+	if set.Server.HeartbeatPeriod != 12*time.Second {
+		t.Errorf("heartbeat at time scale 10: %v, want fishtest's 120 s / 10", set.Server.HeartbeatPeriod)
+	}
+
+	set, err = loadBench([]string{"--scenarios", "storm,durability", "--storm-workers", "500, 5000", "--quick", "--pin=false",
+		"--workers", "300", "--durability-leg", "45s", "--time-scale", "50"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(set.Scenarios, []string{"storm", "durability"}) || !slices.Equal(set.StormSizes, []int{500, 5000}) ||
+		!set.Quick || set.Pin || set.Workers != 300 || set.DurabilityLeg != 45*time.Second || set.TimeScale != 50 {
+		t.Errorf("from flags %+v", set)
+	}
+	if set.Server.HeartbeatPeriod != 120*time.Second/50 {
+		t.Errorf("heartbeat at time scale 50: %v", set.Server.HeartbeatPeriod)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "-1"}, "--workers"},
+		{[]string{"--duration", "soon"}, "--duration"},
+		{[]string{"--storm-workers", "500,many"}, "--storm-workers"},
+		{[]string{"report"}, "unexpected arguments"},
+	} {
+		if _, err := loadBench(tc.args, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}
