@@ -79,6 +79,8 @@ type Metrics struct {
 
 	pool atomic.Pointer[func() PoolStats]
 
+	slowChecks atomic.Pointer[func() int64]
+
 	tooBusy        prometheus.Counter
 	critical       prometheus.Histogram
 	unfinishedRuns prometheus.Gauge
@@ -312,6 +314,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Journal records waiting for the next batch.",
 		}, journalDepth(true)),
 		m.dbDuration, m.dbErrors,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shoal_password_checks_slow_total",
+			Help: "Password checks that missed the credential cache and paid for a bcrypt comparison (logins, signups and worker API calls); a steep rise is a guessing attack or a cold cache.",
+		}, func() float64 {
+			if f := m.slowChecks.Load(); f != nil {
+				return float64((*f)())
+			}
+			return 0
+		}),
 	)
 	return m
 }
@@ -365,6 +376,15 @@ func (m *Metrics) WatchPool(stats func() PoolStats) {
 		return
 	}
 	m.pool.Store(&stats)
+}
+
+// WatchPasswordChecks makes the slow-password-check counter read n at each scrape; n must be
+// cheap and must not block. A later call replaces the earlier one.
+func (m *Metrics) WatchPasswordChecks(n func() int64) {
+	if m == nil || n == nil {
+		return
+	}
+	m.slowChecks.Store(&n)
 }
 
 // TooBusy counts one request_task turned away by the full semaphore.

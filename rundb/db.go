@@ -140,6 +140,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	d.ferret = ferret
 	d.Runs = &RunStore{coll: d.db.Collection("runs"), flatHistory: ferret}
 	d.Users = newUserStore(d.db.Collection("users"), opts.PasswordHashCost)
+	opts.Metrics.WatchPasswordChecks(d.Users.SlowChecks)
 	d.UserCache = &UserCacheStore{coll: d.db.Collection("user_cache")}
 	d.Actions = &ActionStore{coll: d.db.Collection("actions")}
 	d.Workers = &WorkerStore{coll: d.db.Collection("workers"), index: &workerIndex{ttl: UserCacheTTL, now: time.Now}}

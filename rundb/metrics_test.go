@@ -130,3 +130,34 @@ func TestRunCacheMetrics(t *testing.T) {
 		t.Errorf("dirty runs at the end = %g, want 0", v)
 	}
 }
+
+// Operators see how many password checks paid for a full comparison: each new guess is one, a
+// login of an unknown user is one (it costs the same time), and a credential checked a moment
+// ago, right or wrong, is none.
+func TestSlowPasswordChecksMetric(t *testing.T) {
+	db, _, reg := openWithMetrics(t)
+	ctx := context.Background()
+	const name = "shoal_password_checks_slow_total"
+	if _, err := db.Users.Create(ctx, rundb.NewUser{Username: "alice", Password: "correct-horse", Accepted: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := metricstest.Value(t, reg, name)
+	for _, guess := range []string{"guess-1", "guess-2", "guess-1"} {
+		if _, err := db.Users.AuthenticateCached(ctx, "alice", guess); err == nil {
+			t.Fatal("a wrong password authenticated")
+		}
+	}
+	if _, err := db.Users.AuthenticateCached(ctx, "mallory", "guess-1"); err == nil {
+		t.Fatal("an unknown user authenticated")
+	}
+	if _, err := db.Users.AuthenticateCached(ctx, "alice", "correct-horse"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Users.AuthenticateCached(ctx, "alice", "correct-horse"); err != nil {
+		t.Fatal(err)
+	}
+	got := metricstest.Value(t, reg, name) - before
+	if got != 4 || int64(got) != db.Users.SlowChecks()-int64(before) {
+		t.Errorf("%s rose by %v (SlowChecks %d), want 4: two guesses, the unknown user and the first success", name, got, db.Users.SlowChecks())
+	}
+}
