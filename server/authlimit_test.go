@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gin-gonic/gin"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // postFrom sends a form from address ip (with the browser's CSRF token unless form has one).
@@ -51,7 +51,7 @@ func parallel(n int, fn func(i int) int) map[int]int {
 }
 
 // loginBurst is how many failed logins for one user from one address are checked at once.
-const loginBurst = min(loginPerIPBurst, loginPerUserIPBurst, loginPerUserBurst)
+const loginBurst = min(guard.LoginPerIPBurst, guard.LoginPerUserIPBurst, guard.LoginPerUserBurst)
 
 func TestAuthLimitParallelBadLogins(t *testing.T) {
 	env := newUIEnv(t)
@@ -80,13 +80,13 @@ func TestAuthLimitNoLockoutFromOtherAddresses(t *testing.T) {
 	env := newUIEnv(t)
 	const a, b = "203.0.113.5", "198.51.100.7"
 	bad := func() url.Values { return url.Values{"username": {"alice"}, "password": {"wrong-password"}} }
-	for i := range loginPerUserIPBurst {
+	for i := range guard.LoginPerUserIPBurst {
 		if w := env.anon().postFrom(a, "/login", bad()); w.Code != http.StatusBadRequest {
 			t.Fatalf("wrong password %d from A: %d, want 400", i+1, w.Code)
 		}
 	}
 	if w := env.anon().postFrom(a, "/login", url.Values{"username": {"alice"}, "password": {uiPassword}}); w.Code != http.StatusTooManyRequests {
-		t.Fatalf("alice from A after %d failures: %d, want 429", loginPerUserIPBurst, w.Code)
+		t.Fatalf("alice from A after %d failures: %d, want 429", guard.LoginPerUserIPBurst, w.Code)
 	}
 	alice := env.anon()
 	if w := alice.postFrom(b, "/login", url.Values{"username": {"alice"}, "password": {uiPassword}}); w.Code != http.StatusSeeOther {
@@ -99,16 +99,16 @@ func TestAuthLimitNoLockoutFromOtherAddresses(t *testing.T) {
 	// The loose per-username backstop: one wrong guess from each of many addresses ends up
 	// refused too (the bucket refills while the test runs, hence the slack).
 	refusedAt := 0
-	for i := range loginPerUserBurst + 20 {
+	for i := range guard.LoginPerUserBurst + 20 {
 		ip := fmt.Sprintf("192.0.2.%d", 10+i)
 		if w := env.anon().postFrom(ip, "/login", bad()); w.Code == http.StatusTooManyRequests {
 			refusedAt = i + 1
 			break
 		}
 	}
-	if refusedAt == 0 || refusedAt < loginPerUserBurst-loginPerUserIPBurst {
+	if refusedAt == 0 || refusedAt < guard.LoginPerUserBurst-guard.LoginPerUserIPBurst {
 		t.Errorf("guesses from ever new addresses: first 429 at %d, want about %d",
-			refusedAt, loginPerUserBurst-loginPerUserIPBurst)
+			refusedAt, guard.LoginPerUserBurst-guard.LoginPerUserIPBurst)
 	}
 	if w := env.anon().postFrom("192.0.2.200", "/login", url.Values{"username": {"bob"}, "password": {uiPassword}}); w.Code != http.StatusSeeOther {
 		t.Errorf("bob while alice's name is limited: %d, want 303", w.Code)
@@ -134,7 +134,7 @@ func TestAuthLimitProfileParallelWrongPasswords(t *testing.T) {
 
 func TestAuthLimitSignupParallel(t *testing.T) {
 	env := newUIEnv(t)
-	n := 3 * signupPerIPBurst
+	n := 3 * guard.SignupPerIPBurst
 	browsers := make([]*browser, n)
 	forms := make([]url.Values, n)
 	for i := range n {
@@ -144,8 +144,8 @@ func TestAuthLimitSignupParallel(t *testing.T) {
 			"email": {name + "@example.org"}, "csrf_token": {browsers[i].csrf()}}
 	}
 	codes := parallel(n, func(i int) int { return browsers[i].postRaw("/signup", forms[i]).Code })
-	if codes[http.StatusSeeOther] != signupPerIPBurst || codes[http.StatusTooManyRequests] != n-signupPerIPBurst {
-		t.Errorf("%d parallel signups: statuses %v, want %d created (303) and the rest 429", n, codes, signupPerIPBurst)
+	if codes[http.StatusSeeOther] != guard.SignupPerIPBurst || codes[http.StatusTooManyRequests] != n-guard.SignupPerIPBurst {
+		t.Errorf("%d parallel signups: statuses %v, want %d created (303) and the rest 429", n, codes, guard.SignupPerIPBurst)
 	}
 	created := 0
 	for i := range n {
@@ -153,8 +153,8 @@ func TestAuthLimitSignupParallel(t *testing.T) {
 			created++
 		}
 	}
-	if created != signupPerIPBurst {
-		t.Errorf("%d accounts created, want %d", created, signupPerIPBurst)
+	if created != guard.SignupPerIPBurst {
+		t.Errorf("%d accounts created, want %d", created, guard.SignupPerIPBurst)
 	}
 	// The "email exists" answer is as limited: the limit holds for a taken email too.
 	w := env.anon().post("/signup", url.Values{"username": {"probe"}, "password": {"Kxq7-vent-lamp"},
@@ -250,12 +250,12 @@ func TestAuthLimitWorkerAPI(t *testing.T) {
 	const a, b = "203.0.113.5", "198.51.100.7"
 
 	// Right passwords cost nothing, however many.
-	for i := range 2 * apiLoginPerIPBurst {
+	for i := range 2 * guard.APILoginPerIPBurst {
 		if code, _, out := f.apiFrom(a, "/api/request_version", versionCall("wrkpw")); code != http.StatusOK {
 			t.Fatalf("good call %d: %d %v", i+1, code, out)
 		}
 	}
-	for i := range apiLoginPerIPBurst {
+	for i := range guard.APILoginPerIPBurst {
 		if code, _, out := f.apiFrom(a, "/api/request_version", versionCall(fmt.Sprint("guess-", i))); code != http.StatusUnauthorized {
 			t.Fatalf("wrong password %d: %d %v, want 401", i+1, code, out)
 		}
@@ -289,7 +289,7 @@ func TestAuthLimitWorkerAPI(t *testing.T) {
 
 func TestAuthLimitWorkerAPIParallelGuesses(t *testing.T) {
 	f := newFleet(t)
-	n := 3 * apiLoginPerIPBurst
+	n := 3 * guard.APILoginPerIPBurst
 	// A fleet starting up behind one address: every right password gets through, however
 	// many are checked at once (the checks over the burst wait for those in flight).
 	good := parallel(n, func(int) int {
@@ -303,15 +303,15 @@ func TestAuthLimitWorkerAPIParallelGuesses(t *testing.T) {
 		code, _, _ := f.apiFrom("203.0.113.9", "/api/request_version", versionCall(fmt.Sprint("guess-", i)))
 		return code
 	})
-	if codes[http.StatusUnauthorized] != apiLoginPerIPBurst || codes[http.StatusTooManyRequests] != n-apiLoginPerIPBurst {
-		t.Errorf("%d parallel guesses: statuses %v, want %d checked (401) and the rest 429", n, codes, apiLoginPerIPBurst)
+	if codes[http.StatusUnauthorized] != guard.APILoginPerIPBurst || codes[http.StatusTooManyRequests] != n-guard.APILoginPerIPBurst {
+		t.Errorf("%d parallel guesses: statuses %v, want %d checked (401) and the rest 429", n, codes, guard.APILoginPerIPBurst)
 	}
 }
 
 func TestAuthLimitSubmitAPICounts(t *testing.T) {
 	f := newFleet(t)
 	const ip = "203.0.113.77"
-	half := apiLoginPerIPBurst / 2
+	half := guard.APILoginPerIPBurst / 2
 	for i := range half {
 		code, _, out := f.apiFrom(ip, "/api/create_run", map[string]any{"username": "alice", "password": "nope", "run": map[string]any{}})
 		if code != http.StatusUnauthorized {
@@ -320,13 +320,13 @@ func TestAuthLimitSubmitAPICounts(t *testing.T) {
 	}
 	// Failures after a right password (here: not an approver; the run does not exist) do not
 	// count; failed logins do, on every API path alike.
-	for range apiLoginPerIPBurst {
+	for range guard.APILoginPerIPBurst {
 		code, _, out := f.apiFrom(ip, "/api/approve_run", map[string]any{"username": "alice", "password": "alicepw", "run_id": strings.Repeat("a", 24)})
 		if code != http.StatusForbidden {
 			t.Fatalf("approve_run by a non-approver: %d %v, want 403", code, out)
 		}
 	}
-	for i := range apiLoginPerIPBurst - half {
+	for i := range guard.APILoginPerIPBurst - half {
 		code, _, out := f.apiFrom(ip, "/api/approve_run", map[string]any{"username": "bob", "password": "nope", "run_id": strings.Repeat("a", 24)})
 		if code != http.StatusUnauthorized {
 			t.Fatalf("approve_run with a wrong password %d: %d %v", i+1, code, out)
@@ -334,21 +334,4 @@ func TestAuthLimitSubmitAPICounts(t *testing.T) {
 	}
 	code, retry, out := f.apiFrom(ip, "/api/request_version", versionCall("guess"))
 	checkAPILimited(t, "/api/request_version", code, retry, out)
-}
-
-func TestAuthLimitClientKey(t *testing.T) {
-	for remote, want := range map[string]string{
-		"192.0.2.7:1":                 "192.0.2.7",
-		"[2001:db8:1:2:3:4:5:6]:1":    "2001:db8:1:2::/64",
-		"[2001:db8:1:2:ffff:4:5:6]:1": "2001:db8:1:2::/64",
-		"[2001:db8:1:3::1]:1":         "2001:db8:1:3::/64",
-		"[::ffff:192.0.2.7]:1":        "192.0.2.7",
-	} {
-		c, _ := gin.CreateTestContext(httptest.NewRecorder())
-		c.Request = httptest.NewRequest(http.MethodPost, "/login", nil)
-		c.Request.RemoteAddr = remote
-		if got := clientKey(c); got != want {
-			t.Errorf("%s: key %q, want %q", remote, got, want)
-		}
-	}
 }

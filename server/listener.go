@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // ConnLimits bounds the connections a listener keeps open, so that one client cannot take every
@@ -122,5 +123,6 @@ func (c *limitedConn) Close() error {
 }
 
 // TrustedProxies are the addresses whose X-Forwarded-For Shoal believes: a proxy on this
-// machine (nginx). Connections from them are not limited per address (ConnLimits.Exempt).
-var TrustedProxies = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
+// machine (nginx), guard.TrustedProxies. Connections from them are not limited per address
+// (ConnLimits.Exempt).
+var TrustedProxies = guard.TrustedProxies

@@ -7,6 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // instrument counts and times each request by route template (c.FullPath(): "/tests/view/:id",
@@ -15,7 +17,7 @@ import (
 // Streams (live pages) count once, when they end. The time runs from stamp's arrival time.
 func (s *Server) instrument(c *gin.Context) {
 	c.Next()
-	s.deps.Metrics.ObserveHTTPRequest(c.FullPath(), c.Request.Method, c.Writer.Status(), sinceStart(c))
+	s.deps.Metrics.ObserveHTTPRequest(c.FullPath(), c.Request.Method, c.Writer.Status(), guard.SinceStart(c))
 }
 
 // metricsHandler serves Deps.Gatherer in Prometheus's text format. A scrape is counted like any
@@ -50,7 +52,7 @@ func (s *Server) mayScrape(c *gin.Context) bool {
 			return true
 		}
 	}
-	return isLoopback(c.RemoteIP()) && !proxyHeaders(c)
+	return guard.IsLoopback(c.RemoteIP()) && !guard.ProxyHeaders(c)
 }
 
 // slogErrorLogger passes promhttp's gathering errors to the server's logger.

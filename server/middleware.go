@@ -1,23 +1,18 @@
 package server
 
 import (
-	"errors"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
-)
 
-// expectedRefusalKey marks a 5xx that a limit answered by design (a refused live stream, a busy
-// upload): the access log keeps it at debug level, as any client can cause as many as it likes.
-const expectedRefusalKey = "shoal.expectedRefusal"
+	"github.com/shoal-chess/shoal/server/guard"
+)
 
 // stamp records when the request started, for the duration every API reply carries, and names
 // the instance that answers. Every reply, JSON and files included, says that its content type
 // is to be believed.
 func (s *Server) stamp(c *gin.Context) {
-	c.Set(startedKey, time.Now())
+	guard.Start(c)
 	c.Header("X-Content-Type-Options", "nosniff")
 	if inst := s.instance(); inst != "" {
 		c.Header("X-Shoal-Instance", inst)
@@ -36,7 +31,7 @@ func (s *Server) accessLog(c *gin.Context) {
 		s.logger.Debug("refused while shutting down", attrs...) // expected, by the thousand
 		return
 	}
-	if c.GetBool(expectedRefusalKey) {
+	if guard.RefusalExpected(c) {
 		s.logger.Debug("refused: a limit was reached", attrs...) // any client can flood these
 		return
 	}
@@ -68,86 +63,4 @@ func (s *Server) shutdownGuard(c *gin.Context) {
 		return
 	}
 	c.Next()
-}
-
-// DefaultTransferTimeout is how long an upload or download of a PGN or a network may take when
-// Deps.TransferTimeout is zero: longer than the server's read and write timeouts, which bound
-// every other request.
-const DefaultTransferTimeout = 10 * time.Minute
-
-// transferTimeout is how long a large upload or download may take.
-func (s *Server) transferTimeout() time.Duration {
-	if s.deps.TransferTimeout > 0 {
-		return s.deps.TransferTimeout
-	}
-	return DefaultTransferTimeout
-}
-
-// minBodyRate is the slowest a large upload may arrive, on average, once its first
-// read-timeout's grace has passed: a slow home uplink sends 64 KiB/s and more, a client that
-// trickles a byte a second is holding a connection, not uploading.
-const minBodyRate = 16 << 10 // bytes per second
-
-// readTimeout is the HTTP server's read timeout, the grace a paced body starts with.
-func (s *Server) readTimeout() time.Duration {
-	if s.deps.ReadTimeout > 0 {
-		return s.deps.ReadTimeout
-	}
-	return 30 * time.Second
-}
-
-// allowSlowBody lets this request's body arrive for as long as it keeps up minBodyRate after a
-// read-timeout's grace, up to the transfer timeout, past the server's read timeout; the reply
-// may leave until the transfer timeout. Only routes that take large bodies use it.
-func (s *Server) allowSlowBody(c *gin.Context) {
-	rc := http.NewResponseController(c.Writer)
-	start := time.Now()
-	last := start.Add(s.transferTimeout())
-	p := &pacedBody{ReadCloser: c.Request.Body, rc: rc, start: start, grace: s.readTimeout(), last: last}
-	p.extend()
-	_ = rc.SetWriteDeadline(last)
-	c.Request.Body = p
-}
-
-// pacedBody moves its connection's read deadline on as bytes arrive: grace from the start, plus
-// the time the bytes so far earn at minBodyRate, never past last.
-type pacedBody struct {
-	io.ReadCloser
-	rc          *http.ResponseController
-	start, last time.Time
-	grace       time.Duration
-	read        int64
-}
-
-func (p *pacedBody) Read(b []byte) (int, error) {
-	n, err := p.ReadCloser.Read(b)
-	p.read += int64(n)
-	switch {
-	case err == nil:
-		p.extend()
-	case errors.Is(err, io.EOF):
-		// The whole body is in. net/http now watches the connection for the client leaving,
-		// with no deadline; one left here would cancel the request's context while the
-		// handler still works on the upload.
-		_ = p.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
-}
-
-func (p *pacedBody) extend() {
-	earned := time.Duration(float64(p.read) / minBodyRate * float64(time.Second))
-	deadline := p.start.Add(p.grace + earned)
-	if deadline.After(p.last) {
-		deadline = p.last
-	}
-	_ = p.rc.SetReadDeadline(deadline)
-}
-
-// slowReply wraps a download: its reply may take the transfer timeout from now to leave, past
-// the server's write timeout.
-func (s *Server) slowReply(h gin.HandlerFunc) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Now().Add(s.transferTimeout()))
-		h(c)
-	}
 }

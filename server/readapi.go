@@ -21,6 +21,7 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -34,9 +35,9 @@ func (s *Server) readRoutes(r gin.IRoutes) {
 	getAndHead(r, "/api/get_task/:id/:task_id", s.primaryRoute(s.getTask))
 	getAndHead(r, "/api/get_elo/:id", s.primaryRoute(s.getElo))
 	getAndHead(r, "/api/rate_limit", s.primaryRoute(s.rateLimit))
-	getAndHead(r, "/api/nn/:name", s.slowReply(s.downloadNN))
-	getAndHead(r, "/api/pgn/:name", s.slowReply(s.downloadPGN))
-	getAndHead(r, "/api/run_pgns/:name", s.slowReply(s.downloadRunPGNs))
+	getAndHead(r, "/api/nn/:name", s.transfers.SlowReply(s.downloadNN))
+	getAndHead(r, "/api/pgn/:name", s.transfers.SlowReply(s.downloadPGN))
+	getAndHead(r, "/api/run_pgns/:name", s.transfers.SlowReply(s.downloadRunPGNs))
 }
 
 // finishedRunsPageSize is the page size of /api/finished_runs, as in fishtest.
@@ -54,15 +55,12 @@ func (s *Server) internalError(c *gin.Context, err error) {
 	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
 		// The client went away (a worker's timeout, a closed page): nothing failed here, and
 		// nobody reads the answer. 499 is nginx's code for it.
-		c.AbortWithStatus(statusClientClosedRequest)
+		c.AbortWithStatus(guard.StatusClientClosedRequest)
 		return
 	}
 	_ = c.Error(err)
 	apiError(c, http.StatusInternalServerError, "Internal Server Error")
 }
-
-// statusClientClosedRequest is nginx's status for a request whose client disconnected.
-const statusClientClosedRequest = 499
 
 // allowAnyOrigin adds the CORS headers fishtest sends on /api/actions and /api/get_run, so that
 // pages on other sites can read them.
@@ -609,9 +607,9 @@ func (s *Server) actions(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !s.heavySlot(c) {
+	if !s.heavy.Slot(c) {
 		if c.Request.Context().Err() == nil {
-			apiError(c, http.StatusServiceUnavailable, heavyBusyText)
+			apiError(c, http.StatusServiceUnavailable, guard.HeavyBusyText)
 		}
 		return
 	}

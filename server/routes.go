@@ -6,6 +6,7 @@ import (
 	"github.com/gin-contrib/sessions"
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/static"
 )
 
@@ -69,7 +70,7 @@ func (s *Server) routes() *gin.Engine {
 // secondaries always.
 func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if s.Role() == "standby" && isLoopback(c.RemoteIP()) && proxyHeaders(c) {
+		if s.Role() == "standby" && guard.IsLoopback(c.RemoteIP()) && guard.ProxyHeaders(c) {
 			retryLater(c, "a standby; the primary answers this")
 			return
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // The tests named TestSecurity... perform one finding of the security audit each (docs/SECURITY.md)
@@ -485,8 +486,8 @@ func TestSecurityLoginGuessesFromManyAddressesDoNotLockOutTheOwner(t *testing.T)
 			}
 		}
 	}
-	if checked := env.db.Users.SlowChecks() - before; checked > loginPerUserBurst+1 {
-		t.Errorf("%d guesses were checked, want at most the username's burst of %d", checked, loginPerUserBurst)
+	if checked := env.db.Users.SlowChecks() - before; checked > guard.LoginPerUserBurst+1 {
+		t.Errorf("%d guesses were checked, want at most the username's burst of %d", checked, guard.LoginPerUserBurst)
 	}
 	if refused == 0 {
 		t.Error("no guess was refused: the username's limit did not hold")
@@ -517,8 +518,8 @@ func TestSecurityAPIGuessesFromManyAddressesAreLimitedPerUsername(t *testing.T) 
 		f.handler.ServeHTTP(w, req)
 		statuses[w.Code]++
 	}
-	if checked := f.db.Users.SlowChecks() - before; checked > apiLoginPerUserBurst+1 {
-		t.Errorf("%d of 60 guesses were checked (%v), want at most the username's burst of %d", checked, statuses, apiLoginPerUserBurst)
+	if checked := f.db.Users.SlowChecks() - before; checked > guard.APILoginPerUserBurst+1 {
+		t.Errorf("%d of 60 guesses were checked (%v), want at most the username's burst of %d", checked, statuses, guard.APILoginPerUserBurst)
 	}
 	if statuses[http.StatusTooManyRequests] == 0 {
 		t.Errorf("no guess was refused: %v", statuses)
@@ -535,7 +536,7 @@ func TestSecurityLoginFailuresAreLoggedQuietly(t *testing.T) {
 	env := newUIEnv(t)
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	env.s.logger, env.s.authLog = logger, newThrottledLog(logger, time.Minute, 1000)
+	env.s.logger, env.s.logins = logger, guard.NewLogins(logger)
 	for g := range 20 {
 		loginFrom(env, "203.0.113.9", "alice", fmt.Sprintf("guess-%d", g))
 	}
@@ -572,7 +573,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // Finding 6: event-log searches are bounded. An anonymous text search (which no index serves)
 // is refused; every search reads a window of days (a month by default, a year at most for
-// users, a month for anonymous visitors); and searches run at most heavyReadSlots at once: the
+// users, a month for anonymous visitors); and searches run at most guard.HeavyReadSlots at once: the
 // rest are told to come back, while the worker path goes on.
 func TestSecuritySearchesAreBoundedAndKeptOffTheWorkerPath(t *testing.T) {
 	env := newUIEnv(t)
@@ -615,13 +616,13 @@ func TestSecuritySearchesAreBoundedAndKeptOffTheWorkerPath(t *testing.T) {
 	}
 
 	// Every search slot busy: a search is refused after heavyReadWait, the worker path answers.
-	for range heavyReadSlots {
+	for range guard.HeavyReadSlots {
 		if err := env.s.heavy.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	defer func() {
-		for range heavyReadSlots {
+		for range guard.HeavyReadSlots {
 			env.s.heavy.Release()
 		}
 	}()

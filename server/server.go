@@ -22,6 +22,7 @@ import (
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/templates"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
@@ -71,7 +72,7 @@ type Deps struct {
 	// must keep up a minimum rate; zero means 30 s.
 	ReadTimeout time.Duration
 	// TransferTimeout is how long an upload or download of a PGN or a network may take, past the
-	// HTTP server's read and write timeouts; zero means DefaultTransferTimeout.
+	// HTTP server's read and write timeouts; zero means guard.DefaultTransferTimeout.
 	TransferTimeout time.Duration
 
 	// Metrics counts and times every request; nil records nothing.
@@ -94,14 +95,14 @@ type Server struct {
 	logger       *slog.Logger
 	pages        map[string]*template.Template
 	sessions     cookie.Store
-	limiters     *accountLimiters // login and signup rate limits
-	apiGood      *knownGood       // API credentials that just succeeded skip the login limiter
-	live         *liveLimits      // bounds on open live-update streams
-	uploads      *tokenpool.Pool  // a slot per PGN upload being read, decoded and stored
-	authLog      *throttledLog    // failed and refused logins, a line a minute per user and client
-	heavy        *tokenpool.Pool  // slots for reads that scan (event log searches), apart from the worker path
-	taskLimits   *taskLimiter     // request_task calls per account and per address
-	pacer        *requestPacer    // retry_after for the request_task calls turned away
+	logins       *guard.Logins     // login and signup rate limits, and the log of failed logins
+	apiGood      *knownGood        // API credentials that just succeeded skip the login limiter
+	live         *liveLimits       // bounds on open live-update streams
+	uploads      *tokenpool.Pool   // a slot per PGN upload being read, decoded and stored
+	heavy        *guard.HeavyReads // slots for reads that scan (event log searches), apart from the worker path
+	transfers    guard.Transfers   // the time limits of large uploads and downloads
+	taskLimits   *taskLimiter      // request_task calls per account and per address
+	pacer        *requestPacer     // retry_after for the request_task calls turned away
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 	current      atomic.Pointer[role] // see role.go
@@ -115,7 +116,7 @@ func New(deps Deps) (*Server, error) {
 	switch {
 	case len(deps.SessionSecret) == 0:
 		// Sessions then last as long as the process: right for tests, and never guessable.
-		deps.SessionSecret = []byte(newToken())
+		deps.SessionSecret = []byte(guard.NewToken())
 	case len(deps.SessionSecret) < minSessionSecret:
 		return nil, fmt.Errorf("session secret: %d bytes, need at least %d", len(deps.SessionSecret), minSessionSecret)
 	}
@@ -125,11 +126,12 @@ func New(deps Deps) (*Server, error) {
 	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
-		sessions: newSessionStore(deps.SessionSecret), limiters: newAccountLimiters(time.Now), apiGood: newKnownGood(10*time.Minute, 200_000),
+		sessions: newSessionStore(deps.SessionSecret), apiGood: newKnownGood(10*time.Minute, 200_000),
 		live: newLiveLimits(), uploads: tokenpool.New(maxConcurrentUploads)}
 	s.current.Store(initialRole(deps))
-	s.authLog = newThrottledLog(s.logger, time.Minute, 100_000)
-	s.heavy = tokenpool.New(heavyReadSlots)
+	s.logins = guard.NewLogins(s.logger)
+	s.heavy = guard.NewHeavyReads()
+	s.transfers = guard.Transfers{Read: deps.ReadTimeout, Transfer: deps.TransferTimeout}
 	s.taskLimits = newTaskLimiter(deps.HeartbeatPeriod)
 	s.pacer = newRequestPacer(s.taskLimits.speed)
 	s.engine = s.routes()
@@ -194,16 +196,5 @@ func (s *Server) renderBlock(c *gin.Context, status int, name, block string, dat
 	}
 }
 
-// startedKey is where the request's start time is kept, for the duration field.
-const startedKey = "shoal.started"
-
 // duration returns the seconds spent on the request so far, the worker protocol's duration.
-func duration(c *gin.Context) float64 { return sinceStart(c).Seconds() }
-
-// sinceStart is the time since stamp saw the request arrive, 0 for a request it did not see.
-func sinceStart(c *gin.Context) time.Duration {
-	if t, ok := c.Get(startedKey); ok {
-		return time.Since(t.(time.Time))
-	}
-	return 0
-}
+func duration(c *gin.Context) float64 { return guard.SinceStart(c).Seconds() }

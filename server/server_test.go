@@ -176,3 +176,13 @@ func TestReadyz(t *testing.T) {
 		t.Errorf("GET /healthz with a closed database = %d: liveness does not depend on the database", w.Code)
 	}
 }
+
+func TestUIAccountsLimiterPerServer(t *testing.T) {
+	a, b := newUIEnv(t).s, newUIEnv(t).s
+	if a.logins == nil {
+		t.Error("a server has no login limiters")
+	}
+	if a.logins == b.logins {
+		t.Error("two servers share their limiters")
+	}
+}

@@ -66,11 +66,11 @@ func (s *Server) createRun(c *gin.Context) {
 	if !ok {
 		return
 	}
-	defer res.release() // if the password was not checked, or on a panic
+	defer res.Release() // if the password was not checked, or on a panic
 	var id rundb.ObjectID
 	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
-	res.settle(err)
-	s.loginChecked(c, "submit api", body.Username, err)
+	res.Settle(err)
+	s.logins.Checked(c, "submit api", body.Username, err)
 	if err == nil {
 		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 			r, err := s.scheduler().CreateRun(ctx, *body.Run, u.Username)
@@ -115,10 +115,10 @@ func (s *Server) approveRun(c *gin.Context) {
 	if !ok {
 		return
 	}
-	defer res.release() // if the password was not checked, or on a panic
+	defer res.Release() // if the password was not checked, or on a panic
 	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
-	res.settle(err)
-	s.loginChecked(c, "submit api", body.Username, err)
+	res.Settle(err)
+	s.logins.Checked(c, "submit api", body.Username, err)
 	switch {
 	case err != nil:
 	case !u.IsApprover():

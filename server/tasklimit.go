@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // request_task is the one worker call that takes the scheduling lock, behind a semaphore of a
@@ -67,8 +69,8 @@ func (l *taskLimiter) allow(username string, machineLimit int, ip string, now ti
 	user := l.bucket("user\x00"+username, rate.Limit(float64(machines*taskRequestsPerMachineMinute)/60*l.speed),
 		machines*taskRequestBurstPerMachine, now)
 	var addr *taskBucket
-	if a, err := netip.ParseAddr(ip); err != nil || !isTrustedProxy(a) {
-		addr = l.bucket("addr\x00"+clientKeyOf(ip), taskRequestsPerAddress*rate.Limit(l.speed), taskRequestBurstPerAddress, now)
+	if a, err := netip.ParseAddr(ip); err != nil || !guard.IsTrustedProxy(a) {
+		addr = l.bucket("addr\x00"+guard.ClientKeyOf(ip), taskRequestsPerAddress*rate.Limit(l.speed), taskRequestBurstPerAddress, now)
 	}
 	ru := user.lim.ReserveN(now, 1)
 	if !ru.OK() || ru.DelayFrom(now) > 0 {
@@ -99,15 +101,4 @@ func (l *taskLimiter) bucket(key string, r rate.Limit, burst int, now time.Time)
 	}
 	b.used = now
 	return b
-}
-
-// isTrustedProxy reports whether a is the local proxy's address.
-func isTrustedProxy(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range TrustedProxies {
-		if a == p {
-			return true
-		}
-	}
-	return false
 }

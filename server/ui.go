@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -18,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // The web UI's session is a signed and encrypted cookie: it holds who is logged in, the CSRF
@@ -110,15 +109,7 @@ func secureRequest(c *gin.Context) bool {
 		return true
 	}
 	// X-Forwarded-Proto is only believed from a trusted proxy (loopback), as ClientIP is.
-	return isLoopback(c.RemoteIP()) && strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
-}
-
-func isLoopback(ip string) bool { return ip == "127.0.0.1" || ip == "::1" }
-
-// proxyHeaders reports whether the request carries the client headers a proxy adds (nginx sets
-// both); with a loopback peer, it came through the local proxy.
-func proxyHeaders(c *gin.Context) bool {
-	return c.GetHeader("X-Forwarded-For") != "" || c.GetHeader("X-Real-IP") != ""
+	return guard.IsLoopback(c.RemoteIP()) && strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
 }
 
 // sessionOptions returns the cookie options for this request; maxAge 0 ends with the browser.
@@ -187,7 +178,7 @@ func sessionKey(sid string) string {
 // a token seen before login is worthless); with remember, a cookie that outlives the browser.
 // On a database error nothing is logged in and the error is answered.
 func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) bool {
-	sid := newToken()
+	sid := guard.NewToken()
 	age := browserAge
 	if remember {
 		age = rememberAge
@@ -202,7 +193,7 @@ func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) bool
 	sess.Set(sessionUser, u.Username)
 	sess.Set(sessionStamp, u.SessionStamp())
 	sess.Set(sessionID, sid)
-	sess.Set(sessionCSRF, newToken())
+	sess.Set(sessionCSRF, guard.NewToken())
 	if remember {
 		sess.Set(sessionRemember, true)
 	}
@@ -237,7 +228,7 @@ func (s *Server) closeSession(c *gin.Context, everywhere bool) bool {
 func (s *Server) endSession(c *gin.Context) {
 	sess := sessions.Default(c)
 	sess.Clear()
-	sess.Set(sessionCSRF, newToken())
+	sess.Set(sessionCSRF, guard.NewToken())
 	applyCookieOptions(c, sess)
 	c.Set(userKey, (*rundb.User)(nil))
 }
@@ -250,18 +241,12 @@ func (s *Server) saveSession(c *gin.Context) {
 	}
 }
 
-func newToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // csrfToken returns the session's CSRF token, creating one on first use.
 func (s *Server) csrfToken(c *gin.Context) string {
 	sess := sessions.Default(c)
 	tok, _ := sess.Get(sessionCSRF).(string)
 	if tok == "" {
-		tok = newToken()
+		tok = guard.NewToken()
 		// The cookie keeps the options cookieOptions gave it: a session without a token is
 		// no remembered login.
 		sess.Set(sessionCSRF, tok)
@@ -470,22 +455,12 @@ func (s *Server) uiDo(c *gin.Context, fn func(ctx context.Context) error) bool {
 	return true
 }
 
-// Reads that may scan much of a collection (event log searches) take one of heavyReadSlots
-// before their database token, and wait for it at most heavyReadWait: however many arrive,
-// only that many run at once, so they cannot crowd out the worker path's database work (or
-// its CPU, on the embedded database, which scans in this process).
-const (
-	heavyReadSlots = 2
-	heavyReadWait  = 3 * time.Second
-	heavyBusyText  = "Searches are busy right now; try again in a few seconds."
-)
-
 // heavyRead is uiDo for a read that may scan: it runs fn once a heavy-read slot is free, or
-// answers 503 with Retry-After when none frees up within heavyReadWait.
+// answers 503 with Retry-After when none frees up in time (guard.HeavyReads.Slot).
 func (s *Server) heavyRead(c *gin.Context, fn func(ctx context.Context) error) bool {
-	if !s.heavySlot(c) {
+	if !s.heavy.Slot(c) {
 		if c.Request.Context().Err() == nil {
-			s.pageError(c, http.StatusServiceUnavailable, heavyBusyText)
+			s.pageError(c, http.StatusServiceUnavailable, guard.HeavyBusyText)
 		}
 		return false
 	}
@@ -493,25 +468,12 @@ func (s *Server) heavyRead(c *gin.Context, fn func(ctx context.Context) error) b
 	return s.uiDo(c, fn)
 }
 
-// heavySlot waits up to heavyReadWait for a heavy-read slot; without one it marks the refusal
-// as expected (any client can cause it) and sets Retry-After, and the caller answers.
-func (s *Server) heavySlot(c *gin.Context) bool {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), heavyReadWait)
-	defer cancel()
-	if s.heavy.Acquire(ctx) != nil {
-		c.Header("Retry-After", "5")
-		c.Set(expectedRefusalKey, true)
-		return false
-	}
-	return true
-}
-
 // uiError answers a page whose database work failed: 404 for a missing document, 499 for a
 // browser that left, else 500 logged with the request.
 func (s *Server) uiError(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
-		c.AbortWithStatus(statusClientClosedRequest)
+		c.AbortWithStatus(guard.StatusClientClosedRequest)
 	case errors.Is(err, rundb.ErrNotFound):
 		s.pageError(c, http.StatusNotFound, "There is no such thing here.")
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"html/template"
+	"math"
 	"net/http"
 	"net/mail"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // accountFuncs are this area's template functions.
@@ -54,16 +56,16 @@ func (s *Server) loginSubmit(c *gin.Context) {
 		Next:     safeNext(c.PostForm("next"), ""),
 	}
 	password := c.PostForm("password")
-	res, wait := s.limits().reserveLogin(c.Request.Context(), clientKey(c), d.Username)
+	res, wait := s.logins.ReserveLogin(c.Request.Context(), guard.ClientKey(c), d.Username)
 	if wait > 0 {
-		wait = tooMany(c, wait)
-		s.loginRefused(c, "login form", d.Username, wait)
+		wait = guard.TooMany(c, wait)
+		s.logins.Refused(c, "login form", d.Username, wait)
 		d.Error = "Too many failed logins. Wait " + waitText(wait) + " and try again."
 		d.page = s.page(c, "Log in")
-		s.render(c, statusTooMany, "login", d)
+		s.render(c, http.StatusTooManyRequests, "login", d)
 		return
 	}
-	defer res.release() // unless settled: a database error says nothing about the password
+	defer res.Release() // unless settled: a database error says nothing about the password
 	var u *rundb.User
 	var authErr error
 	ok := s.uiDo(c, func(ctx context.Context) error {
@@ -78,8 +80,8 @@ func (s *Server) loginSubmit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	res.settle(authErr)
-	s.loginChecked(c, "login form", d.Username, authErr)
+	res.Settle(authErr)
+	s.logins.Checked(c, "login form", d.Username, authErr)
 	if authErr != nil {
 		status := http.StatusForbidden
 		d.Error = authErr.Error()
@@ -187,15 +189,14 @@ func (s *Server) signupSubmit(c *gin.Context) {
 		d.page = s.page(c, "Sign up")
 		s.render(c, status, "signup", d)
 	}
-	ip := clientKey(c)
-	lim := s.limits()
+	ip := guard.ClientKey(c)
 	limited := func(wait time.Duration) {
-		wait = tooMany(c, wait)
+		wait = guard.TooMany(c, wait)
 		d.Error = "Too many accounts were created from your address. Wait " + waitText(wait) + " and try again."
-		show(statusTooMany)
+		show(http.StatusTooManyRequests)
 	}
 	// Already over the limit: say so before the form's errors.
-	if wait := lim.signupIP.wait(ip); wait > 0 {
+	if wait := s.logins.SignupWait(ip); wait > 0 {
 		limited(wait)
 		return
 	}
@@ -221,12 +222,12 @@ func (s *Server) signupSubmit(c *gin.Context) {
 		return
 	}
 
-	res, wait := reserve(c.Request.Context(), limitKey{lim.signupIP, ip})
+	res, wait := s.logins.ReserveSignup(c.Request.Context(), ip)
 	if wait > 0 {
 		limited(wait)
 		return
 	}
-	defer res.release() // unless consumed: a database error, and the form was not looked at
+	defer res.Release() // unless consumed: a database error, and the form was not looked at
 	f.Email, f.TestsRepo = email, repo
 	var nameTaken, emailTaken bool
 	ok := s.uiDo(c, func(ctx context.Context) error {
@@ -251,7 +252,7 @@ func (s *Server) signupSubmit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	res.consume()
+	res.Consume()
 	if nameTaken || emailTaken {
 		if nameTaken {
 			d.Errors["username"] = "This username is taken."
@@ -616,15 +617,15 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 		s.showProfile(c, http.StatusBadRequest, &d)
 		return
 	}
-	res, wait := s.limits().reserveLogin(c.Request.Context(), clientKey(c), me.Username)
+	res, wait := s.logins.ReserveLogin(c.Request.Context(), guard.ClientKey(c), me.Username)
 	if wait > 0 {
-		wait = tooMany(c, wait)
-		s.loginRefused(c, "profile", me.Username, wait)
+		wait = guard.TooMany(c, wait)
+		s.logins.Refused(c, "profile", me.Username, wait)
 		d.Errors["old_password"] = "Too many wrong passwords. Wait " + waitText(wait) + " and try again."
-		s.showProfile(c, statusTooMany, &d)
+		s.showProfile(c, http.StatusTooManyRequests, &d)
 		return
 	}
-	defer res.release() // unless settled: a database error says nothing about the password
+	defer res.Release() // unless settled: a database error says nothing about the password
 	var authErr error
 	emailTaken := false
 	if !s.uiDo(c, func(ctx context.Context) error {
@@ -644,8 +645,8 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 	}) {
 		return
 	}
-	res.settle(authErr)
-	s.loginChecked(c, "profile", me.Username, authErr)
+	res.Settle(authErr)
+	s.logins.Checked(c, "profile", me.Username, authErr)
 	if authErr != nil {
 		d.Errors["old_password"] = "This is not your current password."
 	}
@@ -684,4 +685,16 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 		s.flash(c, "success", "Your profile is saved.")
 	}
 	s.redirect(c, "/user")
+}
+
+// waitText says how long to wait in words: "40 seconds", "3 minutes".
+func waitText(d time.Duration) string {
+	switch {
+	case d < 2*time.Minute:
+		return strconv.Itoa(int(math.Ceil(d.Seconds()))) + " seconds"
+	case d < 2*time.Hour:
+		return strconv.Itoa(int(math.Ceil(d.Minutes()))) + " minutes"
+	default:
+		return strconv.Itoa(int(math.Ceil(d.Hours()))) + " hours"
+	}
 }

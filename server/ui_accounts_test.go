@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // loggedInAs returns the username the browser's session shows in the page header, or "".
@@ -152,7 +153,7 @@ func TestUIAccountsLoginRateLimit(t *testing.T) {
 	env := newUIEnv(t)
 	b := env.anon()
 	fail := url.Values{"username": {"alice"}, "password": {"wrong-password"}}
-	for i := range loginPerUserIPBurst {
+	for i := range guard.LoginPerUserIPBurst {
 		if w := b.post("/login", fail); w.Code != http.StatusBadRequest {
 			t.Fatalf("failed attempt %d: %d, want 400", i+1, w.Code)
 		}
@@ -196,7 +197,7 @@ func TestUIAccountsLoginRateLimit(t *testing.T) {
 
 func TestUIAccountsSuccessfulLoginsAreNotLimited(t *testing.T) {
 	env := newUIEnv(t)
-	for i := range 3 * loginPerIPBurst {
+	for i := range 3 * guard.LoginPerIPBurst {
 		env.as([]string{"alice", "bob", "carol"}[i%3])
 	}
 }
@@ -342,12 +343,12 @@ func TestUIAccountsSignupRateLimit(t *testing.T) {
 			"password2": {"Kxq7-vent-lamp"}, "email": {name + "@example.org"}})
 	}
 	// Invalid forms cost nothing.
-	for range 2 * signupPerIPBurst {
+	for range 2 * guard.SignupPerIPBurst {
 		if w := b.post("/signup", url.Values{"username": {"x y"}}); w.Code != http.StatusBadRequest {
 			t.Fatalf("invalid form: %d", w.Code)
 		}
 	}
-	for i := range signupPerIPBurst {
+	for i := range guard.SignupPerIPBurst {
 		if w := signup("user" + string(rune('a'+i))); w.Code != http.StatusSeeOther {
 			t.Fatalf("signup %d: %d", i+1, w.Code)
 		}

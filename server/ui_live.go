@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // Live updates: Server-Sent Events streams of server-rendered HTML. A page that updates
@@ -85,7 +86,7 @@ func newLiveLimits() *liveLimits {
 // acquire takes a slot for a stream from ip; ok is false when there is none. release, to be
 // called once when the stream ends, gives the slot back.
 func (l *liveLimits) acquire(ip string) (release func(), ok bool) {
-	key := clientKeyOf(ip)
+	key := guard.ClientKeyOf(ip)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.total >= l.maxStreams || l.perIP[key] >= l.maxPerIP {
@@ -176,7 +177,7 @@ func (s *Server) liveStream(c *gin.Context, render liveRender) {
 	release, ok := lim.acquire(c.ClientIP())
 	if !ok {
 		c.Header("Retry-After", strconv.Itoa(max(1, int(lim.busyRetry/time.Second))))
-		c.Set(expectedRefusalKey, true) // any client can cause it: not an error of the server's
+		guard.ExpectRefusal(c) // any client can cause it: not an error of the server's
 		c.String(http.StatusServiceUnavailable, "Too many live update streams are open; try again later.\n")
 		return
 	}

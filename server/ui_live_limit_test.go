@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // liveRequest opens url from client address ip (the test server is on loopback, a trusted
@@ -158,7 +159,7 @@ func TestUILiveLimitsClientKey(t *testing.T) {
 		{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"},
 		{"10.1.2.3", "::ffff:10.1.2.3"},
 	} {
-		if ka, kb := clientKeyOf(tc.a), clientKeyOf(tc.b); ka != kb {
+		if ka, kb := guard.ClientKeyOf(tc.a), guard.ClientKeyOf(tc.b); ka != kb {
 			t.Errorf("%s and %s count apart (%s, %s)", tc.a, tc.b, ka, kb)
 		}
 	}
@@ -166,7 +167,7 @@ func TestUILiveLimitsClientKey(t *testing.T) {
 		{"2001:db8:1:2::1", "2001:db8:1:3::1"},
 		{"10.1.2.3", "10.1.2.4"},
 	} {
-		if clientKeyOf(tc.a) == clientKeyOf(tc.b) {
+		if guard.ClientKeyOf(tc.a) == guard.ClientKeyOf(tc.b) {
 			t.Errorf("%s and %s count as one", tc.a, tc.b)
 		}
 	}

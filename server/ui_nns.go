@@ -265,7 +265,7 @@ func (s *Server) uploadSubmit(c *gin.Context) {
 		s.pageError(c, http.StatusServiceUnavailable, "This server has no data directory to keep networks in.")
 		return
 	}
-	s.allowSlowBody(c) // only once someone is logged in
+	s.transfers.AllowSlowBody(c) // only once someone is logged in
 	up, err := s.openUpload(c)
 	if err == nil {
 		defer up.file.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // Body limits of the worker API: a PGN upload carries a task's games (base64 of gzip); every
@@ -34,7 +35,7 @@ func (s *Server) workerRoutes(r gin.IRoutes) {
 	r.POST("/api/request_spsa", s.primaryOnly, s.workerCall(maxWorkerBody, s.requestSPSA))
 	r.POST("/api/failed_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.failedTask))
 	r.POST("/api/stop_run", s.primaryOnly, s.workerCall(maxWorkerBody, s.stopRun))
-	r.POST("/api/upload_pgn", s.allowSlowBody, s.workerCall(maxUploadBody, s.uploadPGN))
+	r.POST("/api/upload_pgn", s.transfers.AllowSlowBody, s.workerCall(maxUploadBody, s.uploadPGN))
 	r.POST("/api/worker_log", s.primaryOnly, s.workerCall(maxWorkerBody, s.workerLog))
 }
 
@@ -56,7 +57,7 @@ func (s *Server) uploadSlot(c *gin.Context) bool {
 	if err := s.uploads.Acquire(ctx); err != nil {
 		if c.Request.Context().Err() == nil { // the caller is still there: tell it to come back
 			c.Header("Retry-After", "15")
-			c.Set(expectedRefusalKey, true)
+			guard.ExpectRefusal(c)
 			apiError(c, http.StatusServiceUnavailable, "too many PGN uploads at once, try again later")
 		}
 		return false
@@ -98,7 +99,7 @@ func primaryOf(c *gin.Context) *scheduler.Scheduler {
 func retryLater(c *gin.Context, why string) {
 	c.Header("Retry-After", "15")
 	c.Header("Cache-Control", "no-store")
-	c.Set(expectedRefusalKey, true) // by design, and as many as workers send
+	guard.ExpectRefusal(c) // by design, and as many as workers send
 	c.String(protocol.RetryLaterStatus, "%s: %s; retry later\n", c.Request.URL.Path, why)
 	c.Abort()
 }
@@ -153,23 +154,23 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 		return nil, false
 	}
 	creds := s.apiGood.sum(username, password)
-	var res *reservation
+	var res *guard.Reservation
 	if !s.apiGood.has(creds, time.Now()) {
 		var ok bool
 		if res, ok = s.reserveAPILogin(c, username); !ok {
 			return nil, false
 		}
-		defer res.release() // a panic must not keep the token held
+		defer res.Release() // a panic must not keep the token held
 	}
 	u, err := s.apiLogin(c.Request.Context(), username, password)
 	if res != nil {
-		res.settle(err)
+		res.Settle(err)
 	}
 	if err == nil || errors.Is(err, rundb.ErrBadCredentials) {
 		s.apiGood.settle(creds, err == nil, time.Now())
 	}
 	if res != nil || err != nil { // a known-good call is trusted already
-		s.loginChecked(c, "worker api", username, err)
+		s.logins.Checked(c, "worker api", username, err)
 	}
 	switch {
 	case isAuthError(err):
@@ -180,6 +181,24 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 		return nil, false
 	}
 	return u, true
+}
+
+// apiTooManyLoginsText is the 429's message to an API call over the login limits.
+const apiTooManyLoginsText = "too many failed logins from this address; retry in %d s"
+
+// reserveAPILogin reserves the tokens of an API call's password check (worker and submission
+// calls) for the client's address and, unless this client logged in as the user before, for
+// the username from anywhere. Over a limit it answers 429 in the API's error shape, with
+// Retry-After, and returns false.
+func (s *Server) reserveAPILogin(c *gin.Context, username string) (*guard.Reservation, bool) {
+	r, wait := s.logins.ReserveAPILogin(c.Request.Context(), guard.ClientKey(c), username)
+	if wait > 0 {
+		wait = guard.TooMany(c, wait)
+		s.logins.Refused(c, "api", username, wait)
+		apiError(c, http.StatusTooManyRequests, fmt.Sprintf(apiTooManyLoginsText, int64(wait.Seconds())))
+		return nil, false
+	}
+	return r, true
 }
 
 // apiLogin checks API credentials through the user cache. A cached user costs no database work
@@ -315,7 +334,7 @@ func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (r
 func countryCode(c *gin.Context) string {
 	// Only the local proxy says where a client is (nginx sets the header, replacing the
 	// client's); anyone else would pick their own.
-	if !isLoopback(c.RemoteIP()) {
+	if !guard.IsLoopback(c.RemoteIP()) {
 		return "?"
 	}
 	cc := strings.ToUpper(c.GetHeader("X-Country-Code"))

@@ -1,4 +1,4 @@
-package server
+package guard
 
 import (
 	"context"
@@ -206,8 +206,8 @@ func TestUIAccountsLimiterReserveAllOrNothing(t *testing.T) {
 	if r == nil || w != 0 {
 		t.Fatalf("first reservation refused: %v", w)
 	}
-	r.settle(rundb.ErrBadCredentials) // a failure keeps its tokens
-	r.release()                       // and is settled once
+	r.Settle(rundb.ErrBadCredentials) // a failure keeps its tokens
+	r.Release()                       // and is settled once
 	if r2, w := reserve(ctx, limitKey{wide, "ip"}, limitKey{narrow, "user"}); r2 != nil || w <= 0 {
 		t.Fatalf("the narrow bucket is empty, yet reserved (wait %v)", w)
 	}
@@ -228,49 +228,14 @@ func TestUIAccountsLimiterReserveAllOrNothing(t *testing.T) {
 		if w != 0 {
 			t.Fatalf("after %v: wait %v", err, w)
 		}
-		r.settle(err)
-		r.consume()
+		r.Settle(err)
+		r.Consume()
 	}
 	r, _ = reserve(ctx, limitKey{a, "k"})
-	r.consume()
+	r.Consume()
 	if w := a.wait("k"); w == 0 {
 		t.Error("consume gave the token back")
 	}
-	var none *reservation
-	none.release() // a nil reservation holds nothing
-}
-
-func TestUIAccountsLimiterPerServer(t *testing.T) {
-	a, b := newUIEnv(t).s, newUIEnv(t).s
-	if a.limits() != a.limits() {
-		t.Error("one server has two sets of limiters")
-	}
-	if a.limits() == b.limits() {
-		t.Error("two servers share their limiters")
-	}
-}
-
-func TestKnownGoodCredentials(t *testing.T) {
-	k := newKnownGood(time.Minute, 3)
-	now := time.Now()
-	if k.has(k.sum("wrk", "pw"), now) {
-		t.Fatal("unseen credentials are known good")
-	}
-	k.settle(k.sum("wrk", "pw"), true, now)
-	if !k.has(k.sum("wrk", "pw"), now.Add(30*time.Second)) || k.has(k.sum("wrk", "other"), now) || k.has(k.sum("wrk2", "pw"), now) {
-		t.Error("a success is not remembered for exactly its own username and password")
-	}
-	if k.has(k.sum("wrk", "pw"), now.Add(time.Minute)) {
-		t.Error("a success is remembered past the ttl")
-	}
-	k.settle(k.sum("wrk", "pw"), false, now)
-	if k.has(k.sum("wrk", "pw"), now) {
-		t.Error("a failure (a changed password) leaves the credentials known good")
-	}
-	for i := range 10 {
-		k.settle(k.sum(fmt.Sprint("u", i), "pw"), true, now)
-	}
-	if n := len(k.seen); n > 3 {
-		t.Errorf("%d entries, want at most 3", n)
-	}
+	var none *Reservation
+	none.Release() // a nil reservation holds nothing
 }

@@ -1,15 +1,11 @@
-package server
+package guard
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,27 +36,26 @@ import (
 // password hash and leaves an account for an approver to look at.
 const (
 	loginPerIPRate       = rate.Limit(10.0 / 60) // 10 a minute
-	loginPerIPBurst      = 5
+	LoginPerIPBurst      = 5
 	loginPerUserIPRate   = rate.Limit(5.0 / 60) // 5 a minute
-	loginPerUserIPBurst  = 5
+	LoginPerUserIPBurst  = 5
 	loginPerUserRate     = rate.Limit(30.0 / 60) // 30 a minute
-	loginPerUserBurst    = 30
+	LoginPerUserBurst    = 30
 	apiLoginPerIPRate    = rate.Limit(30.0 / 60) // 30 a minute
-	apiLoginPerIPBurst   = 30
+	APILoginPerIPBurst   = 30
 	apiLoginPerUserRate  = rate.Limit(30.0 / 60) // 30 a minute
-	apiLoginPerUserBurst = 30
+	APILoginPerUserBurst = 30
 	// trustedClientTTL is how long a client that logged in as a user stays exempt from that
 	// user's limit from anywhere; trustedClientMax bounds how many such pairs are kept.
-	trustedClientTTL     = 30 * 24 * time.Hour
-	trustedClientMax     = 200_000
-	signupPerIPRate      = rate.Limit(3.0 / 3600) // 3 an hour
-	signupPerIPBurst     = 3
-	limiterMaxKeys       = 100_000 // about 200 bytes a key
-	limiterMinIdleTime   = 10 * time.Minute
-	maxHeldWait          = 10 * time.Second // the longest a check waits for others in flight
-	ipv6LimitPrefixBits  = 64               // one site's share of IPv6 addresses
-	userIPKeySeparator   = "\x00"
-	apiTooManyLoginsText = "too many failed logins from this address; retry in %d s"
+	trustedClientTTL    = 30 * 24 * time.Hour
+	trustedClientMax    = 200_000
+	signupPerIPRate     = rate.Limit(3.0 / 3600) // 3 an hour
+	SignupPerIPBurst    = 3
+	limiterMaxKeys      = 100_000 // about 200 bytes a key
+	limiterMinIdleTime  = 10 * time.Minute
+	maxHeldWait         = 10 * time.Second // the longest a check waits for others in flight
+	ipv6LimitPrefixBits = 64               // one site's share of IPv6 addresses
+	userIPKeySeparator  = "\x00"
 )
 
 // keyedLimiter is a token bucket per key (a client address, a username). Keys idle long
@@ -231,21 +226,21 @@ type limitKey struct {
 	key string
 }
 
-// reservation is the tokens a check holds until its outcome is known. A nil reservation
-// holds nothing. Call release in a defer right after reserving, so that no path (a panic
-// included) leaves a token held; settle, consume and release end it once, later calls do
+// Reservation is the tokens a check holds until its outcome is known. A nil Reservation
+// holds nothing. Call Release in a defer right after reserving, so that no path (a panic
+// included) leaves a token held; Settle, Consume and Release end it once, later calls do
 // nothing.
-type reservation struct {
+type Reservation struct {
 	held []limitKey
 }
 
 // reserve holds a token of every bucket, in order, or of none: if any bucket has none to
 // spare, it gives back what it holds and returns that bucket's wait.
-func reserve(ctx context.Context, buckets ...limitKey) (*reservation, time.Duration) {
-	r := &reservation{}
+func reserve(ctx context.Context, buckets ...limitKey) (*Reservation, time.Duration) {
+	r := &Reservation{}
 	for _, b := range buckets {
 		if w := b.lim.reserve(ctx, b.key); w > 0 {
-			r.release()
+			r.Release()
 			return nil, w
 		}
 		r.held = append(r.held, b)
@@ -253,7 +248,7 @@ func reserve(ctx context.Context, buckets ...limitKey) (*reservation, time.Durat
 	return r, 0
 }
 
-func (r *reservation) end(failed bool) {
+func (r *Reservation) end(failed bool) {
 	if r == nil {
 		return
 	}
@@ -263,17 +258,17 @@ func (r *reservation) end(failed bool) {
 	r.held = nil
 }
 
-// release gives the tokens back: the attempt does not count.
-func (r *reservation) release() { r.end(false) }
+// Release gives the tokens back: the attempt does not count.
+func (r *Reservation) Release() { r.end(false) }
 
-// consume keeps the tokens: the attempt counts.
-func (r *reservation) consume() { r.end(true) }
+// Consume keeps the tokens: the attempt counts.
+func (r *Reservation) Consume() { r.end(true) }
 
-// settle ends a password check's reservation: a failed login (rundb.ErrBadCredentials: an
+// Settle ends a password check's reservation: a failed login (rundb.ErrBadCredentials: an
 // unknown user or a wrong password) keeps its tokens; any other outcome, success included,
 // gives them back. A blocked or pending account's error only comes after its password matched,
 // and a database error tells the client nothing about the password.
-func (r *reservation) settle(authErr error) { r.end(errors.Is(authErr, rundb.ErrBadCredentials)) }
+func (r *Reservation) Settle(authErr error) { r.end(errors.Is(authErr, rundb.ErrBadCredentials)) }
 
 // accountLimiters are one server's limits on password checks and signups.
 type accountLimiters struct {
@@ -285,12 +280,12 @@ type accountLimiters struct {
 
 func newAccountLimiters(now func() time.Time) *accountLimiters {
 	return &accountLimiters{
-		loginIP:      newKeyedLimiter(loginPerIPRate, loginPerIPBurst, limiterMaxKeys, now),
-		loginUserIP:  newKeyedLimiter(loginPerUserIPRate, loginPerUserIPBurst, limiterMaxKeys, now),
-		loginUser:    newKeyedLimiter(loginPerUserRate, loginPerUserBurst, limiterMaxKeys, now),
-		apiLoginIP:   newKeyedLimiter(apiLoginPerIPRate, apiLoginPerIPBurst, limiterMaxKeys, now),
-		apiLoginUser: newKeyedLimiter(apiLoginPerUserRate, apiLoginPerUserBurst, limiterMaxKeys, now),
-		signupIP:     newKeyedLimiter(signupPerIPRate, signupPerIPBurst, limiterMaxKeys, now),
+		loginIP:      newKeyedLimiter(loginPerIPRate, LoginPerIPBurst, limiterMaxKeys, now),
+		loginUserIP:  newKeyedLimiter(loginPerUserIPRate, LoginPerUserIPBurst, limiterMaxKeys, now),
+		loginUser:    newKeyedLimiter(loginPerUserRate, LoginPerUserBurst, limiterMaxKeys, now),
+		apiLoginIP:   newKeyedLimiter(apiLoginPerIPRate, APILoginPerIPBurst, limiterMaxKeys, now),
+		apiLoginUser: newKeyedLimiter(apiLoginPerUserRate, APILoginPerUserBurst, limiterMaxKeys, now),
+		signupIP:     newKeyedLimiter(signupPerIPRate, SignupPerIPBurst, limiterMaxKeys, now),
 		trusted:      newTrustedClients(trustedClientTTL, trustedClientMax, now),
 	}
 }
@@ -300,7 +295,7 @@ func newAccountLimiters(now func() time.Time) *accountLimiters {
 // checks waiting for each other cannot wait in a circle. A client that logged in as the user
 // before is not held to the user's limit from anywhere: guesses from elsewhere cannot lock the
 // owner out.
-func (l *accountLimiters) reserveLogin(ctx context.Context, ip, username string) (*reservation, time.Duration) {
+func (l *accountLimiters) reserveLogin(ctx context.Context, ip, username string) (*Reservation, time.Duration) {
 	name := strings.ToLower(username)
 	buckets := []limitKey{{l.loginIP, ip}, {l.loginUserIP, name + userIPKeySeparator + ip}}
 	if !l.trusted.has(name, ip) {
@@ -349,66 +344,60 @@ func (t *trustedClients) remember(name, ip string) {
 	t.seen[strings.ToLower(name)+userIPKeySeparator+ip] = now
 }
 
-// limits returns s's login and signup limiters.
-func (s *Server) limits() *accountLimiters { return s.limiters }
-
-// clientKey is the address a client's attempts count against: clientKeyOf its IP address.
-func clientKey(c *gin.Context) string { return clientKeyOf(c.ClientIP()) }
-
-// clientKeyOf is the address a client at ip is counted under, by the login limits and the live
-// streams alike: an IPv4 address (also one mapped into IPv6), or the /64 network of an IPv6
-// one, as one host or site usually has all of one. A string that is no address is its own key.
-func clientKeyOf(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap()
-	if !a.Is6() {
-		return a.String()
-	}
-	p, err := a.WithZone("").Prefix(ipv6LimitPrefixBits)
-	if err != nil {
-		return ip
-	}
-	return p.String()
+// Logins are one server's limits on password checks and signups, which the API's and the web
+// UI's checks count against alike, and the log of the logins that failed or were refused. Safe
+// for concurrent use.
+type Logins struct {
+	limits *accountLimiters
+	log    *throttledLog // failed and refused logins, a line a minute per user and client
 }
 
-// reserveAPILogin reserves the tokens of an API call's password check (worker and submission
-// calls) for the client's address and, unless this client logged in as the user before, for
-// the username from anywhere. Over a limit it answers 429 in the API's error shape, with
-// Retry-After, and returns false.
-func (s *Server) reserveAPILogin(c *gin.Context, username string) (*reservation, bool) {
-	l, ip := s.limits(), clientKey(c)
-	buckets := []limitKey{{l.apiLoginIP, ip}}
-	if name := strings.ToLower(username); !l.trusted.has(name, ip) {
-		buckets = append(buckets, limitKey{l.apiLoginUser, name})
-	}
-	r, wait := reserve(c.Request.Context(), buckets...)
-	if wait > 0 {
-		wait = tooMany(c, wait)
-		s.loginRefused(c, "api", username, wait)
-		apiError(c, statusTooMany, fmt.Sprintf(apiTooManyLoginsText, int64(wait.Seconds())))
-		return nil, false
-	}
-	return r, true
+// NewLogins returns fresh limits that log to logger.
+func NewLogins(logger *slog.Logger) *Logins {
+	return &Logins{limits: newAccountLimiters(time.Now), log: newThrottledLog(logger, time.Minute, 100_000)}
 }
 
-// loginChecked records the outcome of a password check as username from c's address: a
-// success makes the client trusted for that user (loginRefused's limit from anywhere no
-// longer applies to it), a wrong username or password is logged. via names the entry point.
-func (s *Server) loginChecked(c *gin.Context, via, username string, err error) {
+// ReserveLogin reserves a web login's tokens (the login form, the profile's current password)
+// for username (any case) from the client key ip (ClientKey): see accountLimiters.reserveLogin.
+func (l *Logins) ReserveLogin(ctx context.Context, ip, username string) (*Reservation, time.Duration) {
+	return l.limits.reserveLogin(ctx, ip, username)
+}
+
+// ReserveAPILogin reserves the tokens of an API call's password check (worker and submission
+// calls) for the client key ip and, unless this client logged in as the user before, for the
+// username from anywhere. A wait above 0 refuses the check.
+func (l *Logins) ReserveAPILogin(ctx context.Context, ip, username string) (*Reservation, time.Duration) {
+	buckets := []limitKey{{l.limits.apiLoginIP, ip}}
+	if name := strings.ToLower(username); !l.limits.trusted.has(name, ip) {
+		buckets = append(buckets, limitKey{l.limits.apiLoginUser, name})
+	}
+	return reserve(ctx, buckets...)
+}
+
+// SignupWait is how long the client key ip must wait before its next signup counts; 0 if one
+// may count now. It takes nothing.
+func (l *Logins) SignupWait(ip string) time.Duration { return l.limits.signupIP.wait(ip) }
+
+// ReserveSignup reserves a signup's token for the client key ip, once its form is valid.
+func (l *Logins) ReserveSignup(ctx context.Context, ip string) (*Reservation, time.Duration) {
+	return reserve(ctx, limitKey{l.limits.signupIP, ip})
+}
+
+// Checked records the outcome of a password check as username from c's address: a success
+// makes the client trusted for that user (the limit from anywhere no longer applies to it), a
+// wrong username or password is logged. via names the entry point.
+func (l *Logins) Checked(c *gin.Context, via, username string, err error) {
 	switch {
 	case err == nil:
-		s.limits().trusted.remember(username, clientKey(c))
+		l.limits.trusted.remember(username, ClientKey(c))
 	case errors.Is(err, rundb.ErrBadCredentials):
-		s.authLog.warn("failed login", "user", strings.ToLower(username), "via", via, "remote", c.ClientIP())
+		l.log.warn("failed login", "user", strings.ToLower(username), "via", via, "remote", c.ClientIP())
 	}
 }
 
-// loginRefused logs a login refused by the limits, without checking its password.
-func (s *Server) loginRefused(c *gin.Context, via, username string, wait time.Duration) {
-	s.authLog.warn("login refused: too many failures", "user", strings.ToLower(username), "via", via,
+// Refused logs a login refused by the limits, without checking its password.
+func (l *Logins) Refused(c *gin.Context, via, username string, wait time.Duration) {
+	l.log.warn("login refused: too many failures", "user", strings.ToLower(username), "via", via,
 		"remote", c.ClientIP(), "retry_after", wait)
 }
 
@@ -460,86 +449,10 @@ func (t *throttledLog) warn(msg string, attrs ...any) {
 	t.logger.Warn(msg, attrs...)
 }
 
-// tooMany sets the headers of a refused request: 429 is the status, Retry-After the whole
+// TooMany sets the headers of a refused request: 429 is the status, Retry-After the whole
 // seconds to wait (at least 1). It returns the wait, rounded up, for the page's message.
-func tooMany(c *gin.Context, wait time.Duration) time.Duration {
+func TooMany(c *gin.Context, wait time.Duration) time.Duration {
 	secs := max(1, int64(math.Ceil(wait.Seconds())))
 	c.Header("Retry-After", strconv.FormatInt(secs, 10))
 	return time.Duration(secs) * time.Second
-}
-
-// statusTooMany is the status of a rate-limited request.
-const statusTooMany = http.StatusTooManyRequests
-
-// waitText says how long to wait in words: "40 seconds", "3 minutes".
-func waitText(d time.Duration) string {
-	switch {
-	case d < 2*time.Minute:
-		return strconv.Itoa(int(math.Ceil(d.Seconds()))) + " seconds"
-	case d < 2*time.Hour:
-		return strconv.Itoa(int(math.Ceil(d.Minutes()))) + " minutes"
-	default:
-		return strconv.Itoa(int(math.Ceil(d.Hours()))) + " hours"
-	}
-}
-
-// knownGood remembers, for a few minutes, the credentials of API calls that just succeeded, so
-// that a fleet's workers, which log in on every call, bypass the failed-login limiter: it
-// reserves a token per check in flight, which would bound an honest fleet behind one address
-// to a few dozen calls at a time. A guess is never known good, so guesses stay limited. The
-// password is still checked on every call; this only decides whether the limiter is asked.
-// Keys are HMACs under a per-process key, so the map holds no passwords. Safe for concurrent
-// use.
-type knownGood struct {
-	key []byte
-	ttl time.Duration
-	max int
-
-	mu   sync.Mutex
-	seen map[[32]byte]time.Time
-}
-
-func newKnownGood(ttl time.Duration, max int) *knownGood {
-	return &knownGood{key: []byte(newToken()), ttl: ttl, max: max, seen: make(map[[32]byte]time.Time)}
-}
-
-// sum identifies a username and password: computed once per call, for has and settle.
-func (k *knownGood) sum(username, password string) [32]byte {
-	h := hmac.New(sha256.New, k.key)
-	h.Write([]byte(username))
-	h.Write([]byte{0})
-	h.Write([]byte(password))
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
-
-// has reports whether the credentials of sum s succeeded within the ttl.
-func (k *knownGood) has(s [32]byte, now time.Time) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	t, ok := k.seen[s]
-	return ok && now.Sub(t) < k.ttl
-}
-
-// settle records the outcome for the credentials of sum s: a success is remembered, anything
-// else forgotten.
-func (k *knownGood) settle(s [32]byte, ok bool, now time.Time) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if !ok {
-		delete(k.seen, s)
-		return
-	}
-	if len(k.seen) >= k.max {
-		for key, t := range k.seen {
-			if now.Sub(t) >= k.ttl {
-				delete(k.seen, key)
-			}
-		}
-		if len(k.seen) >= k.max {
-			clear(k.seen) // a flood of distinct good credentials: start over
-		}
-	}
-	k.seen[s] = now
 }

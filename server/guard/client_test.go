@@ -1,0 +1,26 @@
+package guard
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+)
+
+func TestAuthLimitClientKey(t *testing.T) {
+	for remote, want := range map[string]string{
+		"192.0.2.7:1":                 "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:1":    "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff:4:5:6]:1": "2001:db8:1:2::/64",
+		"[2001:db8:1:3::1]:1":         "2001:db8:1:3::/64",
+		"[::ffff:192.0.2.7]:1":        "192.0.2.7",
+	} {
+		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		c.Request = httptest.NewRequest(http.MethodPost, "/login", nil)
+		c.Request.RemoteAddr = remote
+		if got := ClientKey(c); got != want {
+			t.Errorf("%s: key %q, want %q", remote, got, want)
+		}
+	}
+}
