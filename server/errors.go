@@ -6,17 +6,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/server/api"
 )
 
 // isAPI reports whether a path answers in JSON rather than HTML.
 func isAPI(path string) bool { return strings.HasPrefix(path, "/api/") }
-
-// apiError is the one path from an error to a JSON reply: fishtest's shape, which workers
-// parse, with "<path>: <message>" and the time spent.
-func apiError(c *gin.Context, status int, msg string) {
-	c.AbortWithStatusJSON(status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
-}
 
 // pageError is the one path from an error to an HTML reply.
 func (s *Server) pageError(c *gin.Context, status int, msg string) {
@@ -32,7 +26,7 @@ func (s *Server) pageError(c *gin.Context, status int, msg string) {
 // fail answers an error in the shape the path calls for.
 func (s *Server) fail(c *gin.Context, status int, msg string) {
 	if isAPI(c.Request.URL.Path) {
-		apiError(c, status, msg)
+		api.Error(c, status, msg)
 		return
 	}
 	s.pageError(c, status, msg)

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/server/api"
 )
 
 // readyTimeout bounds /readyz's database check: a probe must answer, not hang with the
@@ -43,7 +44,7 @@ func (s *Server) lease(ctx context.Context) (LeaseInfo, bool) {
 func (s *Server) readyz(c *gin.Context) {
 	role := s.Role()
 	if s.deps.DB == nil {
-		apiError(c, http.StatusServiceUnavailable, "no database")
+		api.Error(c, http.StatusServiceUnavailable, "no database")
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)
@@ -51,7 +52,7 @@ func (s *Server) readyz(c *gin.Context) {
 	if err := s.deps.DB.Ping(ctx); err != nil {
 		s.logger.Warn("not ready: the database does not answer", "err", err)
 		c.Header("Retry-After", "5")
-		apiError(c, http.StatusServiceUnavailable, "the database does not answer")
+		api.Error(c, http.StatusServiceUnavailable, "the database does not answer")
 		return
 	}
 	c.JSON(http.StatusOK, protocol.ReadyReply{Status: "ready", Role: role, Instance: s.instance(), Version: s.deps.Version})

@@ -11,13 +11,14 @@ import (
 
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/metrics/metricstest"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
 func newMeteredServer(t *testing.T) (*Server, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
+	s, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		Metrics: metrics.New(reg), Gatherer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -40,14 +41,14 @@ func scrape(s *Server, headers ...string) *httptest.ResponseRecorder {
 func TestRequestMetricsByRouteAndStatus(t *testing.T) {
 	s, reg := newMeteredServer(t)
 	for range 2 {
-		if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusOK {
+		if w := servertest.Do(s.Handler(), http.MethodGet, "/healthz"); w.Code != http.StatusOK {
 			t.Fatalf("GET /healthz = %d", w.Code)
 		}
 	}
-	if w := do(s, http.MethodGet, "/no/such/page"); w.Code != http.StatusNotFound {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/no/such/page"); w.Code != http.StatusNotFound {
 		t.Fatalf("GET /no/such/page = %d", w.Code)
 	}
-	if w := do(s, http.MethodGet, "/tests/view/0123456789abcdef01234567"); w.Code == 0 {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/tests/view/0123456789abcdef01234567"); w.Code == 0 {
 		t.Fatal("no answer")
 	}
 
@@ -74,7 +75,7 @@ func TestRequestMetricsByRouteAndStatus(t *testing.T) {
 
 	// Once shutdown begins, refusals are counted under their route.
 	s.BeginShutdown()
-	if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusServiceUnavailable {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/healthz"); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("GET /healthz during shutdown = %d", w.Code)
 	}
 	want := `
@@ -123,7 +124,7 @@ func viewLine(t *testing.T, reg *prometheus.Registry) string {
 
 func TestMetricsWithoutAGathererIsNotFound(t *testing.T) {
 	s := newTestServer(t, nil)
-	w := do(s, http.MethodGet, "/metrics")
+	w := servertest.Do(s.Handler(), http.MethodGet, "/metrics")
 	if w.Code != http.StatusNotFound {
 		t.Fatalf("GET /metrics without a gatherer = %d, want 404", w.Code)
 	}
@@ -137,7 +138,7 @@ func TestMetricsWithoutAGathererIsNotFound(t *testing.T) {
 // nothing; a local Prometheus, or anyone with the configured token, reads them.
 func TestSecurityMetricsAreNotPublic(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
+	s, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		Metrics: metrics.New(reg), Gatherer: reg, MetricsToken: "s3cret-scrape-token"})
 	if err != nil {
 		t.Fatal(err)

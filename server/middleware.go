@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	c.Next()
 	status := c.Writer.Status()
 	attrs := []any{"method", c.Request.Method, "path", c.Request.URL.Path, "status", status,
-		"duration", duration(c), "remote", c.ClientIP()}
+		"duration", guard.SinceStart(c).Seconds(), "remote", c.ClientIP()}
 	if status == http.StatusServiceUnavailable && s.shuttingDown.Load() {
 		s.logger.Debug("refused while shutting down", attrs...) // expected, by the thousand
 		return
@@ -50,12 +51,12 @@ func (s *Server) recovery(c *gin.Context, recovered any) {
 }
 
 // shutdownGuard refuses every request once shutdown has begun with a 503: worker calls get
-// retryLater's text, which fishtest's worker and Shoal's retry (a JSON error would make them
+// api.RetryLater's text, which fishtest's worker and Shoal's retry (a JSON error would make them
 // drop the update and the task), everything else the path's error shape.
 func (s *Server) shutdownGuard(c *gin.Context) {
 	if s.shuttingDown.Load() {
 		if workerPaths[c.Request.URL.Path] {
-			retryLater(c, "server is shutting down")
+			api.RetryLater(c, "server is shutting down")
 			return
 		}
 		c.Header("Retry-After", "15")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/api"
 )
 
 // role is what this instance does now. A standby becomes the primary at run time, and a
@@ -19,19 +20,27 @@ type role struct {
 	runs RunSource
 	// changed is the primary's RunCache.Changed, nil otherwise (live pages then poll).
 	changed func() <-chan struct{}
+	// api is the role as the API reads it.
+	api api.Role
+}
+
+// newRole is the role called name, scheduling with sched (nil: none) and serving runs from
+// runs, with changed for live pages.
+func newRole(name string, sched *scheduler.Scheduler, runs RunSource, changed func() <-chan struct{}) *role {
+	return &role{name: name, sched: sched, runs: runs, changed: changed, api: api.Role{Scheduler: sched, Runs: runs}}
 }
 
 // initialRole is the role Deps describe: the primary's if they hold a scheduler, otherwise the
 // one Deps.Instance names ("standby@..."), or a secondary.
 func initialRole(d Deps) *role {
-	r := &role{name: "secondary", sched: d.Scheduler, runs: d.Runs, changed: d.Changed}
-	switch name, _, _ := strings.Cut(d.Instance, "@"); {
+	name := "secondary"
+	switch n, _, _ := strings.Cut(d.Instance, "@"); {
 	case d.Scheduler != nil:
-		r.name = "primary"
-	case name == "standby":
-		r.name = name
+		name = "primary"
+	case n == "standby":
+		name = n
 	}
-	return r
+	return newRole(name, d.Scheduler, d.Runs, d.Changed)
 }
 
 func (s *Server) role() *role { return s.current.Load() }
@@ -43,14 +52,14 @@ func (s *Server) scheduler() *scheduler.Scheduler { return s.role().sched }
 // (its run cache), with changed for live pages. Requests already running finish in the role
 // they started in.
 func (s *Server) Promote(sched *scheduler.Scheduler, runs RunSource, changed func() <-chan struct{}) {
-	s.current.Store(&role{name: "primary", sched: sched, runs: runs, changed: changed})
+	s.current.Store(newRole("primary", sched, runs, changed))
 	s.logger.Info("serving as the primary")
 }
 
 // Demote makes this instance serve as name ("standby" or "secondary") from runs (the
 // database): worker calls are told to retry elsewhere.
 func (s *Server) Demote(name string, runs RunSource) {
-	s.current.Store(&role{name: name, runs: runs})
+	s.current.Store(newRole(name, nil, runs, nil))
 	s.logger.Info("serving as " + name)
 }
 

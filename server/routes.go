@@ -6,6 +6,7 @@ import (
 	"github.com/gin-contrib/sessions"
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/static"
 )
@@ -40,15 +41,37 @@ func (s *Server) routes() *gin.Engine {
 	getAndHead(r, "/readyz", s.readyz)
 	r.GET("/metrics", s.metricsHandler())
 
-	// Worker API (protocol version 325).
-	s.workerRoutes(r)
+	// Worker API (protocol version 325, server/api): the nine endpoints of workerPaths. Every
+	// one but upload_pgn needs the primary's scheduler; a secondary turns them away before
+	// reading anything, as fishtest's RejectNonPrimaryWorkerApiMiddleware.
+	a := s.api
+	r.POST("/api/request_version", a.PrimaryOnly, a.RequestVersion)
+	r.POST("/api/request_task", a.PrimaryOnly, a.RequestTask)
+	r.POST("/api/update_task", a.PrimaryOnly, a.UpdateTask)
+	r.POST("/api/beat", a.PrimaryOnly, a.Beat)
+	r.POST("/api/request_spsa", a.PrimaryOnly, a.RequestSPSA)
+	r.POST("/api/failed_task", a.PrimaryOnly, a.FailedTask)
+	r.POST("/api/stop_run", a.PrimaryOnly, a.StopRun)
+	r.POST("/api/upload_pgn", s.transfers.AllowSlowBody, a.UploadPGN)
+	r.POST("/api/worker_log", a.PrimaryOnly, a.WorkerLog)
 
-	// Test submission without the UI.
-	s.submitRoutes(r)
+	// Test submission without the UI: creating a run and approving one.
+	r.POST("/api/create_run", a.CreateRun)
+	r.POST("/api/approve_run", a.ApproveRun)
 
-	// Read API.
-	getAndHead(r, "/api/calc_elo", s.calcElo)
-	s.readRoutes(r)
+	// Read API: fishtest's, unauthenticated, JSON (or files), same URLs, statuses and shapes
+	// as fishtest. GET routes also answer HEAD.
+	getAndHead(r, "/api/calc_elo", a.CalcElo)
+	getAndHead(r, "/api/active_runs", a.ActiveRuns)
+	getAndHead(r, "/api/finished_runs", a.FinishedRuns)
+	r.POST("/api/actions", a.Actions)
+	getAndHead(r, "/api/get_run/:id", s.primaryRoute(a.GetRun))
+	getAndHead(r, "/api/get_task/:id/:task_id", s.primaryRoute(a.GetTask))
+	getAndHead(r, "/api/get_elo/:id", s.primaryRoute(a.GetElo))
+	getAndHead(r, "/api/rate_limit", s.primaryRoute(a.RateLimit))
+	getAndHead(r, "/api/nn/:name", s.transfers.SlowReply(a.DownloadNN))
+	getAndHead(r, "/api/pgn/:name", s.transfers.SlowReply(a.DownloadPGN))
+	getAndHead(r, "/api/run_pgns/:name", s.transfers.SlowReply(a.DownloadRunPGNs))
 
 	// UI pages: sessions, the logged-in user and CSRF checks on every one of them.
 	s.uiRoutes(r.Group("", uiHeaders, sessions.Sessions(sessionCookie, s.sessions), cookieOptions, s.loadUser, s.checkCSRF))
@@ -61,6 +84,12 @@ func (s *Server) routes() *gin.Engine {
 	return r
 }
 
+// workerPaths are the worker protocol's endpoints, which routes registers: shutdownGuard answers
+// them the way workers retry.
+var workerPaths = map[string]bool{"/api/request_version": true, "/api/request_task": true, "/api/update_task": true,
+	"/api/beat": true, "/api/request_spsa": true, "/api/failed_task": true, "/api/stop_run": true,
+	"/api/upload_pgn": true, "/api/worker_log": true}
+
 // primaryRoute wraps a handler of a path that nginx sends to the primary's upstream, which
 // holds the primary and the standby (configs/nginx.conf, shoal_primary): a standby answers it,
 // when it comes through the proxy, with the retry 503, as it does the worker API, so that nginx
@@ -71,7 +100,7 @@ func (s *Server) routes() *gin.Engine {
 func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if s.Role() == "standby" && guard.IsLoopback(c.RemoteIP()) && guard.ProxyHeaders(c) {
-			retryLater(c, "a standby; the primary answers this")
+			api.RetryLater(c, "a standby; the primary answers this")
 			return
 		}
 		h(c)

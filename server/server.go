@@ -22,6 +22,7 @@ import (
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/templates"
 	"github.com/shoal-chess/shoal/tokenpool"
@@ -96,13 +97,10 @@ type Server struct {
 	pages        map[string]*template.Template
 	sessions     cookie.Store
 	logins       *guard.Logins     // login and signup rate limits, and the log of failed logins
-	apiGood      *knownGood        // API credentials that just succeeded skip the login limiter
 	live         *liveLimits       // bounds on open live-update streams
-	uploads      *tokenpool.Pool   // a slot per PGN upload being read, decoded and stored
 	heavy        *guard.HeavyReads // slots for reads that scan (event log searches), apart from the worker path
 	transfers    guard.Transfers   // the time limits of large uploads and downloads
-	taskLimits   *taskLimiter      // request_task calls per account and per address
-	pacer        *requestPacer     // retry_after for the request_task calls turned away
+	api          *api.Server       // the worker API, the read API and run submission
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 	current      atomic.Pointer[role] // see role.go
@@ -126,17 +124,21 @@ func New(deps Deps) (*Server, error) {
 	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
-		sessions: newSessionStore(deps.SessionSecret), apiGood: newKnownGood(10*time.Minute, 200_000),
-		live: newLiveLimits(), uploads: tokenpool.New(maxConcurrentUploads)}
+		sessions: newSessionStore(deps.SessionSecret), live: newLiveLimits()}
 	s.current.Store(initialRole(deps))
 	s.logins = guard.NewLogins(s.logger)
 	s.heavy = guard.NewHeavyReads()
 	s.transfers = guard.Transfers{Read: deps.ReadTimeout, Transfer: deps.TransferTimeout}
-	s.taskLimits = newTaskLimiter(deps.HeartbeatPeriod)
-	s.pacer = newRequestPacer(s.taskLimits.speed)
+	s.api = api.New(api.Deps{Logger: s.logger, Tokens: deps.Tokens, DB: deps.DB,
+		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL, NetworkFile: s.localNN,
+		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy})
 	s.engine = s.routes()
 	return s, nil
 }
+
+// API is the handler of the worker API, the read API and run submission, whose methods
+// routes.go names; tests reach its limits through it.
+func (s *Server) API() *api.Server { return s.api }
 
 // Handler returns the http.Handler serving every route.
 func (s *Server) Handler() http.Handler { return s.engine }
@@ -195,6 +197,3 @@ func (s *Server) renderBlock(c *gin.Context, status int, name, block string, dat
 		s.logger.Error("render page", "page", name, "block", block, "err", err)
 	}
 }
-
-// duration returns the seconds spent on the request so far, the worker protocol's duration.
-func duration(c *gin.Context) float64 { return guard.SinceStart(c).Seconds() }

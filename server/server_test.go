@@ -2,11 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -14,46 +10,23 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
 func TestMain(m *testing.M) { rundbtest.Main(m) }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // newTestServer returns a server over db (nil: none).
 func newTestServer(t *testing.T, db *rundb.DB) *Server {
 	t.Helper()
 	s, err := New(Deps{
-		Logger: discardLogger(), Tokens: tokenpool.New(4),
+		Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4),
 		DB: db, Version: "test", Database: "the test database",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func do(s *Server, method, path string) *httptest.ResponseRecorder {
-	w := httptest.NewRecorder()
-	s.Handler().ServeHTTP(w, httptest.NewRequest(method, path, nil))
-	return w
-}
-
-// apiBody decodes fishtest's JSON error shape and checks it is complete.
-func apiBody(t *testing.T, w *httptest.ResponseRecorder) (string, float64) {
-	t.Helper()
-	var body struct {
-		Error    *string  `json:"error"`
-		Duration *float64 `json:"duration"`
-	}
-	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
-		t.Fatalf("reply is not JSON: %v: %s", err, w.Body)
-	}
-	if body.Error == nil || body.Duration == nil {
-		t.Fatalf("reply lacks error or duration: %s", w.Body)
-	}
-	return *body.Error, *body.Duration
 }
 
 func TestHealthAndHome(t *testing.T) {
@@ -63,18 +36,18 @@ func TestHealthAndHome(t *testing.T) {
 	}
 	s := newTestServer(t, db)
 
-	w := do(s, http.MethodGet, "/healthz")
+	w := servertest.Do(s.Handler(), http.MethodGet, "/healthz")
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"status":"ok"`) {
 		t.Errorf("GET /healthz = %d %s", w.Code, w.Body)
 	}
-	if w := do(s, http.MethodHead, "/healthz"); w.Code != http.StatusOK {
+	if w := servertest.Do(s.Handler(), http.MethodHead, "/healthz"); w.Code != http.StatusOK {
 		t.Errorf("HEAD /healthz = %d", w.Code)
 	}
-	w = do(s, http.MethodGet, "/")
+	w = servertest.Do(s.Handler(), http.MethodGet, "/")
 	if w.Code != http.StatusFound || w.Header().Get("Location") != "/tests" {
 		t.Errorf("GET / = %d to %q, want 302 to /tests", w.Code, w.Header().Get("Location"))
 	}
-	if w := do(s, http.MethodGet, "/static/shoal.css"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "body") {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/static/shoal.css"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "body") {
 		t.Errorf("GET /static/shoal.css = %d", w.Code)
 	}
 }
@@ -84,19 +57,19 @@ func TestErrorShapes(t *testing.T) {
 	s := newTestServer(t, db)
 	s.engine.POST("/api/explode", func(*gin.Context) { panic("boom") })
 
-	w := do(s, http.MethodGet, "/api/no_such_endpoint")
-	if msg, _ := apiBody(t, w); w.Code != http.StatusNotFound || msg != "/api/no_such_endpoint: no such page" {
+	w := servertest.Do(s.Handler(), http.MethodGet, "/api/no_such_endpoint")
+	if msg, _ := servertest.APIError(t, w); w.Code != http.StatusNotFound || msg != "/api/no_such_endpoint: no such page" {
 		t.Errorf("unknown API path = %d %q", w.Code, msg)
 	}
-	w = do(s, http.MethodPost, "/api/explode")
-	if msg, d := apiBody(t, w); w.Code != http.StatusInternalServerError || msg != "/api/explode: Internal Server Error" || d < 0 {
+	w = servertest.Do(s.Handler(), http.MethodPost, "/api/explode")
+	if msg, d := servertest.APIError(t, w); w.Code != http.StatusInternalServerError || msg != "/api/explode: Internal Server Error" || d < 0 {
 		t.Errorf("panic = %d %q duration %v", w.Code, msg, d)
 	}
-	w = do(s, http.MethodGet, "/no/such/page")
+	w = servertest.Do(s.Handler(), http.MethodGet, "/no/such/page")
 	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "<h1>404 Not Found</h1>") {
 		t.Errorf("unknown page = %d:\n%s", w.Code, w.Body)
 	}
-	w = do(s, http.MethodPost, "/healthz")
+	w = servertest.Do(s.Handler(), http.MethodPost, "/healthz")
 	if w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /healthz = %d, want 405", w.Code)
 	}
@@ -106,17 +79,17 @@ func TestShutdownRefusesNewWork(t *testing.T) {
 	db := rundbtest.Open(t)
 	s := newTestServer(t, db)
 	s.BeginShutdown()
-	if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusServiceUnavailable {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/healthz"); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("GET /healthz while shutting down = %d, want 503", w.Code)
 	}
-	w := do(s, http.MethodGet, "/api/active_runs")
-	if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || msg != "/api/active_runs: server is shutting down" {
+	w := servertest.Do(s.Handler(), http.MethodGet, "/api/active_runs")
+	if msg, _ := servertest.APIError(t, w); w.Code != http.StatusServiceUnavailable || msg != "/api/active_runs: server is shutting down" {
 		t.Errorf("API while shutting down = %d %q", w.Code, msg)
 	}
 	if w.Header().Get("Retry-After") == "" {
 		t.Error("no Retry-After on a 503")
 	}
-	if w := do(s, http.MethodGet, "/"); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "shutting down") {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/"); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "shutting down") {
 		t.Errorf("page while shutting down = %d", w.Code)
 	}
 }
@@ -131,7 +104,7 @@ func TestHomeWithoutDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newTestServer(t, db)
-	w := do(s, http.MethodGet, "/tests")
+	w := servertest.Do(s.Handler(), http.MethodGet, "/tests")
 	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "Try again shortly") {
 		t.Errorf("GET /tests with a closed database = %d:\n%s", w.Code, w.Body)
 	}
@@ -141,11 +114,11 @@ func TestHomeWithoutDatabase(t *testing.T) {
 // (503 in the API's shape), and never while shutting down.
 func TestReadyz(t *testing.T) {
 	db := rundbtest.Open(t)
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: db, Instance: "secondary@test"})
+	s, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: db, Instance: "secondary@test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := do(s, http.MethodGet, "/readyz")
+	w := servertest.Do(s.Handler(), http.MethodGet, "/readyz")
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"role":"secondary"`) {
 		t.Errorf("GET /readyz = %d %s, want 200 with the role", w.Code, w.Body)
 	}
@@ -153,7 +126,7 @@ func TestReadyz(t *testing.T) {
 		t.Errorf("X-Shoal-Instance = %q", got)
 	}
 	s.BeginShutdown()
-	if w := do(s, http.MethodGet, "/readyz"); w.Code != http.StatusServiceUnavailable {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/readyz"); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("GET /readyz while shutting down = %d, want 503", w.Code)
 	}
 
@@ -164,15 +137,15 @@ func TestReadyz(t *testing.T) {
 	if err := closed.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s, err = New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: closed})
+	s, err = New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: closed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w = do(s, http.MethodGet, "/readyz")
-	if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || msg != "/readyz: the database does not answer" {
+	w = servertest.Do(s.Handler(), http.MethodGet, "/readyz")
+	if msg, _ := servertest.APIError(t, w); w.Code != http.StatusServiceUnavailable || msg != "/readyz: the database does not answer" {
 		t.Errorf("GET /readyz with a closed database = %d %q", w.Code, msg)
 	}
-	if w := do(s, http.MethodGet, "/healthz"); w.Code != http.StatusOK {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/healthz"); w.Code != http.StatusOK {
 		t.Errorf("GET /healthz with a closed database = %d: liveness does not depend on the database", w.Code)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -272,7 +273,7 @@ func TestUILiveRefusals(t *testing.T) {
 func TestUILiveSecondaryPolls(t *testing.T) {
 	env := newUIEnv(t)
 	r := env.runsAdd("alice", runsTestRequest(nil))
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
+	s, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		DB: env.db, Runs: env.sched})
 	if err != nil {
 		t.Fatal(err)

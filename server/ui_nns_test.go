@@ -23,6 +23,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/servertest"
 )
 
 // nnNameOf returns the proper name of a network with these contents.
@@ -543,7 +544,7 @@ func TestUISPRTCalc(t *testing.T) {
 // A secondary instance shows the form but stores nothing: uploads go to the primary.
 func TestUINNUploadOnASecondary(t *testing.T) {
 	env := newUIEnv(t)
-	secondary, err := New(Deps{Logger: discardLogger(), Tokens: env.s.deps.Tokens, Version: "test",
+	secondary, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: env.s.deps.Tokens, Version: "test",
 		DB: env.db, Runs: env.runs, DataDir: env.s.deps.DataDir})
 	if err != nil {
 		t.Fatal(err)
@@ -561,5 +562,26 @@ func TestUINNUploadOnASecondary(t *testing.T) {
 	}
 	if acts := env.nnUploadActions(); len(acts) != 0 {
 		t.Errorf("an upload on a secondary recorded %d actions", len(acts))
+	}
+}
+
+// A network uploaded through the form is what /api/nn serves.
+func TestNNDownloadAfterUpload(t *testing.T) {
+	env := newUIEnv(t)
+	b := env.as("alice")
+	content := nnContent("round trip")
+	name := nnNameOf(content)
+	if w := b.nnUpload(name, content, nnUploadOpts{token: b.nnToken()}); w.Code != http.StatusSeeOther {
+		t.Fatalf("upload = %d:\n%s", w.Code, body(w))
+	}
+	w := env.anon().get("/api/nn/" + name)
+	if w.Code != http.StatusOK || !bytes.Equal(w.Body.Bytes(), content) {
+		t.Fatalf("download = %d with %d bytes, want the %d uploaded", w.Code, w.Body.Len(), len(content))
+	}
+	if n, err := env.db.NNs.Get(context.Background(), name); err != nil || n.Downloads != 1 {
+		t.Errorf("downloads = %+v, %v; want 1", n, err)
+	}
+	if page := body(env.anon().get("/nns")); !bytes.Contains([]byte(page), []byte(`<td class="num">1</td>`)) {
+		t.Errorf("/nns does not show the download")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -489,7 +490,7 @@ func TestUIRunFormSubmit(t *testing.T) {
 func (b *browser) onSecondary(t *testing.T) *browser {
 	t.Helper()
 	env := b.env
-	sec, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
+	sec, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		DB: env.db, Runs: env.sched, SessionSecret: env.s.deps.SessionSecret, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

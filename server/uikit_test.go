@@ -13,6 +13,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -47,7 +48,7 @@ func newUIEnv(t *testing.T) *uiEnv {
 	if err := db.Users.SetBlocked(ctx, "eve", true); err != nil {
 		t.Fatal(err)
 	}
-	logger := discardLogger()
+	logger := servertest.DiscardLogger()
 	runs := rundb.NewRunCache(db.Runs, nil, logger)
 	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, runs, logger)
 	s, err := New(Deps{
@@ -137,3 +138,5 @@ func body(w *httptest.ResponseRecorder) string {
 	b, _ := io.ReadAll(w.Result().Body)
 	return string(b)
 }
+
+func intRef(i int) *int { return &i }

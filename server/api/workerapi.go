@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"context"
@@ -24,21 +24,6 @@ const (
 	maxUploadBody = DefaultMaxPGNBytes*4/3 + 1<<20
 )
 
-// workerRoutes registers the nine endpoints of the worker protocol.
-func (s *Server) workerRoutes(r gin.IRoutes) {
-	// Every worker endpoint but upload_pgn needs the primary's scheduler; a secondary turns
-	// them away before reading anything, as fishtest's RejectNonPrimaryWorkerApiMiddleware.
-	r.POST("/api/request_version", s.primaryOnly, s.requestVersion)
-	r.POST("/api/request_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.requestTask))
-	r.POST("/api/update_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.updateTask))
-	r.POST("/api/beat", s.primaryOnly, s.workerCall(maxWorkerBody, s.beat))
-	r.POST("/api/request_spsa", s.primaryOnly, s.workerCall(maxWorkerBody, s.requestSPSA))
-	r.POST("/api/failed_task", s.primaryOnly, s.workerCall(maxWorkerBody, s.failedTask))
-	r.POST("/api/stop_run", s.primaryOnly, s.workerCall(maxWorkerBody, s.stopRun))
-	r.POST("/api/upload_pgn", s.transfers.AllowSlowBody, s.workerCall(maxUploadBody, s.uploadPGN))
-	r.POST("/api/worker_log", s.primaryOnly, s.workerCall(maxWorkerBody, s.workerLog))
-}
-
 // maxConcurrentUploads bounds the PGN uploads decoded and stored at once: a fleet that stops all
 // at once uploads ten thousand PGNs in the same second, and each holds its decoded gzip and its
 // check in memory until it is stored. uploadSlotWait bounds the wait for one: a worker gives up
@@ -58,26 +43,21 @@ func (s *Server) uploadSlot(c *gin.Context) bool {
 		if c.Request.Context().Err() == nil { // the caller is still there: tell it to come back
 			c.Header("Retry-After", "15")
 			guard.ExpectRefusal(c)
-			apiError(c, http.StatusServiceUnavailable, "too many PGN uploads at once, try again later")
+			Error(c, http.StatusServiceUnavailable, "too many PGN uploads at once, try again later")
 		}
 		return false
 	}
 	return true
 }
 
-// workerPaths are the worker protocol's endpoints, which workerRoutes registers.
-var workerPaths = map[string]bool{"/api/request_version": true, "/api/request_task": true, "/api/update_task": true,
-	"/api/beat": true, "/api/request_spsa": true, "/api/failed_task": true, "/api/stop_run": true,
-	"/api/upload_pgn": true, "/api/worker_log": true}
-
-// primaryOnly turns a worker call away on an instance that does not schedule (a secondary),
-// before reading anything, so that it is retried (retryLater). fishtest answers a JSON error
+// PrimaryOnly turns a worker call away on an instance that does not schedule (a secondary),
+// before reading anything, so that it is retried (RetryLater). fishtest answers a JSON error
 // here, which its worker takes as final; behind nginx a 503 also sends the call on to the next
 // upstream.
-func (s *Server) primaryOnly(c *gin.Context) {
+func (s *Server) PrimaryOnly(c *gin.Context) {
 	sched := s.scheduler()
 	if sched == nil {
-		retryLater(c, primaryRequired)
+		RetryLater(c, primaryRequired)
 		return
 	}
 	// The handler uses this scheduler even if the instance steps down meanwhile.
@@ -85,18 +65,18 @@ func (s *Server) primaryOnly(c *gin.Context) {
 	c.Next()
 }
 
-// schedulerKey is where primaryOnly keeps the scheduler a worker call is handled by.
+// schedulerKey is where PrimaryOnly keeps the scheduler a worker call is handled by.
 const schedulerKey = "shoal.scheduler"
 
-// primaryOf is the scheduler primaryOnly let the worker call c in with.
+// primaryOf is the scheduler PrimaryOnly let the worker call c in with.
 func primaryOf(c *gin.Context) *scheduler.Scheduler {
 	return c.MustGet(schedulerKey).(*scheduler.Scheduler)
 }
 
-// retryLater answers a worker call that this instance cannot take now, shutting down or not the
+// RetryLater answers a worker call that this instance cannot take now, shutting down or not the
 // primary, the way workers retry instead of abandoning their task: protocol.RetryLaterStatus
 // with Retry-After and a body that is text, not JSON.
-func retryLater(c *gin.Context, why string) {
+func RetryLater(c *gin.Context, why string) {
 	c.Header("Retry-After", "15")
 	c.Header("Cache-Control", "no-store")
 	guard.ExpectRefusal(c) // by design, and as many as workers send
@@ -133,11 +113,11 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		apiError(c, http.StatusBadRequest, fmt.Sprintf("request body larger than %d bytes", limit))
+		Error(c, http.StatusBadRequest, fmt.Sprintf("request body larger than %d bytes", limit))
 		return nil, false
 	}
 	if err != nil {
-		apiError(c, http.StatusBadRequest, "request body could not be read")
+		Error(c, http.StatusBadRequest, "request body could not be read")
 		return nil, false
 	}
 	return b, true
@@ -150,7 +130,7 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 	username, password, err := protocol.DecodeAccess(body)
 	if err != nil {
-		apiError(c, http.StatusBadRequest, err.Error())
+		Error(c, http.StatusBadRequest, err.Error())
 		return nil, false
 	}
 	creds := s.apiGood.sum(username, password)
@@ -174,7 +154,7 @@ func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
 	}
 	switch {
 	case isAuthError(err):
-		apiError(c, http.StatusUnauthorized, err.Error())
+		Error(c, http.StatusUnauthorized, err.Error())
 		return nil, false
 	case err != nil:
 		s.internalError(c, err)
@@ -195,7 +175,7 @@ func (s *Server) reserveAPILogin(c *gin.Context, username string) (*guard.Reserv
 	if wait > 0 {
 		wait = guard.TooMany(c, wait)
 		s.logins.Refused(c, "api", username, wait)
-		apiError(c, http.StatusTooManyRequests, fmt.Sprintf(apiTooManyLoginsText, int64(wait.Seconds())))
+		Error(c, http.StatusTooManyRequests, fmt.Sprintf(apiTooManyLoginsText, int64(wait.Seconds())))
 		return nil, false
 	}
 	return r, true
@@ -217,9 +197,9 @@ func (s *Server) apiLogin(ctx context.Context, username, password string) (*rund
 	return u, err
 }
 
-// requestVersion answers the protocol version to any authenticated caller, however old its
+// RequestVersion answers the protocol version to any authenticated caller, however old its
 // worker_info: the worker updates itself if it is behind.
-func (s *Server) requestVersion(c *gin.Context) {
+func (s *Server) RequestVersion(c *gin.Context) {
 	body, ok := readBody(c, maxWorkerBody)
 	if !ok {
 		return
@@ -230,69 +210,91 @@ func (s *Server) requestVersion(c *gin.Context) {
 	c.JSON(http.StatusOK, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
 }
 
-// workerCall wraps an endpoint in fishtest's validate_request: credentials, the strict schema,
-// the run, the task, and the task's owner, in that order, each failure a 400 or 401 in the JSON
-// error shape.
+// RequestTask is POST /api/request_task.
+func (s *Server) RequestTask(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.requestTask) }
+
+// UpdateTask is POST /api/update_task.
+func (s *Server) UpdateTask(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.updateTask) }
+
+// Beat is POST /api/beat.
+func (s *Server) Beat(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.beat) }
+
+// RequestSPSA is POST /api/request_spsa.
+func (s *Server) RequestSPSA(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.requestSPSA) }
+
+// FailedTask is POST /api/failed_task.
+func (s *Server) FailedTask(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.failedTask) }
+
+// StopRun is POST /api/stop_run.
+func (s *Server) StopRun(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.stopRun) }
+
+// UploadPGN is POST /api/upload_pgn, whose body may arrive slowly (guard.Transfers.AllowSlowBody).
+func (s *Server) UploadPGN(c *gin.Context) { s.workerCall(c, maxUploadBody, s.uploadPGN) }
+
+// WorkerLog is POST /api/worker_log.
+func (s *Server) WorkerLog(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.workerLog) }
+
+// workerCall handles an endpoint in fishtest's validate_request: credentials, the strict
+// schema, the run, the task, and the task's owner, in that order, each failure a 400 or 401 in
+// the JSON error shape; then handle.
 // limit bounds the request body.
-func (s *Server) workerCall(limit int64, handle func(*gin.Context, *workerRequest)) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		body, ok := readBody(c, limit)
-		if !ok {
-			return
-		}
-		user, ok := s.authenticate(c, body)
-		if !ok {
-			return
-		}
-		var legacy func(string) bool
-		if sched := s.scheduler(); sched != nil {
-			legacy = sched.LegacyUsername
-		}
-		req, err := protocol.DecodeRequest(body, legacy)
+func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Context, *workerRequest)) {
+	body, ok := readBody(c, limit)
+	if !ok {
+		return
+	}
+	user, ok := s.authenticate(c, body)
+	if !ok {
+		return
+	}
+	var legacy func(string) bool
+	if sched := s.scheduler(); sched != nil {
+		legacy = sched.LegacyUsername
+	}
+	req, err := protocol.DecodeRequest(body, legacy)
+	if err != nil {
+		Error(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	w := &workerRequest{body: req, user: user, info: toWorkerInfo(req.WorkerInfo)}
+	w.info.RemoteAddr = c.ClientIP()
+	w.info.CountryCode = countryCode(c)
+	if req.RunID != nil {
+		id, err := rundb.ParseObjectID(*req.RunID)
 		if err != nil {
-			apiError(c, http.StatusBadRequest, err.Error())
+			Error(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
 			return
 		}
-		w := &workerRequest{body: req, user: user, info: toWorkerInfo(req.WorkerInfo)}
-		w.info.RemoteAddr = c.ClientIP()
-		w.info.CountryCode = countryCode(c)
-		if req.RunID != nil {
-			id, err := rundb.ParseObjectID(*req.RunID)
-			if err != nil {
-				apiError(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
+		w.run = id
+		owner, tasks, err := s.runTask(c.Request.Context(), id, req.TaskID)
+		switch {
+		case errors.Is(err, rundb.ErrNotFound), errors.Is(err, scheduler.ErrRunNotFound):
+			Error(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
+			return
+		case err != nil:
+			s.workerFailure(c, err)
+			return
+		}
+		if req.TaskID != nil {
+			t := *req.TaskID
+			if t < 0 || t >= tasks {
+				Error(c, http.StatusBadRequest, fmt.Sprintf("Invalid task_id %d for run_id %s", t, *req.RunID))
 				return
 			}
-			w.run = id
-			owner, tasks, err := s.runTask(c.Request.Context(), id, req.TaskID)
-			switch {
-			case errors.Is(err, rundb.ErrNotFound), errors.Is(err, scheduler.ErrRunNotFound):
-				apiError(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
-				return
-			case err != nil:
-				s.workerFailure(c, err)
-				return
-			}
-			if req.TaskID != nil {
-				t := *req.TaskID
-				if t < 0 || t >= tasks {
-					apiError(c, http.StatusBadRequest, fmt.Sprintf("Invalid task_id %d for run_id %s", t, *req.RunID))
+			for _, f := range []struct{ key, task, request string }{
+				{"unique_key", owner.UniqueKey, req.WorkerInfo.UniqueKey},
+				{"username", owner.Username, req.WorkerInfo.Username},
+			} {
+				if f.task != f.request {
+					Error(c, http.StatusBadRequest, fmt.Sprintf("Invalid %s for task %s/%d. From task: %s. From request: %s.",
+						f.key, *req.RunID, t, f.task, f.request))
 					return
 				}
-				for _, f := range []struct{ key, task, request string }{
-					{"unique_key", owner.UniqueKey, req.WorkerInfo.UniqueKey},
-					{"username", owner.Username, req.WorkerInfo.Username},
-				} {
-					if f.task != f.request {
-						apiError(c, http.StatusBadRequest, fmt.Sprintf("Invalid %s for task %s/%d. From task: %s. From request: %s.",
-							f.key, *req.RunID, t, f.task, f.request))
-						return
-					}
-				}
-				w.info.RemoteAddr = owner.RemoteAddr
 			}
+			w.info.RemoteAddr = owner.RemoteAddr
 		}
-		handle(c, w)
 	}
+	handle(c, w)
 }
 
 // runTask returns the owner of a task (when taskID is given) and the run's number of tasks:
@@ -317,7 +319,7 @@ func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (r
 			owner, tasks = wi, t+1
 			return nil
 		}
-		r, err := s.role().runs.Snapshot(ctx, id)
+		r, err := s.runs().Snapshot(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -354,10 +356,10 @@ func toWorkerInfo(w protocol.WorkerInfo) rundb.WorkerInfo {
 }
 
 // requirePrimary answers a 503 in the API's error shape with msg when this instance does not
-// schedule (a secondary): the JSON endpoints that submit work (worker calls use primaryOnly).
+// schedule (a secondary): the JSON endpoints that submit work (worker calls use PrimaryOnly).
 func (s *Server) requirePrimary(c *gin.Context, msg string) bool {
 	if s.scheduler() == nil {
-		apiError(c, http.StatusServiceUnavailable, msg)
+		Error(c, http.StatusServiceUnavailable, msg)
 		return false
 	}
 	return true
@@ -374,7 +376,7 @@ func needTask(c *gin.Context, w *workerRequest) bool {
 // need answers a 400 for a missing field the endpoint needs.
 func need(c *gin.Context, present bool, what string) bool {
 	if !present {
-		apiError(c, http.StatusBadRequest, "Missing "+what)
+		Error(c, http.StatusBadRequest, "Missing "+what)
 	}
 	return present
 }
@@ -485,7 +487,7 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Con
 	}
 	switch {
 	case errors.Is(err, scheduler.ErrTaskNotFound), errors.Is(err, scheduler.ErrRunNotFound), errors.Is(err, scheduler.ErrNotSPSA):
-		apiError(c, http.StatusBadRequest, err.Error())
+		Error(c, http.StatusBadRequest, err.Error())
 	case err != nil:
 		s.workerFailure(c, err)
 	default:
@@ -497,15 +499,15 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Con
 // (the database failed, or this primary lost its lease and is stepping down) is made in memory
 // but not acknowledged: the worker is told to retry, which is harmless (a repeated update is
 // not counted twice) and, behind nginx, reaches the new primary. So is a call that passed
-// primaryOnly just before the scheduler stopped (a step-down, or a shutdown after its drain):
+// PrimaryOnly just before the scheduler stopped (a step-down, or a shutdown after its drain):
 // it changed nothing. Anything else is a 500.
 func (s *Server) workerFailure(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, rundb.ErrNotStored):
 		s.logger.Warn("worker call not acknowledged: its change was not stored", "path", c.Request.URL.Path, "err", err)
-		retryLater(c, "the change could not be stored")
+		RetryLater(c, "the change could not be stored")
 	case errors.Is(err, scheduler.ErrStopped):
-		retryLater(c, "primary instance required")
+		RetryLater(c, "primary instance required")
 	default:
 		s.internalError(c, err)
 	}
@@ -580,14 +582,14 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 	case errors.Is(err, scheduler.ErrRunFinished):
 		msgErr = fmt.Sprintf("Run %s is already finished", w.run.Hex())
 	case errors.Is(err, scheduler.ErrTaskNotFound):
-		apiError(c, http.StatusBadRequest, err.Error())
+		Error(c, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
 		s.workerFailure(c, err)
 		return
 	}
 	if msgErr != "" {
-		apiError(c, http.StatusUnauthorized, msgErr)
+		Error(c, http.StatusUnauthorized, msgErr)
 		return
 	}
 	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
@@ -603,7 +605,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 	defer s.uploads.Release()
 	gz, err := decodePGNUpload(*w.body.PGN, DefaultMaxPGNBytes)
 	if err != nil {
-		apiError(c, http.StatusBadRequest, err.Error())
+		Error(c, http.StatusBadRequest, err.Error())
 		return
 	}
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
@@ -618,7 +620,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 
 func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 	if w.run != (rundb.ObjectID{}) && !w.hasTask() {
-		apiError(c, http.StatusBadRequest, "Missing task_id for worker_log run context")
+		Error(c, http.StatusBadRequest, "Missing task_id for worker_log run context")
 		return
 	}
 	a := &rundb.Action{Action: "worker_log", Username: w.user.Username, Worker: w.body.WorkerInfo.LongName(),

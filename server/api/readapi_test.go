@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"bytes"
@@ -15,42 +15,34 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/api"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/stats"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
-// withReadRoutes registers the read API on s's engine unless routes.go already has.
-func withReadRoutes(s *Server) {
-	for _, r := range s.engine.Routes() {
-		if r.Path == "/api/active_runs" {
-			return
-		}
-	}
-	s.readRoutes(s.engine)
-}
-
 // newReadServer returns a server with the read API on a fresh database; change, if not nil,
 // adjusts the dependencies first.
-func newReadServer(t *testing.T, change func(*Deps)) (*Server, *rundb.DB) {
+func newReadServer(t *testing.T, change func(*server.Deps)) (*server.Server, *rundb.DB) {
 	t.Helper()
 	db := rundbtest.Open(t)
-	deps := Deps{
-		Logger: discardLogger(), Tokens: tokenpool.New(4), Version: "test",
-		DB: db, Runs: rundb.NewRunCache(db.Runs, time.Now, discardLogger()),
+	deps := server.Deps{
+		Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
+		DB: db, Runs: rundb.NewRunCache(db.Runs, time.Now, servertest.DiscardLogger()),
 	}
 	if change != nil {
 		change(&deps)
 	}
-	s, err := New(deps)
+	s, err := server.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withReadRoutes(s)
 	return s, db
 }
 
 // doWith makes a request with a body and headers.
-func doWith(s *Server, method, path, body string, header map[string]string) *httptest.ResponseRecorder {
+func doWith(s *server.Server, method, path, body string, header map[string]string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	for k, v := range header {
 		req.Header.Set(k, v)
@@ -80,7 +72,7 @@ func wantAPIError(t *testing.T, w *httptest.ResponseRecorder, status int, path, 
 	if w.Code != status {
 		t.Errorf("status %d, want %d: %s", w.Code, status, w.Body)
 	}
-	msg, d := apiBody(t, w)
+	msg, d := servertest.APIError(t, w)
 	if !strings.HasPrefix(msg, path+": ") || !strings.Contains(msg, want) {
 		t.Errorf("error %q, want %q after %q", msg, want, path+": ")
 	}
@@ -205,8 +197,8 @@ func TestPythonTime(t *testing.T) {
 		{"another zone is shown in UTC", time.Date(2026, 11, 1, 12, 0, 0, 5000, time.FixedZone("CET", 3600)), "2026-11-01 11:00:00.000005+00:00"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := pythonTime(c.in); got != c.want {
-				t.Errorf("pythonTime = %q, want %q", got, c.want)
+			if got := api.PythonTime(c.in); got != c.want {
+				t.Errorf("api.PythonTime = %q, want %q", got, c.want)
 			}
 		})
 	}
@@ -219,7 +211,7 @@ func TestActiveRuns(t *testing.T) {
 	done := testRun(asFinished(parseUTC("2026-11-02T00:00:00Z"), nil))
 	insertRuns(t, db, first, second, done)
 
-	w := do(s, http.MethodGet, "/api/active_runs")
+	w := servertest.Do(s.Handler(), http.MethodGet, "/api/active_runs")
 	m := jsonObject(t, w)
 	if got := keyOrder(w.Body.String(), first.ID, second.ID, done.ID); !reflect.DeepEqual(got, []rundb.ObjectID{first.ID, second.ID}) {
 		t.Errorf("active runs in order %v, want the two unfinished ones oldest first %v", got, []rundb.ObjectID{first.ID, second.ID})
@@ -248,7 +240,7 @@ func TestActiveRuns(t *testing.T) {
 		t.Error("an active run in the listing has args.spsa.param_history")
 	}
 
-	if w := do(s, http.MethodHead, "/api/active_runs"); w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+	if w := servertest.Do(s.Handler(), http.MethodHead, "/api/active_runs"); w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
 		t.Errorf("HEAD /api/active_runs = %d %q", w.Code, w.Header().Get("Content-Type"))
 	}
 }
@@ -294,7 +286,7 @@ func TestFinishedRuns(t *testing.T) {
 		{"timestamp with decimals", "page=1&timestamp=" + ts + ".5", []rundb.ObjectID{green.ID}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := do(s, http.MethodGet, "/api/finished_runs?"+c.query)
+			w := servertest.Do(s.Handler(), http.MethodGet, "/api/finished_runs?"+c.query)
 			m := jsonObject(t, w)
 			if got := keyOrder(w.Body.String(), all...); !reflect.DeepEqual(got, c.want) || len(m) != len(c.want) {
 				t.Errorf("got %d runs in order %v\nwant %v", len(m), got, c.want)
@@ -325,7 +317,7 @@ func TestFinishedRuns(t *testing.T) {
 		{"a timestamp with letters", "page=1&timestamp=1700000000x", "Please provide a valid UNIX timestamp"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := do(s, http.MethodGet, "/api/finished_runs?"+c.query)
+			w := servertest.Do(s.Handler(), http.MethodGet, "/api/finished_runs?"+c.query)
 			wantAPIError(t, w, http.StatusBadRequest, "/api/finished_runs", c.want)
 		})
 	}
@@ -340,7 +332,7 @@ func TestGetRun(t *testing.T) {
 	insertRuns(t, db, run)
 
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
-		w := do(s, method, "/api/get_run/"+run.ID.Hex())
+		w := servertest.Do(s.Handler(), method, "/api/get_run/"+run.ID.Hex())
 		if w.Code != http.StatusOK {
 			t.Fatalf("%s = %d: %s", method, w.Code, w.Body)
 		}
@@ -348,7 +340,7 @@ func TestGetRun(t *testing.T) {
 			t.Errorf("%s: CORS headers %v", method, w.Header())
 		}
 	}
-	m := jsonObject(t, do(s, http.MethodGet, "/api/get_run/"+run.ID.Hex()))
+	m := jsonObject(t, servertest.Do(s.Handler(), http.MethodGet, "/api/get_run/"+run.ID.Hex()))
 	for key, want := range map[string]any{
 		"_id": run.ID.Hex(), "start_time": "2026-11-01 10:00:00.123000+00:00",
 		"last_updated": "2026-11-01 11:30:00+00:00", "a_future_field": "kept",
@@ -375,11 +367,11 @@ func TestGetRun(t *testing.T) {
 		{"an id that is not an ObjectId", "not-a-run"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := do(s, http.MethodGet, "/api/get_run/"+c.id)
+			w := servertest.Do(s.Handler(), http.MethodGet, "/api/get_run/"+c.id)
 			wantAPIError(t, w, http.StatusNotFound, "/api/get_run/"+c.id, "The run "+c.id+" does not exist")
 		})
 	}
-	if w := do(s, http.MethodOptions, "/api/get_run/"+run.ID.Hex()); w.Code != http.StatusMethodNotAllowed {
+	if w := servertest.Do(s.Handler(), http.MethodOptions, "/api/get_run/"+run.ID.Hex()); w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("OPTIONS /api/get_run = %d, want 405", w.Code)
 	}
 }
@@ -390,7 +382,7 @@ func TestGetTask(t *testing.T) {
 	insertRuns(t, db, run)
 	id := run.ID.Hex()
 
-	w := do(s, http.MethodGet, "/api/get_task/"+id+"/0")
+	w := servertest.Do(s.Handler(), http.MethodGet, "/api/get_task/"+id+"/0")
 	task := jsonObject(t, w)
 	wi := task["worker_info"].(map[string]any)
 	for key, want := range map[string]any{"unique_key": "ab12cd34...", "remote_addr": "?.?.?.?", "username": "alice", "country_code": "DE"} {
@@ -405,17 +397,17 @@ func TestGetTask(t *testing.T) {
 		t.Errorf("the reply reveals the worker's address or key: %s", w.Body)
 	}
 
-	task = jsonObject(t, do(s, http.MethodGet, "/api/get_task/"+id+"/1"))
+	task = jsonObject(t, servertest.Do(s.Handler(), http.MethodGet, "/api/get_task/"+id+"/1"))
 	if sp := task["spsa_params"].(map[string]any); !reflect.DeepEqual(sp["packed_flips"], []any{128.0, 1.0}) || sp["iter"] != 4.0 {
 		t.Errorf("spsa_params = %v, want packed_flips [128 1]", sp)
 	}
 
-	task = jsonObject(t, do(s, http.MethodGet, "/api/get_task/"+id+"/0bad"))
+	task = jsonObject(t, servertest.Do(s.Handler(), http.MethodGet, "/api/get_task/"+id+"/0bad"))
 	if task["residual"] != "inf" || task["residual_color"] != "red" || task["task_id"] != 0.0 || task["bad"] != true {
 		t.Errorf("bad task 0 = %v, want residual \"inf\"", task)
 	}
 
-	if w := do(s, http.MethodHead, "/api/get_task/"+id+"/0"); w.Code != http.StatusOK {
+	if w := servertest.Do(s.Handler(), http.MethodHead, "/api/get_task/"+id+"/0"); w.Code != http.StatusOK {
 		t.Errorf("HEAD = %d", w.Code)
 	}
 
@@ -429,7 +421,7 @@ func TestGetTask(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := "/api/get_task/" + c.run + "/" + c.task
-			wantAPIError(t, do(s, http.MethodGet, path), http.StatusNotFound, path,
+			wantAPIError(t, servertest.Do(s.Handler(), http.MethodGet, path), http.StatusNotFound, path,
 				"The task "+c.run+"/"+c.task+" does not exist")
 		})
 	}
@@ -452,7 +444,7 @@ func TestGetElo(t *testing.T) {
 		{"an SPRT stored without a model is BayesElo", legacy, "BayesElo"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := jsonObject(t, do(s, http.MethodGet, "/api/get_elo/"+c.run.ID.Hex()))
+			m := jsonObject(t, servertest.Do(s.Handler(), http.MethodGet, "/api/get_elo/"+c.run.ID.Hex()))
 			want, err := stats.EstimateSPRTElo(res, 0.05, 0.05, 0.05, 0, 2, c.model)
 			if err != nil {
 				t.Fatal(err)
@@ -476,14 +468,14 @@ func TestGetElo(t *testing.T) {
 	}
 
 	t.Run("a run without SPRT answers {}", func(t *testing.T) {
-		w := do(s, http.MethodGet, "/api/get_elo/"+spsa.ID.Hex())
+		w := servertest.Do(s.Handler(), http.MethodGet, "/api/get_elo/"+spsa.ID.Hex())
 		if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != "{}" {
 			t.Errorf("get_elo of an SPSA run = %d %s, want 200 {}", w.Code, w.Body)
 		}
 	})
 	t.Run("a missing run is 404", func(t *testing.T) {
 		id := rundb.NewObjectID().Hex()
-		wantAPIError(t, do(s, http.MethodGet, "/api/get_elo/"+id), http.StatusNotFound, "/api/get_elo/"+id, "The run "+id+" does not exist")
+		wantAPIError(t, servertest.Do(s.Handler(), http.MethodGet, "/api/get_elo/"+id), http.StatusNotFound, "/api/get_elo/"+id, "The run "+id+" does not exist")
 	})
 }
 
@@ -573,7 +565,7 @@ func TestActions(t *testing.T) {
 	}
 
 	t.Run("a huge body is refused", func(t *testing.T) {
-		body := `{"username": "` + strings.Repeat("a", maxActionsBody) + `"}`
+		body := `{"username": "` + strings.Repeat("a", api.MaxActionsBody) + `"}`
 		wantAPIError(t, doWith(s, http.MethodPost, "/api/actions", body, nil), http.StatusRequestEntityTooLarge, "/api/actions", "bytes")
 	})
 	t.Run("OPTIONS is not allowed", func(t *testing.T) {
@@ -585,7 +577,7 @@ func TestActions(t *testing.T) {
 
 func TestActionsReturnsAtMost200(t *testing.T) {
 	s, db := newReadServer(t, nil)
-	for i := range maxActions + 5 {
+	for i := range api.MaxActions + 5 {
 		if err := db.Actions.Insert(context.Background(), &rundb.Action{Time: float64(1000 + i), Action: "log_message", Username: "alice"}); err != nil {
 			t.Fatal(err)
 		}
@@ -595,7 +587,7 @@ func TestActionsReturnsAtMost200(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
 		t.Fatalf("%v: %s", err, w.Body)
 	}
-	if len(list) != maxActions || list[0].Time != float64(1000+maxActions+4) || list[len(list)-1].Time != 1005 {
+	if len(list) != api.MaxActions || list[0].Time != float64(1000+api.MaxActions+4) || list[len(list)-1].Time != 1005 {
 		t.Errorf("got %d actions from time %v to %v, want the newest 200", len(list), list[0].Time, list[len(list)-1].Time)
 	}
 }
@@ -603,12 +595,12 @@ func TestActionsReturnsAtMost200(t *testing.T) {
 func TestRateLimit(t *testing.T) {
 	s, _ := newReadServer(t, nil)
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
-		w := do(s, method, "/api/rate_limit")
+		w := servertest.Do(s.Handler(), method, "/api/rate_limit")
 		if w.Code != http.StatusOK {
 			t.Errorf("%s = %d", method, w.Code)
 		}
 	}
-	if m := jsonObject(t, do(s, http.MethodGet, "/api/rate_limit")); m["configured"] != false || m["message"] == "" {
+	if m := jsonObject(t, servertest.Do(s.Handler(), http.MethodGet, "/api/rate_limit")); m["configured"] != false || m["message"] == "" {
 		t.Errorf("rate_limit = %v, want configured false and a message", m)
 	}
 }
@@ -637,7 +629,7 @@ func TestDownloadNN(t *testing.T) {
 		{"HEAD does not count a download", "", http.MethodHead, nil, "http://example.com/nn/" + net, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, db := newReadServer(t, func(d *Deps) { d.NNURL = c.nnURL })
+			s, db := newReadServer(t, func(d *server.Deps) { d.NNURL = c.nnURL })
 			if err := db.NNs.Insert(context.Background(), &rundb.NN{Name: net, User: "alice"}); err != nil {
 				t.Fatal(err)
 			}
@@ -653,7 +645,7 @@ func TestDownloadNN(t *testing.T) {
 	t.Run("an unknown network is 404", func(t *testing.T) {
 		s, _ := newReadServer(t, nil)
 		path := "/api/nn/nn-ffffffffffff.nnue"
-		wantAPIError(t, do(s, http.MethodGet, path), http.StatusNotFound, path, "The network nn-ffffffffffff.nnue does not exist")
+		wantAPIError(t, servertest.Do(s.Handler(), http.MethodGet, path), http.StatusNotFound, path, "The network nn-ffffffffffff.nnue does not exist")
 	})
 }
 
@@ -661,7 +653,7 @@ func TestDownloadNN(t *testing.T) {
 // a request whose context ends answers 500 instead of reaching the database.
 func TestReadAPIWaitsForADatabaseToken(t *testing.T) {
 	pool := tokenpool.New(1)
-	s, db := newReadServer(t, func(d *Deps) { d.Tokens = pool })
+	s, db := newReadServer(t, func(d *server.Deps) { d.Tokens = pool })
 	run := testRun(nil)
 	insertRuns(t, db, run)
 	if err := db.NNs.Insert(context.Background(), &rundb.NN{Name: "nn-0123456789ab.nnue"}); err != nil {
@@ -702,7 +694,7 @@ func FuzzParseActionFilter(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if _, err := parseActionFilter(body); err != nil || len(bytes.TrimSpace(body)) == 0 {
+		if _, err := api.ParseActionFilter(body); err != nil || len(bytes.TrimSpace(body)) == 0 {
 			return
 		}
 		var raw map[string]json.RawMessage
@@ -711,7 +703,7 @@ func FuzzParseActionFilter(f *testing.F) {
 		}
 		for k, v := range raw {
 			v = bytes.TrimSpace(v)
-			if _, ok := actionFilterKeys[k]; !ok || (len(v) > 0 && (v[0] == '{' || v[0] == '[')) {
+			if _, ok := api.ActionFilterKeys[k]; !ok || (len(v) > 0 && (v[0] == '{' || v[0] == '[')) {
 				t.Errorf("accepted key %q with value %s", k, v)
 			}
 		}

@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -67,7 +68,7 @@ func TestWorkerCallWhoseChangeIsNotStoredIsToldToRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(j2.Close)
-	cache := rundb.NewRunCache(db.Runs, nil, discardLogger())
+	cache := rundb.NewRunCache(db.Runs, nil, servertest.DiscardLogger())
 	cache.SetJournal(j2)
 	if _, err := cache.Preload(ctx); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"bytes"
@@ -94,11 +94,11 @@ func attachment(name string) string {
 
 var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
-// downloadPGN is GET /api/pgn/{run id}-{task id}.pgn: one task's games, stored gzipped and
+// DownloadPGN is GET /api/pgn/{run id}-{task id}.pgn: one task's games, stored gzipped and
 // sent as is, as a gzip file to save. Not with Content-Encoding: gzip, which makes browsers and
 // HTTP clients inflate whatever was stored, a gzip bomb uploaded before uploads were checked
 // included. The name is cut at its first '.', as in fishtest.
-func (s *Server) downloadPGN(c *gin.Context) {
+func (s *Server) DownloadPGN(c *gin.Context) {
 	name := c.Param("name")
 	runTask, _, _ := strings.Cut(name, ".")
 	var p *rundb.PGN
@@ -109,7 +109,7 @@ func (s *Server) downloadPGN(c *gin.Context) {
 	})
 	switch {
 	case errors.Is(err, rundb.ErrNotFound):
-		apiError(c, http.StatusNotFound, "No data found for "+name)
+		Error(c, http.StatusNotFound, "No data found for "+name)
 		return
 	case err != nil:
 		s.internalError(c, err)
@@ -131,7 +131,7 @@ func (s *Server) downloadPGN(c *gin.Context) {
 // runPGNsName is the only file name /api/run_pgns serves: a run id and .pgn.gz.
 var runPGNsName = regexp.MustCompile(`^([a-zA-Z0-9]+)\.pgn\.gz$`)
 
-// downloadRunPGNs is GET /api/run_pgns/{run id}.pgn.gz: every stored task PGN of the run, in
+// DownloadRunPGNs is GET /api/run_pgns/{run id}.pgn.gz: every stored task PGN of the run, in
 // task order, one gzip member after another. A concatenation of gzip streams is itself a valid
 // gzip file (RFC 1952), so gunzip gives the games of all tasks; unlike /api/pgn it is sent as a
 // file, without Content-Encoding. Content-Length is the sum of the stored sizes.
@@ -140,11 +140,11 @@ var runPGNsName = regexp.MustCompile(`^([a-zA-Z0-9]+)\.pgn\.gz$`)
 // between reads: memory stays at one task's PGN and a slow client holds no token. If a PGN
 // vanishes or changes size after the headers are sent, the reply is cut short, which the client
 // sees as a truncated download (Content-Length promised more).
-func (s *Server) downloadRunPGNs(c *gin.Context) {
+func (s *Server) DownloadRunPGNs(c *gin.Context) {
 	name := c.Param("name")
 	m := runPGNsName.FindStringSubmatch(name)
 	if m == nil {
-		apiError(c, http.StatusBadRequest, "Invalid filename format for "+name)
+		Error(c, http.StatusBadRequest, "Invalid filename format for "+name)
 		return
 	}
 	runID := m[1]
@@ -163,7 +163,7 @@ func (s *Server) downloadRunPGNs(c *gin.Context) {
 		total += p.Size
 	}
 	if len(list) == 0 || total == 0 {
-		apiError(c, http.StatusNotFound, "No data found for "+name)
+		Error(c, http.StatusNotFound, "No data found for "+name)
 		return
 	}
 	h := c.Writer.Header()

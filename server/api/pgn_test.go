@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/api"
+	"github.com/shoal-chess/shoal/server/servertest"
 )
 
 func gzipped(t testing.TB, text string) []byte {
@@ -48,7 +50,7 @@ func TestDecodePGNUpload(t *testing.T) {
 		{"a single byte", b64([]byte{0x1f}), 1 << 20, "not gzip data"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := decodePGNUpload(c.in, c.maxBytes)
+			got, err := api.DecodePGNUpload(c.in, c.maxBytes)
 			if c.wantErr == "" {
 				if err != nil || !bytes.Equal(got, gz) {
 					t.Errorf("= %d bytes, %v; want the gzip data", len(got), err)
@@ -67,13 +69,13 @@ func FuzzDecodePGNUpload(f *testing.F) {
 	f.Add("H4s=", 2)
 	f.Add("====", 10)
 	f.Fuzz(func(t *testing.T, in string, maxBytes int) {
-		got, err := decodePGNUpload(in, maxBytes)
+		got, err := api.DecodePGNUpload(in, maxBytes)
 		if err != nil {
 			return
 		}
 		limit := maxBytes
 		if limit <= 0 {
-			limit = DefaultMaxPGNBytes
+			limit = api.DefaultMaxPGNBytes
 		}
 		if len(got) < 2 || got[0] != 0x1f || got[1] != 0x8b || len(got) > limit {
 			t.Errorf("accepted %d bytes starting %x with limit %d", len(got), got[:min(2, len(got))], limit)
@@ -98,7 +100,7 @@ func TestDownloadPGN(t *testing.T) {
 
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
 		t.Run(method, func(t *testing.T) {
-			w := do(s, method, "/api/pgn/"+name)
+			w := servertest.Do(s.Handler(), method, "/api/pgn/"+name)
 			if w.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}
@@ -128,12 +130,12 @@ func TestDownloadPGN(t *testing.T) {
 		})
 	}
 	t.Run("the name is cut at its first dot", func(t *testing.T) {
-		if w := do(s, http.MethodGet, "/api/pgn/"+run+"-3.anything.else"); w.Code != http.StatusOK || w.Body.Len() != len(gz) {
+		if w := servertest.Do(s.Handler(), http.MethodGet, "/api/pgn/"+run+"-3.anything.else"); w.Code != http.StatusOK || w.Body.Len() != len(gz) {
 			t.Errorf("= %d with %d bytes", w.Code, w.Body.Len())
 		}
 	})
 	t.Run("a name with a quote is quoted in the header", func(t *testing.T) {
-		w := do(s, http.MethodGet, "/api/pgn/"+run+`-3.pgn"x`)
+		w := servertest.Do(s.Handler(), http.MethodGet, "/api/pgn/"+run+`-3.pgn"x`)
 		if got := w.Header().Get("Content-Disposition"); got != `attachment; filename="`+run+`-3.pgn\"x.gz"` {
 			t.Errorf("Content-Disposition = %q", got)
 		}
@@ -143,7 +145,7 @@ func TestDownloadPGN(t *testing.T) {
 		{"a run without PGNs", rundb.NewObjectID().Hex() + "-3.pgn"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wantAPIError(t, do(s, http.MethodGet, "/api/pgn/"+c.file), http.StatusNotFound, "/api/pgn/"+c.file, "No data found for "+c.file)
+			wantAPIError(t, servertest.Do(s.Handler(), http.MethodGet, "/api/pgn/"+c.file), http.StatusNotFound, "/api/pgn/"+c.file, "No data found for "+c.file)
 		})
 	}
 }
@@ -167,7 +169,7 @@ func TestDownloadRunPGNs(t *testing.T) {
 
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
 		t.Run(method, func(t *testing.T) {
-			w := do(s, method, "/api/run_pgns/"+name)
+			w := servertest.Do(s.Handler(), method, "/api/run_pgns/"+name)
 			if w.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}
@@ -212,7 +214,7 @@ func TestDownloadRunPGNs(t *testing.T) {
 		{"a name with a regex character", "a.b.pgn.gz", http.StatusBadRequest, "Invalid filename format for "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wantAPIError(t, do(s, http.MethodGet, "/api/run_pgns/"+c.file), c.status, "/api/run_pgns/"+c.file, c.want+c.file)
+			wantAPIError(t, servertest.Do(s.Handler(), http.MethodGet, "/api/run_pgns/"+c.file), c.status, "/api/run_pgns/"+c.file, c.want+c.file)
 		})
 	}
 
@@ -221,7 +223,7 @@ func TestDownloadRunPGNs(t *testing.T) {
 		good, bad := gzipped(t, "good"), gzipped(t, "bad")
 		insertPGN(t, db, run+"-0", good, len(good))
 		insertPGN(t, db, run+"-1", bad, len(bad)+5)
-		w := do(s, http.MethodGet, "/api/run_pgns/"+run+".pgn.gz")
+		w := servertest.Do(s.Handler(), http.MethodGet, "/api/run_pgns/"+run+".pgn.gz")
 		if w.Header().Get("Content-Length") != strconv.Itoa(len(good)+len(bad)+5) || !bytes.Equal(w.Body.Bytes(), good) {
 			t.Errorf("sent %d bytes with Content-Length %s; want only the first PGN, so the client sees a short body",
 				w.Body.Len(), w.Header().Get("Content-Length"))

@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -274,7 +276,7 @@ func checkRetryLater(t *testing.T, name string, w *httptest.ResponseRecorder) {
 func TestGoldenRetryLaterWhileShuttingDownAndOnASecondary(t *testing.T) {
 	f := newFleet(t)
 	id := f.newRun(map[string]any{"num_games": 10000})
-	secondary, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, discardLogger()),
+	secondary, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, servertest.DiscardLogger()),
 		Version: "test", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +285,7 @@ func TestGoldenRetryLaterWhileShuttingDownAndOnASecondary(t *testing.T) {
 		b, _ := json.Marshal(call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(2)}))
 		return b
 	}
-	send := func(s *Server, path string) *httptest.ResponseRecorder {
+	send := func(s *server.Server, path string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body()))
 		r.Header.Set("Content-Type", "application/json")
@@ -299,8 +301,8 @@ func TestGoldenRetryLaterWhileShuttingDownAndOnASecondary(t *testing.T) {
 	for _, path := range allWorkerPaths {
 		checkRetryLater(t, "shutting down "+path, send(f.srv, path))
 	}
-	w := do(f.srv, http.MethodGet, "/api/active_runs")
-	if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || msg != "/api/active_runs: server is shutting down" {
+	w := servertest.Do(f.srv.Handler(), http.MethodGet, "/api/active_runs")
+	if msg, _ := servertest.APIError(t, w); w.Code != http.StatusServiceUnavailable || msg != "/api/active_runs: server is shutting down" {
 		t.Errorf("a read endpoint while shutting down: %d %q, want the JSON error", w.Code, msg)
 	}
 }
@@ -357,8 +359,8 @@ func TestGoldenRepliesOfTheJSONAPI(t *testing.T) {
 func TestStandbyPassesThePrimarysRoutesOn(t *testing.T) {
 	f := newFleet(t)
 	id := f.newRun(map[string]any{"num_games": 10000})
-	newInstance := func(instance string) *Server {
-		s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, discardLogger()),
+	newInstance := func(instance string) *server.Server {
+		s, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, servertest.DiscardLogger()),
 			Version: "test", DataDir: t.TempDir(), Instance: instance})
 		if err != nil {
 			t.Fatal(err)
@@ -366,7 +368,7 @@ func TestStandbyPassesThePrimarysRoutesOn(t *testing.T) {
 		return s
 	}
 	standby, secondary := newInstance("standby@127.0.0.1:8003"), newInstance("secondary@127.0.0.1:8001")
-	get := func(s *Server, path string, proxied bool) *httptest.ResponseRecorder {
+	get := func(s *server.Server, path string, proxied bool) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodGet, path, nil)
 		r.RemoteAddr = "127.0.0.1:50000"

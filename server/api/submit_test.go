@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/api"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -24,7 +27,7 @@ const (
 
 // newSubmitServer returns a server with the submission routes over a fresh database holding
 // alice (a user), bob and carol (approvers) and dave (pending), each with password "secret".
-func newSubmitServer(t *testing.T) (*Server, *rundb.DB) {
+func newSubmitServer(t *testing.T) (*server.Server, *rundb.DB) {
 	t.Helper()
 	ctx := context.Background()
 	db := rundbtest.Open(t)
@@ -38,30 +41,19 @@ func newSubmitServer(t *testing.T) (*Server, *rundb.DB) {
 			t.Fatal(err)
 		}
 	}
-	logger := discardLogger()
+	logger := servertest.DiscardLogger()
 	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
-	s, err := New(Deps{
+	s, err := server.New(server.Deps{
 		Logger: logger, Tokens: tokenpool.New(4), Version: "test",
 		DB: db, Runs: sch, Scheduler: sch,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerSubmitRoutes(s)
 	return s, db
 }
 
-// registerSubmitRoutes adds the submission routes unless routes.go already has.
-func registerSubmitRoutes(s *Server) {
-	for _, r := range s.engine.Routes() {
-		if r.Path == "/api/create_run" {
-			return
-		}
-	}
-	s.submitRoutes(s.engine)
-}
-
-func postSubmit(s *Server, path, body string) *httptest.ResponseRecorder {
+func postSubmit(s *server.Server, path, body string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -86,7 +78,7 @@ func submitBody(user, run string) string {
 }
 
 // submitRun submits a run as alice and returns its id.
-func submitRun(t *testing.T, s *Server, run string) rundb.ObjectID {
+func submitRun(t *testing.T, s *server.Server, run string) rundb.ObjectID {
 	t.Helper()
 	w := postSubmit(s, "/api/create_run", submitBody("alice", run))
 	if w.Code != http.StatusOK {
@@ -157,7 +149,7 @@ func TestCreateRunRejectsInvalidFields(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := postSubmit(s, "/api/create_run", c.body)
-			msg, _ := apiBody(t, w)
+			msg, _ := servertest.APIError(t, w)
 			if w.Code != c.status || !strings.HasPrefix(msg, "/api/create_run: "+c.prefix) {
 				t.Errorf("= %d %q\nwant %d %q", w.Code, msg, c.status, "/api/create_run: "+c.prefix)
 			}
@@ -170,23 +162,22 @@ func TestCreateRunRejectsInvalidFields(t *testing.T) {
 
 func TestCreateRunBodyTooLarge(t *testing.T) {
 	s, _ := newSubmitServer(t)
-	huge := submitBody("alice", submitRunArgs(`"tc": "10+0.1", "num_games": 2000, "msg_new": "`+strings.Repeat("x", maxSubmitBody)+`"`))
+	huge := submitBody("alice", submitRunArgs(`"tc": "10+0.1", "num_games": 2000, "msg_new": "`+strings.Repeat("x", api.MaxSubmitBody)+`"`))
 	w := postSubmit(s, "/api/create_run", huge)
-	if msg, _ := apiBody(t, w); w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "larger than") {
+	if msg, _ := servertest.APIError(t, w); w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "larger than") {
 		t.Errorf("huge body = %d %q", w.Code, msg)
 	}
 }
 
 func TestSubmissionNeedsThePrimary(t *testing.T) {
 	db := rundbtest.Open(t)
-	s, err := New(Deps{Logger: discardLogger(), Tokens: tokenpool.New(4), DB: db})
+	s, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerSubmitRoutes(s)
 	for _, path := range []string{"/api/create_run", "/api/approve_run"} {
 		w := postSubmit(s, path, `{}`)
-		if msg, _ := apiBody(t, w); w.Code != http.StatusServiceUnavailable || !strings.Contains(msg, "primary") {
+		if msg, _ := servertest.APIError(t, w); w.Code != http.StatusServiceUnavailable || !strings.Contains(msg, "primary") {
 			t.Errorf("%s without a scheduler = %d %q", path, w.Code, msg)
 		}
 	}
@@ -242,7 +233,7 @@ func TestCreateAndApproveOverHTTP(t *testing.T) {
 			}
 			return w.Code, ""
 		}
-		msg, _ := apiBody(t, w)
+		msg, _ := servertest.APIError(t, w)
 		return w.Code, msg
 	}
 	cases := []struct {
@@ -281,7 +272,7 @@ func TestCreateAndApproveOverHTTP(t *testing.T) {
 	}
 
 	w := postSubmit(s, "/api/approve_run", `{"username": "bob", "password": "secret", "run_id": "`+ltc.Hex()+`", "force": true}`)
-	if msg, _ := apiBody(t, w); w.Code != 400 || !strings.HasPrefix(msg, "/api/approve_run: force: unknown field") {
+	if msg, _ := servertest.APIError(t, w); w.Code != 400 || !strings.HasPrefix(msg, "/api/approve_run: force: unknown field") {
 		t.Errorf("unknown key = %d %q", w.Code, msg)
 	}
 }
@@ -298,7 +289,7 @@ func TestApproverCannotApproveOwnRun(t *testing.T) {
 	}
 	_ = json.Unmarshal(w.Body.Bytes(), &reply)
 	w = postSubmit(s, "/api/approve_run", `{"username": "bob", "password": "secret", "run_id": "`+reply.RunID+`"}`)
-	if msg, _ := apiBody(t, w); w.Code != http.StatusForbidden || msg != "/api/approve_run: run "+reply.RunID+": self approval is disabled" {
+	if msg, _ := servertest.APIError(t, w); w.Code != http.StatusForbidden || msg != "/api/approve_run: run "+reply.RunID+": self approval is disabled" {
 		t.Errorf("self approval = %d %q", w.Code, msg)
 	}
 	id, _ := rundb.ParseObjectID(reply.RunID)
@@ -322,12 +313,12 @@ func FuzzDecodeCreateRun(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"":{}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var body createRunBody
-		err := decodeStrict(data, &body)
+		var body api.CreateRunBody
+		err := api.DecodeStrict(data, &body)
 		if err != nil {
 			var fe *scheduler.FieldError
 			if !errors.As(err, &fe) || fe.Field == "" {
-				t.Fatalf("decodeStrict(%q) = %v, want a FieldError", data, err)
+				t.Fatalf("api.DecodeStrict(%q) = %v, want a FieldError", data, err)
 			}
 			return
 		}

@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"bytes"
@@ -41,16 +41,10 @@ type approveRunBody struct {
 // errNotApprover means an authenticated user without the right to approve tried to.
 var errNotApprover = errors.New("not an approver")
 
-// submitRoutes registers test submission without the UI: creating a run and approving one.
-func (s *Server) submitRoutes(r gin.IRoutes) {
-	r.POST("/api/create_run", s.createRun)
-	r.POST("/api/approve_run", s.approveRun)
-}
-
-// createRun stores a new, unapproved run for the authenticated user. Every invalid field is a
+// CreateRun stores a new, unapproved run for the authenticated user. Every invalid field is a
 // 400 naming it by its JSON path ("run.sprt.elo0"); bad credentials are a 401, and too many of
 // them from the client's address a 429 (reserveAPILogin).
-func (s *Server) createRun(c *gin.Context) {
+func (s *Server) CreateRun(c *gin.Context) {
 	if !s.requirePrimary(c, submitToPrimary) {
 		return
 	}
@@ -59,7 +53,7 @@ func (s *Server) createRun(c *gin.Context) {
 		return
 	}
 	if body.Run == nil {
-		apiError(c, http.StatusBadRequest, "run: missing: give the run's arguments")
+		Error(c, http.StatusBadRequest, "run: missing: give the run's arguments")
 		return
 	}
 	res, ok := s.reserveAPILogin(c, body.Username)
@@ -83,9 +77,9 @@ func (s *Server) createRun(c *gin.Context) {
 	var fe *scheduler.FieldError
 	switch {
 	case isAuthError(err):
-		apiError(c, http.StatusUnauthorized, err.Error())
+		Error(c, http.StatusUnauthorized, err.Error())
 	case errors.As(err, &fe):
-		apiError(c, http.StatusBadRequest, "run."+fe.Error())
+		Error(c, http.StatusBadRequest, "run."+fe.Error())
 	case err != nil:
 		s.internalError(c, err)
 	default:
@@ -93,8 +87,8 @@ func (s *Server) createRun(c *gin.Context) {
 	}
 }
 
-// approveRun lets an approver approve someone else's run, once.
-func (s *Server) approveRun(c *gin.Context) {
+// ApproveRun lets an approver approve someone else's run, once.
+func (s *Server) ApproveRun(c *gin.Context) {
 	if !s.requirePrimary(c, submitToPrimary) {
 		return
 	}
@@ -103,12 +97,12 @@ func (s *Server) approveRun(c *gin.Context) {
 		return
 	}
 	if body.RunID == "" {
-		apiError(c, http.StatusBadRequest, "run_id: missing")
+		Error(c, http.StatusBadRequest, "run_id: missing")
 		return
 	}
 	id, err := rundb.ParseObjectID(body.RunID)
 	if err != nil {
-		apiError(c, http.StatusBadRequest, "run_id: "+err.Error())
+		Error(c, http.StatusBadRequest, "run_id: "+err.Error())
 		return
 	}
 	res, ok := s.reserveAPILogin(c, body.Username)
@@ -130,15 +124,15 @@ func (s *Server) approveRun(c *gin.Context) {
 	}
 	switch {
 	case isAuthError(err):
-		apiError(c, http.StatusUnauthorized, err.Error())
+		Error(c, http.StatusUnauthorized, err.Error())
 	case errors.Is(err, errNotApprover):
-		apiError(c, http.StatusForbidden, fmt.Sprintf("user %s is not an approver", u.Username))
+		Error(c, http.StatusForbidden, fmt.Sprintf("user %s is not an approver", u.Username))
 	case errors.Is(err, scheduler.ErrSelfApproval):
-		apiError(c, http.StatusForbidden, fmt.Sprintf("run %s: self approval is disabled", id))
+		Error(c, http.StatusForbidden, fmt.Sprintf("run %s: self approval is disabled", id))
 	case errors.Is(err, scheduler.ErrRunNotFound):
-		apiError(c, http.StatusNotFound, fmt.Sprintf("run %s not found", id))
+		Error(c, http.StatusNotFound, fmt.Sprintf("run %s not found", id))
 	case errors.Is(err, scheduler.ErrAlreadyApproved):
-		apiError(c, http.StatusConflict, fmt.Sprintf("run %s already approved", id))
+		Error(c, http.StatusConflict, fmt.Sprintf("run %s already approved", id))
 	case err != nil:
 		s.internalError(c, err)
 	default:
@@ -161,14 +155,14 @@ func decodeSubmission(c *gin.Context, v any) bool {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		apiError(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxSubmitBody))
+		Error(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxSubmitBody))
 		return false
 	case err != nil:
-		apiError(c, http.StatusBadRequest, "request body: "+err.Error())
+		Error(c, http.StatusBadRequest, "request body: "+err.Error())
 		return false
 	}
 	if err := decodeStrict(data, v); err != nil {
-		apiError(c, http.StatusBadRequest, err.Error())
+		Error(c, http.StatusBadRequest, err.Error())
 		return false
 	}
 	return true

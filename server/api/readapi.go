@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"bytes"
@@ -25,21 +25,6 @@ import (
 	"github.com/shoal-chess/shoal/stats"
 )
 
-// readRoutes registers fishtest's read API: unauthenticated, JSON (or files), same URLs,
-// statuses and shapes as fishtest. GET routes also answer HEAD.
-func (s *Server) readRoutes(r gin.IRoutes) {
-	getAndHead(r, "/api/active_runs", s.activeRuns)
-	getAndHead(r, "/api/finished_runs", s.finishedRuns)
-	r.POST("/api/actions", s.actions)
-	getAndHead(r, "/api/get_run/:id", s.primaryRoute(s.getRun))
-	getAndHead(r, "/api/get_task/:id/:task_id", s.primaryRoute(s.getTask))
-	getAndHead(r, "/api/get_elo/:id", s.primaryRoute(s.getElo))
-	getAndHead(r, "/api/rate_limit", s.primaryRoute(s.rateLimit))
-	getAndHead(r, "/api/nn/:name", s.transfers.SlowReply(s.downloadNN))
-	getAndHead(r, "/api/pgn/:name", s.transfers.SlowReply(s.downloadPGN))
-	getAndHead(r, "/api/run_pgns/:name", s.transfers.SlowReply(s.downloadRunPGNs))
-}
-
 // finishedRunsPageSize is the page size of /api/finished_runs, as in fishtest.
 const finishedRunsPageSize = 50
 
@@ -59,7 +44,7 @@ func (s *Server) internalError(c *gin.Context, err error) {
 		return
 	}
 	_ = c.Error(err)
-	apiError(c, http.StatusInternalServerError, "Internal Server Error")
+	Error(c, http.StatusInternalServerError, "Internal Server Error")
 }
 
 // allowAnyOrigin adds the CORS headers fishtest sends on /api/actions and /api/get_run, so that
@@ -274,8 +259,8 @@ func listedRuns(runs []*rundb.Run) (runsObject, error) {
 	return out, nil
 }
 
-// activeRuns is GET /api/active_runs: every unfinished run, keyed by id, oldest first.
-func (s *Server) activeRuns(c *gin.Context) {
+// ActiveRuns is GET /api/active_runs: every unfinished run, keyed by id, oldest first.
+func (s *Server) ActiveRuns(c *gin.Context) {
 	s.replyRuns(c, s.deps.DB.Runs.Active)
 }
 
@@ -323,20 +308,20 @@ func parseTimestamp(s string) (time.Time, bool) {
 	return time.Unix(sec, nsec).UTC(), true
 }
 
-// finishedRuns is GET /api/finished_runs: one page of 50 finished runs, keyed by id, most
+// FinishedRuns is GET /api/finished_runs: one page of 50 finished runs, keyed by id, most
 // recently updated first. page is required (1-based, digits only); username, success_only,
 // yellow_only and ltc_only filter (a flag is on when it is not empty, whatever it says, as in
 // fishtest); timestamp keeps runs last updated at or after that Unix time.
-func (s *Server) finishedRuns(c *gin.Context) {
+func (s *Server) FinishedRuns(c *gin.Context) {
 	q := c.Request.URL.Query()
 	pageParam := q.Get("page")
 	if pageParam == "" {
-		apiError(c, http.StatusBadRequest, "Please provide a Page number: page is missing.")
+		Error(c, http.StatusBadRequest, "Please provide a Page number: page is missing.")
 		return
 	}
 	page, err := strconv.ParseInt(pageParam, 10, 32)
 	if !pagePattern.MatchString(pageParam) || err != nil || page < 1 {
-		apiError(c, http.StatusBadRequest, fmt.Sprintf(
+		Error(c, http.StatusBadRequest, fmt.Sprintf(
 			"Please provide a valid Page number: page=%q is not a whole number from 1 to %d.", pageParam, math.MaxInt32))
 		return
 	}
@@ -349,7 +334,7 @@ func (s *Server) finishedRuns(c *gin.Context) {
 	if ts := q.Get("timestamp"); ts != "" {
 		t, ok := parseTimestamp(ts)
 		if !ok {
-			apiError(c, http.StatusBadRequest, fmt.Sprintf(
+			Error(c, http.StatusBadRequest, fmt.Sprintf(
 				"Please provide a valid UNIX timestamp: timestamp=%q is not 10 digits of seconds with optional decimals.", ts))
 			return
 		}
@@ -369,7 +354,7 @@ func (s *Server) snapshotRun(c *gin.Context, id string) (*rundb.Run, error) {
 	var r *rundb.Run
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		r, err = s.role().runs.Snapshot(ctx, oid)
+		r, err = s.runs().Snapshot(ctx, oid)
 		return err
 	})
 	return r, err
@@ -382,7 +367,7 @@ func (s *Server) runOr404(c *gin.Context) (*rundb.Run, bool) {
 	r, err := s.snapshotRun(c, id)
 	switch {
 	case errors.Is(err, rundb.ErrNotFound):
-		apiError(c, http.StatusNotFound, fmt.Sprintf("The run %s does not exist", id))
+		Error(c, http.StatusNotFound, fmt.Sprintf("The run %s does not exist", id))
 		return nil, false
 	case err != nil:
 		s.internalError(c, err)
@@ -391,8 +376,8 @@ func (s *Server) runOr404(c *gin.Context) (*rundb.Run, bool) {
 	return r, true
 }
 
-// getRun is GET /api/get_run/{id}: the run without its tasks (fishtest's strip_run).
-func (s *Server) getRun(c *gin.Context) {
+// GetRun is GET /api/get_run/{id}: the run without its tasks (fishtest's strip_run).
+func (s *Server) GetRun(c *gin.Context) {
 	allowAnyOrigin(c)
 	r, ok := s.runOr404(c)
 	if !ok {
@@ -409,12 +394,12 @@ func (s *Server) getRun(c *gin.Context) {
 // taskIndex reads get_task's task id: digits, optionally followed by "bad" for a bad task.
 var taskIndex = regexp.MustCompile(`^([0-9]{1,9})(bad)?$`)
 
-// getTask is GET /api/get_task/{id}/{task_id}: one task, with the worker's unique key cut to 8
+// GetTask is GET /api/get_task/{id}/{task_id}: one task, with the worker's unique key cut to 8
 // characters and its address hidden; {task_id} ending in "bad" indexes bad_tasks.
-func (s *Server) getTask(c *gin.Context) {
+func (s *Server) GetTask(c *gin.Context) {
 	id, taskParam := c.Param("id"), c.Param("task_id")
 	notFound := func() {
-		apiError(c, http.StatusNotFound, fmt.Sprintf("The task %s/%s does not exist", id, taskParam))
+		Error(c, http.StatusNotFound, fmt.Sprintf("The task %s/%s does not exist", id, taskParam))
 	}
 	m := taskIndex.FindStringSubmatch(taskParam)
 	if m == nil {
@@ -475,9 +460,9 @@ func taskJSON(t rundb.Task) (map[string]any, error) {
 	return m, nil
 }
 
-// getElo is GET /api/get_elo/{id}: for an SPRT run, the stripped run with "elo", the SPRT Elo
+// GetElo is GET /api/get_elo/{id}: for an SPRT run, the stripped run with "elo", the SPRT Elo
 // estimate of its results; for any other run, {}.
-func (s *Server) getElo(c *gin.Context) {
+func (s *Server) GetElo(c *gin.Context) {
 	r, ok := s.runOr404(c)
 	if !ok {
 		return
@@ -589,27 +574,27 @@ func parseActionFilter(body []byte) (rundb.ActionFilter, error) {
 	return f, nil
 }
 
-// actions is POST /api/actions: up to 200 actions matching the body's filter, newest first.
+// Actions is POST /api/actions: up to 200 actions matching the body's filter, newest first.
 // See parseActionFilter for the filter; an empty string value matches everything, as if the key
 // were left out.
-func (s *Server) actions(c *gin.Context) {
+func (s *Server) Actions(c *gin.Context) {
 	allowAnyOrigin(c)
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxActionsBody))
 	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
-		apiError(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes; a filter is a few keys", maxActionsBody))
+		Error(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes; a filter is a few keys", maxActionsBody))
 		return
 	} else if err != nil {
-		apiError(c, http.StatusBadRequest, "the body could not be read: "+err.Error())
+		Error(c, http.StatusBadRequest, "the body could not be read: "+err.Error())
 		return
 	}
 	f, err := parseActionFilter(body)
 	if err != nil {
-		apiError(c, http.StatusBadRequest, err.Error())
+		Error(c, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !s.heavy.Slot(c) {
 		if c.Request.Context().Err() == nil {
-			apiError(c, http.StatusServiceUnavailable, guard.HeavyBusyText)
+			Error(c, http.StatusServiceUnavailable, guard.HeavyBusyText)
 		}
 		return
 	}
@@ -637,23 +622,23 @@ func (s *Server) actions(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// rateLimit is GET /api/rate_limit. fishtest answers its cached GitHub API rate limit; Shoal
+// RateLimit is GET /api/rate_limit. fishtest answers its cached GitHub API rate limit; Shoal
 // makes no GitHub calls yet, so it says so rather than invent numbers.
-func (s *Server) rateLimit(c *gin.Context) {
+func (s *Server) RateLimit(c *gin.Context) {
 	c.JSON(http.StatusOK, protocol.RateLimitReply{
 		Message: "Shoal has no GitHub client, so it makes no GitHub API calls and has no rate limit to report.",
 	})
 }
 
-// downloadNN is GET /api/nn/{name}: count a download of a known network and send it. A network
+// DownloadNN is GET /api/nn/{name}: count a download of a known network and send it. A network
 // uploaded here (DataDir/nn/{name}.gz) is served from that file: as stored, with Content-Encoding:
 // gzip, to a client that accepts gzip, else gunzipped on the fly; either way the client ends up
 // with the network's own bytes, whose SHA-256 fishtest's workers check against the name. A
 // network known without a file here is redirected to where the files are served (NNURL, or this
 // server's own /nn/). HEAD checks the network exists without counting a download.
-func (s *Server) downloadNN(c *gin.Context) {
+func (s *Server) DownloadNN(c *gin.Context) {
 	name := c.Param("name")
-	file := s.localNN(name)
+	file := s.deps.NetworkFile(name)
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		if c.Request.Method == http.MethodHead {
 			_, err := s.deps.DB.NNs.Get(ctx, name)
@@ -663,7 +648,7 @@ func (s *Server) downloadNN(c *gin.Context) {
 	})
 	switch {
 	case errors.Is(err, rundb.ErrNotFound):
-		apiError(c, http.StatusNotFound, fmt.Sprintf("The network %s does not exist", name))
+		Error(c, http.StatusNotFound, fmt.Sprintf("The network %s does not exist", name))
 		return
 	case err != nil:
 		s.internalError(c, err)

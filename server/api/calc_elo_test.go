@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/servertest"
 )
 
 // calcEloReference is the part of stats/testdata/sprt_reference.json (values computed by
@@ -37,7 +40,7 @@ type calcEloReference struct {
 
 func loadCalcEloReference(t *testing.T) *calcEloReference {
 	t.Helper()
-	b, err := os.ReadFile("../stats/testdata/sprt_reference.json")
+	b, err := os.ReadFile("../../stats/testdata/sprt_reference.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +87,7 @@ func TestCalcEloMatchesFishtest(t *testing.T) {
 		if total == 0 || total*(len(c.Results)-1)/2 > 1<<32 {
 			continue // refused by the endpoint's own checks, tested below
 		}
-		w := do(s, http.MethodGet, "/api/calc_elo?"+params.Encode())
+		w := servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?"+params.Encode())
 		var got struct {
 			Elo float64
 			CI  [2]float64
@@ -120,7 +123,7 @@ func TestCalcEloMatchesFishtest(t *testing.T) {
 		params.Set("elo0", fmt.Sprint(c.Elo0))
 		params.Set("elo1", fmt.Sprint(c.Elo1))
 		params.Set("elo_model", c.Model)
-		w := do(s, http.MethodGet, "/api/calc_elo?"+params.Encode())
+		w := servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?"+params.Encode())
 		var got struct {
 			A, B, Elo, LOS, LLR float64
 			CI                  [2]float64
@@ -145,13 +148,13 @@ func TestCalcEloMatchesFishtest(t *testing.T) {
 
 func TestCalcEloShapes(t *testing.T) {
 	s := newTestServer(t, nil)
-	w := do(s, http.MethodGet, "/api/calc_elo?W=120&D=200&L=100")
+	w := servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?W=120&D=200&L=100")
 	var fixed map[string]json.RawMessage
 	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &fixed) != nil || len(fixed) != 3 ||
 		fixed["elo"] == nil || fixed["ci"] == nil || fixed["LOS"] == nil {
 		t.Errorf("fixed games: %d %s, want exactly elo, ci and LOS", w.Code, w.Body)
 	}
-	w = do(s, http.MethodGet, "/api/calc_elo?LL=10&LD=100&DDWL=300&WD=120&WW=12&elo0=0&elo1=2")
+	w = servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?LL=10&LD=100&DDWL=300&WD=120&WW=12&elo0=0&elo1=2")
 	var sprt map[string]json.RawMessage
 	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &sprt) != nil || len(sprt) != 6 {
 		t.Errorf("SPRT: %d %s, want exactly a, b, elo, ci, LOS and LLR", w.Code, w.Body)
@@ -162,16 +165,16 @@ func TestCalcEloShapes(t *testing.T) {
 		}
 	}
 	// Only one bound means fixed games, as in fishtest.
-	if w := do(s, http.MethodGet, "/api/calc_elo?W=120&D=200&L=100&elo0=0"); w.Code != http.StatusOK || strings.Contains(w.Body.String(), "LLR") {
+	if w := servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?W=120&D=200&L=100&elo0=0"); w.Code != http.StatusOK || strings.Contains(w.Body.String(), "LLR") {
 		t.Errorf("one bound: %d %s", w.Code, w.Body)
 	}
 	// A repeated parameter counts with its last value, as in fishtest.
-	once := do(s, http.MethodGet, "/api/calc_elo?W=100&D=1&L=1")
-	twice := do(s, http.MethodGet, "/api/calc_elo?W=1&D=1&L=1&W=100")
+	once := servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?W=100&D=1&L=1")
+	twice := servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?W=1&D=1&L=1&W=100")
 	if once.Body.String() != twice.Body.String() {
 		t.Errorf("W=1 then W=100 answered %s, W=100 alone %s", twice.Body, once.Body)
 	}
-	if w := do(s, http.MethodHead, "/api/calc_elo?W=1&D=1&L=1"); w.Code != http.StatusOK {
+	if w := servertest.Do(s.Handler(), http.MethodHead, "/api/calc_elo?W=1&D=1&L=1"); w.Code != http.StatusOK {
 		t.Errorf("HEAD = %d", w.Code)
 	}
 }
@@ -201,8 +204,8 @@ func TestCalcEloRejectsBadInput(t *testing.T) {
 		{"results fishtest's statistics cannot handle", "LL=0&LD=0&DDWL=2147483648&WD=0&WW=0&elo0=0&elo1=2", "cannot be analysed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := do(s, http.MethodGet, "/api/calc_elo?"+c.query)
-			msg, _ := apiBody(t, w)
+			w := servertest.Do(s.Handler(), http.MethodGet, "/api/calc_elo?"+c.query)
+			msg, _ := servertest.APIError(t, w)
 			if w.Code != http.StatusBadRequest || !strings.HasPrefix(msg, "/api/calc_elo: ") || !strings.Contains(msg, c.want) {
 				t.Errorf("%d %q, want 400 mentioning %q", w.Code, msg, c.want)
 			}
@@ -219,7 +222,7 @@ func FuzzCalcElo(f *testing.F) {
 	} {
 		f.Add(q)
 	}
-	s, err := New(Deps{Logger: discardLogger(), Version: "fuzz"})
+	s, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Version: "fuzz"})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"bytes"
@@ -18,6 +18,9 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/api"
+	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -29,7 +32,7 @@ type fleet struct {
 	db      *rundb.DB
 	sched   *scheduler.Scheduler
 	handler http.Handler
-	srv     *Server
+	srv     *server.Server
 }
 
 func newFleet(t testing.TB) *fleet {
@@ -47,7 +50,7 @@ func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
 func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *rundb.Journal) *fleet {
 	t.Helper()
 	addFleetUsers(t, db)
-	logger := discardLogger()
+	logger := servertest.DiscardLogger()
 	cache := rundb.NewRunCache(db.Runs, nil, logger)
 	if j != nil {
 		cache.SetJournal(j)
@@ -64,7 +67,7 @@ func newPrimaryFleet(t testing.TB) (*fleet, *scheduler.Primary) {
 	t.Helper()
 	pool, db := tokenpool.New(20), rundbtest.Open(t)
 	addFleetUsers(t, db)
-	p := scheduler.NewPrimary(scheduler.PrimaryConfig{Config: fleetSchedulerConfig(pool)}, db, discardLogger())
+	p := scheduler.NewPrimary(scheduler.PrimaryConfig{Config: fleetSchedulerConfig(pool)}, db, servertest.DiscardLogger())
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +84,8 @@ func fleetSchedulerConfig(pool *tokenpool.Pool) scheduler.Config {
 // serveFleet serves the worker API of sched over HTTP.
 func serveFleet(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, sched *scheduler.Scheduler) *fleet {
 	t.Helper()
-	logger := discardLogger()
-	s, err := New(Deps{Logger: logger, Tokens: pool, Version: "test",
+	logger := servertest.DiscardLogger()
+	s, err := server.New(server.Deps{Logger: logger, Tokens: pool, Version: "test",
 		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -505,7 +508,7 @@ func TestWorkerAPITaskCarriesBookChecksum(t *testing.T) {
 	}))
 	defer srv.Close()
 	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, TaskDuration: 1800 * time.Second,
-		DuplicateWorkerWindow: 120 * time.Second, BooksURL: srv.URL}, f.db, rundb.NewRunCache(f.db.Runs, nil, nil), discardLogger())
+		DuplicateWorkerWindow: 120 * time.Second, BooksURL: srv.URL}, f.db, rundb.NewRunCache(f.db.Runs, nil, nil), servertest.DiscardLogger())
 	if err := sched.RefreshBooks(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -758,7 +761,7 @@ func TestWorkerAPIRequestTaskNeedsNoToken(t *testing.T) {
 	}
 }
 
-// PGN uploads are read and stored maxConcurrentUploads at a time: with every slot taken, an
+// PGN uploads are read and stored api.MaxConcurrentUploads at a time: with every slot taken, an
 // upload waits without storing anything, a caller that gives up leaves nothing behind, and the
 // next one goes through once a slot is free.
 func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
@@ -768,8 +771,8 @@ func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
 	body := call(1, map[string]any{"run_id": id, "task_id": 0})
 	body["pgn"] = pgnUpload(t, "[Event \"x\"]\n1. e4 e5 *\n")
 	raw, _ := json.Marshal(body)
-	for range maxConcurrentUploads {
-		if err := f.srv.uploads.Acquire(context.Background()); err != nil {
+	for range api.MaxConcurrentUploads {
+		if err := api.Uploads(f.srv.API()).Acquire(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -783,7 +786,7 @@ func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
 	if _, err := f.db.PGNs.Get(context.Background(), id+"-0"); !errors.Is(err, rundb.ErrNotFound) {
 		t.Fatalf("an upload that never got a slot stored something: %v", err)
 	}
-	f.srv.uploads.Release()
+	api.Uploads(f.srv.API()).Release()
 	if code, out := f.post("/api/upload_pgn", raw); code != http.StatusOK {
 		t.Fatalf("upload_pgn with a slot free: %d %v", code, out)
 	}
@@ -793,7 +796,7 @@ func TestWorkerAPIUploadsWaitForASlot(t *testing.T) {
 }
 
 // A worker call that reaches a scheduler that has just stopped (the primary stepping down, or
-// shutting down after its drain) is told to retry, as a call refused by primaryOnly is: a JSON
+// shutting down after its drain) is told to retry, as a call refused by PrimaryOnly is: a JSON
 // error would make fishtest's worker drop its update and fail the task, losing its games.
 func TestWorkerAPIStoppedSchedulerSaysRetry(t *testing.T) {
 	f, p := newPrimaryFleet(t)

@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"bytes"
@@ -14,15 +14,17 @@ import (
 	"testing"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/api"
 )
 
 // storeNet writes a network as the upload does (gzipped under DataDir/nn) and, if known,
 // records it.
-func storeNet(t *testing.T, s *Server, db *rundb.DB, content []byte, known bool) string {
+func storeNet(t *testing.T, dataDir string, db *rundb.DB, content []byte, known bool) string {
 	t.Helper()
 	sum := sha256.Sum256(content)
 	name := "nn-" + hex.EncodeToString(sum[:])[:12] + ".nnue"
-	dir := filepath.Join(s.deps.DataDir, "nn")
+	dir := filepath.Join(dataDir, "nn")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +45,9 @@ func storeNet(t *testing.T, s *Server, db *rundb.DB, content []byte, known bool)
 
 func TestNNDownloadServesTheStoredFile(t *testing.T) {
 	dataDir := t.TempDir()
-	s, db := newReadServer(t, func(d *Deps) { d.DataDir = dataDir; d.NNURL = "https://elsewhere.example.org" })
+	s, db := newReadServer(t, func(d *server.Deps) { d.DataDir = dataDir; d.NNURL = "https://elsewhere.example.org" })
 	content := bytes.Repeat([]byte("a network's weights "), 500)
-	name := storeNet(t, s, db, content, true)
+	name := storeNet(t, dataDir, db, content, true)
 	path := "/api/nn/" + name
 	downloads := func() int {
 		t.Helper()
@@ -135,7 +137,7 @@ func TestNNDownloadServesTheStoredFile(t *testing.T) {
 
 func TestNNDownloadWithoutAFile(t *testing.T) {
 	dataDir := t.TempDir()
-	s, db := newReadServer(t, func(d *Deps) { d.DataDir = dataDir })
+	s, db := newReadServer(t, func(d *server.Deps) { d.DataDir = dataDir })
 	t.Run("a known network without a file here is redirected", func(t *testing.T) {
 		const name = "nn-0123456789ab.nnue"
 		if err := db.NNs.Insert(context.Background(), &rundb.NN{Name: name, User: "alice"}); err != nil {
@@ -150,7 +152,7 @@ func TestNNDownloadWithoutAFile(t *testing.T) {
 		}
 	})
 	t.Run("a file of an unknown network is not served", func(t *testing.T) {
-		name := storeNet(t, s, db, []byte("not recorded"), false)
+		name := storeNet(t, dataDir, db, []byte("not recorded"), false)
 		path := "/api/nn/" + name
 		wantAPIError(t, doWith(s, http.MethodGet, path, "", nil), http.StatusNotFound, path, "The network "+name+" does not exist")
 	})
@@ -167,31 +169,10 @@ func TestNNDownloadWithoutAFile(t *testing.T) {
 		if err := db.NNs.Insert(context.Background(), &rundb.NN{Name: "../secret", User: "alice"}); err != nil {
 			t.Fatal(err)
 		}
-		if got := s.localNN("../secret"); got != "" {
+		if got := api.NetworkFile(s.API(), "../secret"); got != "" {
 			t.Errorf("localNN(\"../secret\") = %q, want none", got)
 		}
 	})
-}
-
-// A network uploaded through the form is what /api/nn serves.
-func TestNNDownloadAfterUpload(t *testing.T) {
-	env := newUIEnv(t)
-	b := env.as("alice")
-	content := nnContent("round trip")
-	name := nnNameOf(content)
-	if w := b.nnUpload(name, content, nnUploadOpts{token: b.nnToken()}); w.Code != http.StatusSeeOther {
-		t.Fatalf("upload = %d:\n%s", w.Code, body(w))
-	}
-	w := env.anon().get("/api/nn/" + name)
-	if w.Code != http.StatusOK || !bytes.Equal(w.Body.Bytes(), content) {
-		t.Fatalf("download = %d with %d bytes, want the %d uploaded", w.Code, w.Body.Len(), len(content))
-	}
-	if n, err := env.db.NNs.Get(context.Background(), name); err != nil || n.Downloads != 1 {
-		t.Errorf("downloads = %+v, %v; want 1", n, err)
-	}
-	if page := body(env.anon().get("/nns")); !bytes.Contains([]byte(page), []byte(`<td class="num">1</td>`)) {
-		t.Errorf("/nns does not show the download")
-	}
 }
 
 func TestNNDownloadAcceptsGzip(t *testing.T) {
@@ -211,8 +192,8 @@ func TestNNDownloadAcceptsGzip(t *testing.T) {
 		{[]string{"br, *"}, true},
 		{[]string{"gzipper"}, false},
 	} {
-		if got := nnAcceptsGzip(c.header); got != c.want {
-			t.Errorf("nnAcceptsGzip(%q) = %v, want %v", c.header, got, c.want)
+		if got := api.NNAcceptsGzip(c.header); got != c.want {
+			t.Errorf("api.NNAcceptsGzip(%q) = %v, want %v", c.header, got, c.want)
 		}
 	}
 }

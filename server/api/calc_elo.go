@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"fmt"
@@ -70,12 +70,12 @@ func sum(xs []int) int {
 	return s
 }
 
-// calcElo is GET /api/calc_elo: the Elo of trinomial (W, D, L) or pentanomial (LL, LD, DDWL, WD,
+// CalcElo is GET /api/calc_elo: the Elo of trinomial (W, D, L) or pentanomial (LL, LD, DDWL, WD,
 // WW) results, and with elo0 and elo1 the SPRT Elo estimate for those bounds, answering exactly
 // what fishtest answers. Where fishtest fails with a 500 (a count that is not an integer, an
 // unparsable bound, results its statistics cannot handle), Shoal answers 400 and names the
 // problem.
-func (s *Server) calcElo(c *gin.Context) {
+func (s *Server) CalcElo(c *gin.Context) {
 	q := c.Request.URL.Query()
 	const badParams = "Invalid or missing parameters. Please provide all values as valid numbers. "
 	ptnmlNames, wdlNames := []string{"LL", "LD", "DDWL", "WD", "WW"}, []string{"W", "D", "L"}
@@ -85,11 +85,11 @@ func (s *Server) calcElo(c *gin.Context) {
 	if errPtnml == nil {
 		r.Pentanomial = ptnml
 		if sum(ptnml)*2 > maxCalcGames {
-			apiError(c, http.StatusBadRequest, "Number of games exceeds the limit.")
+			Error(c, http.StatusBadRequest, "Number of games exceeds the limit.")
 			return
 		}
 		if sum(ptnml) == 0 {
-			apiError(c, http.StatusBadRequest, "No games to calculate Elo.")
+			Error(c, http.StatusBadRequest, "No games to calculate Elo.")
 			return
 		}
 	} else {
@@ -98,16 +98,16 @@ func (s *Server) calcElo(c *gin.Context) {
 			if anyPresent(q, ptnmlNames) && !anyPresent(q, wdlNames) {
 				err = errPtnml
 			}
-			apiError(c, http.StatusBadRequest, badParams+err.Error()+".")
+			Error(c, http.StatusBadRequest, badParams+err.Error()+".")
 			return
 		}
 		r.Wins, r.Draws, r.Losses = wdl[0], wdl[1], wdl[2]
 		if sum(wdl) > maxCalcGames {
-			apiError(c, http.StatusBadRequest, "Number of games exceeds the limit.")
+			Error(c, http.StatusBadRequest, "Number of games exceeds the limit.")
 			return
 		}
 		if sum(wdl) == 0 {
-			apiError(c, http.StatusBadRequest, "No games to calculate Elo.")
+			Error(c, http.StatusBadRequest, "No games to calculate Elo.")
 			return
 		}
 	}
@@ -121,7 +121,7 @@ func (s *Server) calcElo(c *gin.Context) {
 		}
 		e, err := stats.GetElo(cells)
 		if err != nil || !finite(e.Elo, e.Elo95, e.LOS) {
-			apiError(c, http.StatusBadRequest, "These results cannot be analysed.")
+			Error(c, http.StatusBadRequest, "These results cannot be analysed.")
 			return
 		}
 		c.JSON(http.StatusOK, protocol.EloReply{Elo: e.Elo, CI: [2]float64{e.Elo - e.Elo95, e.Elo + e.Elo95}, LOS: e.LOS})
@@ -133,17 +133,17 @@ func (s *Server) calcElo(c *gin.Context) {
 	for i, p := range []struct{ name, value string }{{"elo0", elo0s}, {"elo1", elo1s}} {
 		x, err := strconv.ParseFloat(p.value, 64)
 		if !eloPattern.MatchString(p.value) || err != nil {
-			apiError(c, http.StatusBadRequest, fmt.Sprintf("%s%s=%q is not a number.", badElo, p.name, p.value))
+			Error(c, http.StatusBadRequest, fmt.Sprintf("%s%s=%q is not a number.", badElo, p.name, p.value))
 			return
 		}
 		if math.Abs(x) > 10 {
-			apiError(c, http.StatusBadRequest, fmt.Sprintf("%s%s=%s is outside [-10, 10].", badElo, p.name, p.value))
+			Error(c, http.StatusBadRequest, fmt.Sprintf("%s%s=%s is outside [-10, 10].", badElo, p.name, p.value))
 			return
 		}
 		bounds[i] = x
 	}
 	if bounds[1] < bounds[0]+0.5 {
-		apiError(c, http.StatusBadRequest, fmt.Sprintf("%selo1=%s must be at least elo0 + 0.5.", badElo, elo1s))
+		Error(c, http.StatusBadRequest, fmt.Sprintf("%selo1=%s must be at least elo0 + 0.5.", badElo, elo1s))
 		return
 	}
 	model := stats.ModelNormalized
@@ -153,12 +153,12 @@ func (s *Server) calcElo(c *gin.Context) {
 	switch model {
 	case stats.ModelBayesElo, stats.ModelLogistic, stats.ModelNormalized:
 	default:
-		apiError(c, http.StatusBadRequest, fmt.Sprintf("Valid Elo models are: BayesElo, logistic, and normalized. Got %q.", model))
+		Error(c, http.StatusBadRequest, fmt.Sprintf("Valid Elo models are: BayesElo, logistic, and normalized. Got %q.", model))
 		return
 	}
 	e, err := stats.EstimateSPRTElo(r, 0.05, 0.05, 0.05, bounds[0], bounds[1], model)
 	if err != nil {
-		apiError(c, http.StatusBadRequest, "These results cannot be analysed: "+err.Error()+".")
+		Error(c, http.StatusBadRequest, "These results cannot be analysed: "+err.Error()+".")
 		return
 	}
 	c.JSON(http.StatusOK, e)

@@ -1,4 +1,4 @@
-package server
+package api_test
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/shoal-chess/shoal/server/api"
 )
 
 // BenchmarkWorkerAPI is one worker call through the server's whole handler (gin, the
@@ -17,7 +19,7 @@ import (
 func BenchmarkWorkerAPI(b *testing.B) {
 	f := newFleet(b)
 	// No rate limit: the same few workers ask again and again.
-	f.srv.taskLimits = newTaskLimiter(time.Microsecond)
+	api.SetTaskLimits(f.srv.API(), time.Microsecond)
 	id := f.newRun(map[string]any{"num_games": 1000000})
 	const workers = 16 // the default machine limit of one address
 	for n := range workers {

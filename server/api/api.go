@@ -1,0 +1,91 @@
+// Package api is Shoal's JSON side: the worker protocol (request_task, update_task and the rest,
+// as fishtest's workers speak it), fishtest's read API, run submission without the UI, and the
+// downloads of PGNs and networks. Handlers are methods on Server, which holds their
+// dependencies; server/routes.go names them.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/guard"
+	"github.com/shoal-chess/shoal/tokenpool"
+)
+
+// RunSource gives the current state of a run: from the primary's run cache, or from the
+// database on a secondary. The run returned is the caller's own copy.
+type RunSource interface {
+	Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error)
+}
+
+// Role is the part this instance plays for one request. A standby becomes the primary at run
+// time, and a primary that lost its lease steps down, so handlers read it once per request.
+type Role struct {
+	// Scheduler is the primary's scheduler, nil on any other instance.
+	Scheduler *scheduler.Scheduler
+	// Runs serves runs: the primary's run cache, or the database.
+	Runs RunSource
+}
+
+// Deps are the API's dependencies, built by the server.
+type Deps struct {
+	Logger *slog.Logger
+	Tokens *tokenpool.Pool // bounds blocking database work
+	// DB is the database: users, runs, actions, PGNs and networks.
+	DB *rundb.DB
+	// Role is this instance's role now.
+	Role func() Role
+	// NNURL is where /api/nn/{name} redirects ("" means the request's own scheme and host).
+	NNURL string
+	// NetworkFile is the stored file of the network called name, "" if there is none here.
+	NetworkFile func(name string) string
+	// HeartbeatPeriod is how often workers beat (0: 120 s); the request_task limits scale with
+	// it, as a server with compressed time sees its workers that much more often.
+	HeartbeatPeriod time.Duration
+	// Logins are the server's limits on password checks, which the web UI's count against too.
+	Logins *guard.Logins
+	// Heavy are the server's slots for reads that scan, shared with the web UI's searches.
+	Heavy *guard.HeavyReads
+}
+
+// Server handles the API's requests. Safe for concurrent use.
+type Server struct {
+	deps       Deps
+	logger     *slog.Logger
+	logins     *guard.Logins
+	apiGood    *knownGood        // API credentials that just succeeded skip the login limiter
+	uploads    *tokenpool.Pool   // a slot per PGN upload being read, decoded and stored
+	heavy      *guard.HeavyReads // slots for reads that scan (event log searches), apart from the worker path
+	taskLimits *taskLimiter      // request_task calls per account and per address
+	pacer      *requestPacer     // retry_after for the request_task calls turned away
+}
+
+// New builds the API's handlers.
+func New(deps Deps) *Server {
+	s := &Server{deps: deps, logger: deps.Logger, logins: deps.Logins, heavy: deps.Heavy,
+		apiGood: newKnownGood(10*time.Minute, 200_000), uploads: tokenpool.New(maxConcurrentUploads)}
+	s.taskLimits = newTaskLimiter(deps.HeartbeatPeriod)
+	s.pacer = newRequestPacer(s.taskLimits.speed)
+	return s
+}
+
+// scheduler is the primary's scheduler, or nil on any other instance.
+func (s *Server) scheduler() *scheduler.Scheduler { return s.deps.Role().Scheduler }
+
+// runs serves runs as this instance sees them now.
+func (s *Server) runs() RunSource { return s.deps.Role().Runs }
+
+// Error is the one path from an error to a JSON reply: fishtest's shape, which workers parse,
+// with "<path>: <message>" and the time spent.
+func Error(c *gin.Context, status int, msg string) {
+	c.AbortWithStatusJSON(status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
+}
+
+// duration returns the seconds spent on the request so far, the worker protocol's duration.
+func duration(c *gin.Context) float64 { return guard.SinceStart(c).Seconds() }
