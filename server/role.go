@@ -7,6 +7,7 @@ import (
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/api"
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // role is what this instance does now. A standby becomes the primary at run time, and a
@@ -20,14 +21,16 @@ type role struct {
 	runs RunSource
 	// changed is the primary's RunCache.Changed, nil otherwise (live pages then poll).
 	changed func() <-chan struct{}
-	// api is the role as the API reads it.
+	// api and ui are the role as the API and the web UI read it.
 	api api.Role
+	ui  ui.Role
 }
 
 // newRole is the role called name, scheduling with sched (nil: none) and serving runs from
 // runs, with changed for live pages.
 func newRole(name string, sched *scheduler.Scheduler, runs RunSource, changed func() <-chan struct{}) *role {
-	return &role{name: name, sched: sched, runs: runs, changed: changed, api: api.Role{Scheduler: sched, Runs: runs}}
+	return &role{name: name, sched: sched, runs: runs, changed: changed, api: api.Role{Scheduler: sched, Runs: runs},
+		ui: ui.Role{Name: name, Scheduler: sched, Runs: runs, Changed: changed}}
 }
 
 // initialRole is the role Deps describe: the primary's if they hold a scheduler, otherwise the

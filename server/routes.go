@@ -3,11 +3,11 @@ package server
 import (
 	"net/http"
 
-	"github.com/gin-contrib/sessions"
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
+	"github.com/shoal-chess/shoal/server/ui"
 	"github.com/shoal-chess/shoal/static"
 )
 
@@ -21,7 +21,7 @@ func getAndHead(r gin.IRoutes, path string, h gin.HandlerFunc) {
 func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	// No route parses a multipart form (checkCSRF refuses one outside the upload, which
+	// No route parses a multipart form (ui.Server.CheckCSRF refuses one outside the upload, which
 	// streams its body), so Gin's in-memory allowance for one stays small: a parse that some
 	// future handler starts must not hold tens of megabytes.
 	r.MaxMultipartMemory = 64 << 10
@@ -74,7 +74,7 @@ func (s *Server) routes() *gin.Engine {
 	getAndHead(r, "/api/run_pgns/:name", s.transfers.SlowReply(a.DownloadRunPGNs))
 
 	// UI pages: sessions, the logged-in user and CSRF checks on every one of them.
-	s.uiRoutes(r.Group("", uiHeaders, sessions.Sessions(sessionCookie, s.sessions), cookieOptions, s.loadUser, s.checkCSRF))
+	s.uiRoutes(r.Group("", ui.Headers, s.ui.Sessions(), ui.CookieOptions, s.ui.LoadUser, s.ui.CheckCSRF))
 
 	// Assets.
 	r.StaticFS("/static", http.FS(static.FS))
@@ -107,55 +107,56 @@ func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
 	}
 }
 
-// uiRoutes registers the web UI. Every POST changes state, so every POST needs the session's
-// CSRF token (checkCSRF); handlers check who may do what.
-func (s *Server) uiRoutes(ui gin.IRoutes) {
-	getAndHead(ui, "/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/tests") })
+// uiRoutes registers the web UI (server/ui) on g. Every POST changes state, so every POST
+// needs the session's CSRF token (ui.Server.CheckCSRF); handlers check who may do what.
+func (s *Server) uiRoutes(g gin.IRoutes) {
+	u := s.ui
+	getAndHead(g, "/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/tests") })
 
-	// Runs: lists, one run, live updates (ui_runs.go, ui_view.go, ui_live.go).
-	getAndHead(ui, "/tests", s.testsPage)
-	getAndHead(ui, "/tests/finished", s.finishedPage)
-	getAndHead(ui, "/tests/user/:username", s.userTestsPage)
-	getAndHead(ui, "/tests/machines", s.machinesPage)
-	getAndHead(ui, "/tests/view/:id", s.primaryRoute(s.viewPage))
-	getAndHead(ui, "/tests/tasks/:id", s.primaryRoute(s.tasksPage))
-	getAndHead(ui, "/tests/live_elo/:id", s.primaryRoute(s.liveEloPage))
-	getAndHead(ui, "/tests/stats/:id", s.primaryRoute(s.statsPage))
-	ui.GET("/tests/events", s.homeEvents)
-	ui.GET("/tests/view/:id/events", s.primaryRoute(s.runEvents))
+	// Runs: lists, one run, live updates (runs.go, view.go, live.go).
+	getAndHead(g, "/tests", u.TestsPage)
+	getAndHead(g, "/tests/finished", u.FinishedPage)
+	getAndHead(g, "/tests/user/:username", u.UserTestsPage)
+	getAndHead(g, "/tests/machines", u.MachinesPage)
+	getAndHead(g, "/tests/view/:id", s.primaryRoute(u.ViewPage))
+	getAndHead(g, "/tests/tasks/:id", s.primaryRoute(u.TasksPage))
+	getAndHead(g, "/tests/live_elo/:id", s.primaryRoute(u.LiveEloPage))
+	getAndHead(g, "/tests/stats/:id", s.primaryRoute(u.StatsPage))
+	g.GET("/tests/events", u.HomeEvents)
+	g.GET("/tests/view/:id/events", s.primaryRoute(u.RunEvents))
 
-	// Submitting and acting on runs (ui_runform.go).
-	getAndHead(ui, "/tests/run", s.primaryRoute(s.newRunPage))
-	ui.POST("/tests/run", s.primaryRoute(s.newRunSubmit))
-	ui.POST("/tests/modify", s.primaryRoute(s.modifyRunSubmit))
-	ui.POST("/tests/stop", s.primaryRoute(s.stopRunSubmit))
-	ui.POST("/tests/approve", s.primaryRoute(s.approveRunSubmit))
-	ui.POST("/tests/purge", s.primaryRoute(s.purgeRunSubmit))
-	ui.POST("/tests/delete", s.primaryRoute(s.deleteRunSubmit))
+	// Submitting and acting on runs (runform.go).
+	getAndHead(g, "/tests/run", s.primaryRoute(u.NewRunPage))
+	g.POST("/tests/run", s.primaryRoute(u.NewRunSubmit))
+	g.POST("/tests/modify", s.primaryRoute(u.ModifyRunSubmit))
+	g.POST("/tests/stop", s.primaryRoute(u.StopRunSubmit))
+	g.POST("/tests/approve", s.primaryRoute(u.ApproveRunSubmit))
+	g.POST("/tests/purge", s.primaryRoute(u.PurgeRunSubmit))
+	g.POST("/tests/delete", s.primaryRoute(u.DeleteRunSubmit))
 
-	// Accounts, people and the event log (ui_accounts.go, ui_people.go).
-	getAndHead(ui, "/login", s.loginPage)
-	ui.POST("/login", s.loginSubmit)
-	ui.POST("/logout", s.logoutSubmit)
-	getAndHead(ui, "/signup", s.primaryRoute(s.signupPage))
-	ui.POST("/signup", s.primaryRoute(s.signupSubmit))
-	getAndHead(ui, "/user", s.primaryRoute(s.profilePage))
-	ui.POST("/user", s.primaryRoute(s.profileSubmit))
-	getAndHead(ui, "/user/:username", s.primaryRoute(s.profilePage))
-	ui.POST("/user/:username", s.primaryRoute(s.profileSubmit))
-	getAndHead(ui, "/user_management", s.userManagementPage)
-	getAndHead(ui, "/workers/:name", s.primaryRoute(s.workerPage))
-	ui.POST("/workers/:name", s.primaryRoute(s.workerSubmit))
-	getAndHead(ui, "/actions", s.actionsPage)
-	getAndHead(ui, "/contributors", s.contributorsPage)
-	getAndHead(ui, "/contributors/monthly", s.contributorsPage)
+	// Accounts, people and the event log (accounts.go, people.go).
+	getAndHead(g, "/login", u.LoginPage)
+	g.POST("/login", u.LoginSubmit)
+	g.POST("/logout", u.LogoutSubmit)
+	getAndHead(g, "/signup", s.primaryRoute(u.SignupPage))
+	g.POST("/signup", s.primaryRoute(u.SignupSubmit))
+	getAndHead(g, "/user", s.primaryRoute(u.ProfilePage))
+	g.POST("/user", s.primaryRoute(u.ProfileSubmit))
+	getAndHead(g, "/user/:username", s.primaryRoute(u.ProfilePage))
+	g.POST("/user/:username", s.primaryRoute(u.ProfileSubmit))
+	getAndHead(g, "/user_management", u.UserManagementPage)
+	getAndHead(g, "/workers/:name", s.primaryRoute(u.WorkerPage))
+	g.POST("/workers/:name", s.primaryRoute(u.WorkerSubmit))
+	getAndHead(g, "/actions", u.ActionsPage)
+	getAndHead(g, "/contributors", u.ContributorsPage)
+	getAndHead(g, "/contributors/monthly", u.ContributorsPage)
 
-	// Networks and tools (ui_nns.go).
-	getAndHead(ui, "/nns", s.nnsPage)
-	getAndHead(ui, "/upload", s.primaryRoute(s.uploadPage))
-	ui.POST(uploadPath, s.primaryRoute(s.uploadSubmit))
-	getAndHead(ui, "/sprt_calc", s.sprtCalcPage)
+	// Networks and tools (nns.go).
+	getAndHead(g, "/nns", u.NNsPage)
+	getAndHead(g, "/upload", s.primaryRoute(u.UploadPage))
+	g.POST(ui.UploadPath, s.primaryRoute(u.UploadSubmit))
+	getAndHead(g, "/sprt_calc", u.SPRTCalcPage)
 
-	// Operations: live tuning for approvers (ui_admin.go).
-	getAndHead(ui, "/admin/tuning", s.primaryRoute(s.tuningPage))
+	// Operations: live tuning for approvers (admin.go).
+	getAndHead(g, "/admin/tuning", s.primaryRoute(u.TuningPage))
 }

@@ -5,17 +5,12 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"html/template"
-	"io/fs"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gin-contrib/sessions/cookie"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,7 +19,7 @@ import (
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
-	"github.com/shoal-chess/shoal/templates"
+	"github.com/shoal-chess/shoal/server/ui"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -94,13 +89,11 @@ var ginReleaseMode sync.Once
 type Server struct {
 	deps         Deps
 	logger       *slog.Logger
-	pages        map[string]*template.Template
-	sessions     cookie.Store
 	logins       *guard.Logins     // login and signup rate limits, and the log of failed logins
-	live         *liveLimits       // bounds on open live-update streams
 	heavy        *guard.HeavyReads // slots for reads that scan (event log searches), apart from the worker path
 	transfers    guard.Transfers   // the time limits of large uploads and downloads
 	api          *api.Server       // the worker API, the read API and run submission
+	ui           *ui.Server        // the web UI
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 	current      atomic.Pointer[role] // see role.go
@@ -111,34 +104,33 @@ func New(deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	switch {
-	case len(deps.SessionSecret) == 0:
-		// Sessions then last as long as the process: right for tests, and never guessable.
-		deps.SessionSecret = []byte(guard.NewToken())
-	case len(deps.SessionSecret) < minSessionSecret:
-		return nil, fmt.Errorf("session secret: %d bytes, need at least %d", len(deps.SessionSecret), minSessionSecret)
-	}
-	pages, err := parsePages(templates.FS)
-	if err != nil {
-		return nil, err
-	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
-	s := &Server{deps: deps, logger: deps.Logger.With("component", "http"), pages: pages,
-		sessions: newSessionStore(deps.SessionSecret), live: newLiveLimits()}
+	s := &Server{deps: deps, logger: deps.Logger.With("component", "http")}
 	s.current.Store(initialRole(deps))
 	s.logins = guard.NewLogins(s.logger)
 	s.heavy = guard.NewHeavyReads()
 	s.transfers = guard.Transfers{Read: deps.ReadTimeout, Transfer: deps.TransferTimeout}
+	var err error
+	s.ui, err = ui.New(ui.Deps{Logger: s.logger, Tokens: deps.Tokens, Version: deps.Version, DB: deps.DB,
+		Role: func() ui.Role { return s.role().ui }, Lease: s.lease, ShuttingDown: s.shuttingDown.Load,
+		SessionSecret: deps.SessionSecret, DataDir: deps.DataDir,
+		Logins: s.logins, Heavy: s.heavy, Transfers: s.transfers})
+	if err != nil {
+		return nil, err
+	}
 	s.api = api.New(api.Deps{Logger: s.logger, Tokens: deps.Tokens, DB: deps.DB,
-		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL, NetworkFile: s.localNN,
+		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL, NetworkFile: s.ui.NetworkFile,
 		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy})
 	s.engine = s.routes()
 	return s, nil
 }
 
-// API is the handler of the worker API, the read API and run submission, whose methods
-// routes.go names; tests reach its limits through it.
+// API is the handler of the worker API, the read API and run submission, and UI the web UI's:
+// routes.go names their methods; tests reach their limits through them.
 func (s *Server) API() *api.Server { return s.api }
+
+// UI is the web UI's handler; see API.
+func (s *Server) UI() *ui.Server { return s.ui }
 
 // Handler returns the http.Handler serving every route.
 func (s *Server) Handler() http.Handler { return s.engine }
@@ -146,54 +138,3 @@ func (s *Server) Handler() http.Handler { return s.engine }
 // BeginShutdown makes the server refuse new work: /healthz and every other route answer 503 in
 // their error shape, so load balancers and workers back off while in-flight requests finish.
 func (s *Server) BeginShutdown() { s.shuttingDown.Store(true) }
-
-// minSessionSecret is the shortest session secret accepted.
-const minSessionSecret = 32
-
-// parsePages parses each page template (every NAME.html but layout.html and the _*.html
-// partials) together with the layout and the partials, under the name NAME.
-func parsePages(fsys fs.FS) (map[string]*template.Template, error) {
-	names, err := fs.Glob(fsys, "*.html")
-	if err != nil {
-		return nil, err
-	}
-	partials, err := fs.Glob(fsys, "_*.html")
-	if err != nil {
-		return nil, err
-	}
-	funcs := templateFuncs()
-	pages := map[string]*template.Template{}
-	for _, file := range names {
-		if file == "layout.html" || strings.HasPrefix(file, "_") {
-			continue
-		}
-		name := strings.TrimSuffix(file, ".html")
-		files := append([]string{"layout.html", file}, partials...)
-		t, err := template.New(name).Funcs(funcs).Option("missingkey=error").ParseFS(fsys, files...)
-		if err != nil {
-			return nil, fmt.Errorf("parse template %s: %w", name, err)
-		}
-		pages[name] = t
-	}
-	return pages, nil
-}
-
-// render writes a page. A template that fails half-way (parse-time checks make it unlikely)
-// leaves a truncated page and is logged.
-func (s *Server) render(c *gin.Context, status int, name string, data any) {
-	s.renderBlock(c, status, name, "layout", data)
-}
-
-// renderBlock writes one named block of a page template (a fragment for live updates, or
-// "layout" for the whole page).
-func (s *Server) renderBlock(c *gin.Context, status int, name, block string, data any) {
-	t, ok := s.pages[name]
-	if !ok {
-		panic("server: no page template " + name) // a programming error, caught by recovery
-	}
-	c.Status(status)
-	c.Header("Content-Type", "text/html; charset=utf-8")
-	if err := t.ExecuteTemplate(c.Writer, block, data); err != nil {
-		s.logger.Error("render page", "page", name, "block", block, "err", err)
-	}
-}

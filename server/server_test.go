@@ -151,7 +151,7 @@ func TestReadyz(t *testing.T) {
 }
 
 func TestUIAccountsLimiterPerServer(t *testing.T) {
-	a, b := newUIEnv(t).s, newUIEnv(t).s
+	a, b := newTestServer(t, nil), newTestServer(t, nil)
 	if a.logins == nil {
 		t.Error("a server has no login limiters")
 	}

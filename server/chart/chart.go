@@ -1,6 +1,6 @@
 // Package chart draws line charts as inline SVG for the web UI: the pages embed the markup, so
 // nothing is fetched and no script runs in the browser. It is pure (no I/O) and knows nothing of
-// runs or tests; server/ui_charts.go turns runs into Charts.
+// runs or tests; server/ui/charts.go turns runs into Charts.
 //
 // The SVG scales to its container (a viewBox and width="100%"). Every colour is a presentation
 // attribute, so the chart looks right without a stylesheet, and every element has a class, so a

@@ -24,3 +24,22 @@ func TestAuthLimitClientKey(t *testing.T) {
 		}
 	}
 }
+
+func TestUILiveLimitsClientKey(t *testing.T) {
+	for _, tc := range []struct{ a, b string }{
+		{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"},
+		{"10.1.2.3", "::ffff:10.1.2.3"},
+	} {
+		if ka, kb := ClientKeyOf(tc.a), ClientKeyOf(tc.b); ka != kb {
+			t.Errorf("%s and %s count apart (%s, %s)", tc.a, tc.b, ka, kb)
+		}
+	}
+	for _, tc := range []struct{ a, b string }{
+		{"2001:db8:1:2::1", "2001:db8:1:3::1"},
+		{"10.1.2.3", "10.1.2.4"},
+	} {
+		if ClientKeyOf(tc.a) == ClientKeyOf(tc.b) {
+			t.Errorf("%s and %s count as one", tc.a, tc.b)
+		}
+	}
+}

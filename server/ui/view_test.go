@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // viewFormIDs lists the action forms (and the reschedule link) a page shows.
@@ -179,7 +180,7 @@ func TestUIViewWarnings(t *testing.T) {
 		hash  int
 		ok    bool
 	}{{1, 1, true}, {4.9, 9999, true}, {6, 64, true}, {6, 16, false}, {6, 97, false}, {6, 96, true}, {12, 128, true}, {12, 64, false}} {
-		if got := viewOKHash(tc.ratio, tc.hash); got != tc.ok {
+		if got := ui.ViewOKHash(tc.ratio, tc.hash); got != tc.ok {
 			t.Errorf("viewOKHash(%v, %d) = %v, want %v", tc.ratio, tc.hash, got, tc.ok)
 		}
 	}
@@ -269,13 +270,13 @@ func TestUIViewTasksPages(t *testing.T) {
 		return out
 	}
 	path := "/tests/tasks/" + r.ID.Hex()
-	if got := ids(body(env.anon().get(path))); len(got) != tasksPageSize || got[0] != "29" {
+	if got := ids(body(env.anon().get(path))); len(got) != ui.TasksPageSize || got[0] != "29" {
 		t.Errorf("page 1 = %v, want 25 tasks, newest first", got)
 	}
 	if got := ids(body(env.anon().get(path + "?page=2"))); len(got) != 5 || got[4] != "0" {
 		t.Errorf("page 2 = %v, want the 5 oldest tasks", got)
 	}
-	if got := ids(body(env.anon().get(path + "?sort=played&order=asc"))); len(got) != tasksPageSize || got[0] != "0" {
+	if got := ids(body(env.anon().get(path + "?sort=played&order=asc"))); len(got) != ui.TasksPageSize || got[0] != "0" {
 		t.Errorf("by games played, ascending = %v", got)
 	}
 	if got := ids(body(env.anon().get(path + "?q=K0000007"))); strings.Join(got, " ") != "7" {
@@ -328,11 +329,11 @@ func TestUIViewLiveEloAndStats(t *testing.T) {
 	if strings.Contains(page, "LLR bounds") || !strings.Contains(page, "Normalized Elo") {
 		t.Error("a fixed-games run's statistics show an SPRT or lack the Elo")
 	}
-	st := viewCountsOf([]int{20, 50, 30})
+	st := ui.ViewCountsOf([]int{20, 50, 30})
 	if math.Abs(st.Score-0.55) > 1e-12 || st.Games != 100 || math.Abs(st.DrawRate-0.5) > 1e-12 {
 		t.Errorf("trinomial stats = %+v", st)
 	}
-	if p := viewCountsOf([]int{0, 0, 0, 0, 0}); !math.IsNaN(p.Score) || p.Games != 0 {
+	if p := ui.ViewCountsOf([]int{0, 0, 0, 0, 0}); !math.IsNaN(p.Score) || p.Games != 0 {
 		t.Errorf("no pairs give score %v, games %d; want NaN and 0", p.Score, p.Games)
 	}
 }

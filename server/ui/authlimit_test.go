@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -27,16 +28,16 @@ type tuningData struct {
 	// Role is this instance's role now; Lease who holds the primary's lease (nil: unknown),
 	// LeaseAge how long ago it was renewed.
 	Role     string
-	Lease    *LeaseInfo
+	Lease    *protocol.LeaseInfo
 	LeaseAge string
 }
 
-// tuningPage shows approvers the live sizes and how to change them: edit the config and send
+// TuningPage shows approvers the live sizes and how to change them: edit the config and send
 // SIGHUP. Its own data are in-memory gauges, read before the layout's database work so that
 // the page does not count itself. Like every page it waits in line for one token to read the
 // logged-in user; when the pool is saturated, which is when this page is most wanted, the
 // layout leaves out its pending sign-ups badge rather than wait a second time (see page).
-func (s *Server) tuningPage(c *gin.Context) {
+func (s *Server) TuningPage(c *gin.Context) {
 	if _, ok := s.requireApprover(c); !ok {
 		return
 	}
@@ -50,8 +51,8 @@ func (s *Server) tuningPage(c *gin.Context) {
 	if sched := s.scheduler(); sched != nil {
 		d.TaskSemaphoreSize = sched.TaskSemaphoreSize()
 	}
-	d.Role = s.Role()
-	if l, ok := s.lease(c.Request.Context()); ok {
+	d.Role = s.deps.Role().Name
+	if l, ok := s.deps.Lease(c.Request.Context()); ok {
 		d.Lease, d.LeaseAge = &l, roundDuration(time.Duration(l.AgeS*float64(time.Second)))
 	}
 	d.page = s.page(c, "Tuning")

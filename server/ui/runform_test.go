@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/servertest"
+	"github.com/shoal-chess/shoal/server/ui"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -230,8 +232,8 @@ func TestUIRunFormPage(t *testing.T) {
 
 	t.Run("progression test preset", func(t *testing.T) {
 		page := body(alice.get("/tests/run?preset=pt-smp"))
-		for field, want := range map[string]string{"test-branch": "master", "resolved_base": ptBaseSHA,
-			"base-signature": ptBaseBench, "num-games": "60000", "threads": "8", "new-options": "Hash=512"} {
+		for field, want := range map[string]string{"test-branch": "master", "resolved_base": ui.PresetBaseSHA,
+			"base-signature": ui.PresetBaseBench, "num-games": "60000", "threads": "8", "new-options": "Hash=512"} {
 			if got, _ := formInputValue(page, field); got != want {
 				t.Errorf("%s = %q, want %q", field, got, want)
 			}
@@ -490,8 +492,8 @@ func TestUIRunFormSubmit(t *testing.T) {
 func (b *browser) onSecondary(t *testing.T) *browser {
 	t.Helper()
 	env := b.env
-	sec, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
-		DB: env.db, Runs: env.sched, SessionSecret: env.s.deps.SessionSecret, DataDir: t.TempDir()})
+	sec, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
+		DB: env.db, Runs: env.sched, SessionSecret: env.deps.SessionSecret, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

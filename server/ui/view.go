@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"cmp"
@@ -23,7 +23,7 @@ import (
 
 // One run's pages: /tests/view/:id (everything about a run), /tests/tasks/:id (its task table
 // alone), /tests/live_elo/:id (gauges of an SPRT) and /tests/stats/:id (raw statistics). Their
-// live updates are in ui_live.go.
+// live updates are in live.go.
 
 // tasksPageSize is the number of tasks a page of the task table shows.
 const tasksPageSize = 25
@@ -31,14 +31,14 @@ const tasksPageSize = 25
 // viewRun reads the run of the :id parameter from the run source (the run cache on the
 // primary). An id that is not a run id is a run that does not exist.
 func (s *Server) viewRun(ctx context.Context, id string) (*rundb.Run, error) {
-	if s.role().runs == nil {
+	if s.runs() == nil {
 		return nil, errNoDatabase
 	}
 	oid, err := rundb.ParseObjectID(id)
 	if err != nil {
 		return nil, fmt.Errorf("run %q: %w", id, rundb.ErrNotFound)
 	}
-	return s.role().runs.Snapshot(ctx, oid)
+	return s.runs().Snapshot(ctx, oid)
 }
 
 // viewLoad reads the run of the request for a page; false once the error page is sent.
@@ -574,9 +574,9 @@ func viewPageURL(c *gin.Context, path string) string {
 	return scheme + "://" + c.Request.Host + path
 }
 
-// viewPage is GET /tests/view/:id: a run's arguments, results, charts, warnings, actions and
+// ViewPage is GET /tests/view/:id: a run's arguments, results, charts, warnings, actions and
 // tasks; 404 for a run that does not exist.
-func (s *Server) viewPage(c *gin.Context) {
+func (s *Server) ViewPage(c *gin.Context) {
 	r, ok := s.viewLoad(c)
 	if !ok {
 		return
@@ -603,9 +603,9 @@ type tasksPageData struct {
 	Tasks    viewTasks
 }
 
-// tasksPage is GET /tests/tasks/:id: a run's task table alone, sortable, searchable (q), 25 a
+// TasksPage is GET /tests/tasks/:id: a run's task table alone, sortable, searchable (q), 25 a
 // page, with show_task highlighted.
-func (s *Server) tasksPage(c *gin.Context) {
+func (s *Server) TasksPage(c *gin.Context) {
 	r, ok := s.viewLoad(c)
 	if !ok {
 		return
@@ -704,15 +704,15 @@ func viewLiveElo(r *rundb.Run) liveEloData {
 	return d
 }
 
-// liveEloPage is GET /tests/live_elo/:id: gauges of an SPRT run's LLR, LOS and Elo with the
+// LiveEloPage is GET /tests/live_elo/:id: gauges of an SPRT run's LLR, LOS and Elo with the
 // numbers behind them; 404 for a run that does not exist or is not an SPRT.
-func (s *Server) liveEloPage(c *gin.Context) {
+func (s *Server) LiveEloPage(c *gin.Context) {
 	r, ok := s.viewLoad(c)
 	if !ok {
 		return
 	}
 	if r.Args.SPRT == nil {
-		s.pageError(c, http.StatusNotFound, "This test is not an SPRT, so it has no live Elo page.")
+		s.PageError(c, http.StatusNotFound, "This test is not an SPRT, so it has no live Elo page.")
 		return
 	}
 	d := viewLiveElo(r)
@@ -896,10 +896,10 @@ func viewRunStats(r *rundb.Run) runStatsData {
 	return d
 }
 
-// statsPage is GET /tests/stats/:id: a run's raw statistics (trinomial and pentanomial, the
+// StatsPage is GET /tests/stats/:id: a run's raw statistics (trinomial and pentanomial, the
 // SPRT's LLR computed several ways, its bounds, the workers' chi-square test); 404 for a run
 // that does not exist.
-func (s *Server) statsPage(c *gin.Context) {
+func (s *Server) StatsPage(c *gin.Context) {
 	r, ok := s.viewLoad(c)
 	if !ok {
 		return

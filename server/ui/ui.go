@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"context"
@@ -65,10 +65,14 @@ func newSessionStore(secret []byte) cookie.Store {
 	return store
 }
 
-// cookieOptions gives this request's session cookie its flags whenever it is written: Secure
+// Sessions is the middleware that opens the request's session, the signed and encrypted
+// cookie the handlers read.
+func (s *Server) Sessions() gin.HandlerFunc { return sessions.Sessions(sessionCookie, s.sessions) }
+
+// CookieOptions gives this request's session cookie its flags whenever it is written: Secure
 // when the browser came over TLS, and a remembered login's lifetime. (The store's defaults
 // would otherwise drop both on any save after the login's.)
-func cookieOptions(c *gin.Context) {
+func CookieOptions(c *gin.Context) {
 	applyCookieOptions(c, sessions.Default(c))
 	c.Next()
 }
@@ -83,10 +87,10 @@ func applyCookieOptions(c *gin.Context, sess sessions.Session) {
 	sess.Options(sessionOptions(c, age))
 }
 
-// uiHeaders sets the headers every page carries: no caching of personal pages, and a content
+// Headers sets the headers every page carries: no caching of personal pages, and a content
 // security policy that allows only Shoal's own scripts and styles, so injected markup cannot
 // run.
-func uiHeaders(c *gin.Context) {
+func Headers(c *gin.Context) {
 	setPageHeaders(c.Writer.Header())
 	c.Next()
 }
@@ -118,11 +122,11 @@ func sessionOptions(c *gin.Context, maxAge time.Duration) sessions.Options {
 		Secure: secureRequest(c), MaxAge: int(maxAge / time.Second)}
 }
 
-// loadUser makes the session's user known to the handlers. A session whose user is gone,
+// LoadUser makes the session's user known to the handlers. A session whose user is gone,
 // blocked or pending, or whose password has changed since login, ends here and now: the
 // user document is read on every request, so an approver's block takes effect on the
 // blocked user's next click.
-func (s *Server) loadUser(c *gin.Context) {
+func (s *Server) LoadUser(c *gin.Context) {
 	sess := sessions.Default(c)
 	name, _ := sess.Get(sessionUser).(string)
 	if name == "" {
@@ -161,7 +165,7 @@ func (s *Server) loadUser(c *gin.Context) {
 // sessionHolds reports whether a session opened with stamp, with id sid, may go on as u at now:
 // the user exists, is neither blocked nor pending, has not changed password since, and still
 // lists the session as open (no logout, "log out everywhere" or expiry ended it). Pages
-// (loadUser) and live streams apply the same rule.
+// (LoadUser) and live streams apply the same rule.
 func sessionHolds(u *rundb.User, stamp, sid string, now time.Time) bool {
 	return u != nil && !u.Blocked && !u.Pending && stamp == u.SessionStamp() && sid != "" &&
 		u.HasSession(sessionKey(sid), now)
@@ -247,7 +251,7 @@ func (s *Server) csrfToken(c *gin.Context) string {
 	tok, _ := sess.Get(sessionCSRF).(string)
 	if tok == "" {
 		tok = guard.NewToken()
-		// The cookie keeps the options cookieOptions gave it: a session without a token is
+		// The cookie keeps the options CookieOptions gave it: a session without a token is
 		// no remembered login.
 		sess.Set(sessionCSRF, tok)
 		s.saveSession(c)
@@ -255,12 +259,12 @@ func (s *Server) csrfToken(c *gin.Context) string {
 	return tok
 }
 
-// checkCSRF refuses a state-changing request whose csrf_token field (or X-CSRF-Token header)
+// CheckCSRF refuses a state-changing request whose csrf_token field (or X-CSRF-Token header)
 // does not match the session's token. It runs on every UI POST, before any handler, and bounds
 // the body first, whatever carries the token: only the upload takes a multipart body (its
 // handler streams it), every other form is read through a maxFormBody cap. A body is never
 // parsed into memory or spooled to disk before these rules apply.
-func (s *Server) checkCSRF(c *gin.Context) {
+func (s *Server) CheckCSRF(c *gin.Context) {
 	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
 		c.Next()
 		return
@@ -272,8 +276,8 @@ func (s *Server) checkCSRF(c *gin.Context) {
 		// to disk before anyone is known). The handler checks the token (header, or the
 		// form's first field) with csrfTokenMatches before it reads the file. No other form
 		// sends files, so no other route takes a multipart body.
-		if c.FullPath() != uploadPath {
-			s.pageError(c, http.StatusUnsupportedMediaType, "This form does not take files.")
+		if c.FullPath() != UploadPath {
+			s.PageError(c, http.StatusUnsupportedMediaType, "This form does not take files.")
 			return
 		}
 		c.Next()
@@ -283,17 +287,17 @@ func (s *Server) checkCSRF(c *gin.Context) {
 	if err := c.Request.ParseForm(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.pageError(c, http.StatusRequestEntityTooLarge, "This form is too large.")
+			s.PageError(c, http.StatusRequestEntityTooLarge, "This form is too large.")
 			return
 		}
-		s.pageError(c, http.StatusBadRequest, "This form could not be read.")
+		s.PageError(c, http.StatusBadRequest, "This form could not be read.")
 		return
 	}
 	if got == "" {
 		got = c.Request.PostForm.Get(csrfField)
 	}
 	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		s.pageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
+		s.PageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
 		return
 	}
 	c.Next()
@@ -340,7 +344,7 @@ func (s *Server) requireApprover(c *gin.Context) (*rundb.User, bool) {
 		return nil, false
 	}
 	if !u.IsApprover() {
-		s.pageError(c, http.StatusForbidden, "Only approvers may do this.")
+		s.PageError(c, http.StatusForbidden, "Only approvers may do this.")
 		return nil, false
 	}
 	return u, true
@@ -382,8 +386,8 @@ func (s *Server) redirect(c *gin.Context, to string) {
 	c.Abort()
 }
 
-// uploadPath is the one route that takes a multipart (file) body.
-const uploadPath = "/upload"
+// UploadPath is the one route that takes a multipart (file) body.
+const UploadPath = "/upload"
 
 // safeNext returns next if it is a path on this site, else fallback: a login link must not
 // send people elsewhere. Browsers drop tabs and newlines from a Location and read a backslash
@@ -460,7 +464,7 @@ func (s *Server) uiDo(c *gin.Context, fn func(ctx context.Context) error) bool {
 func (s *Server) heavyRead(c *gin.Context, fn func(ctx context.Context) error) bool {
 	if !s.heavy.Slot(c) {
 		if c.Request.Context().Err() == nil {
-			s.pageError(c, http.StatusServiceUnavailable, guard.HeavyBusyText)
+			s.PageError(c, http.StatusServiceUnavailable, guard.HeavyBusyText)
 		}
 		return false
 	}
@@ -475,10 +479,10 @@ func (s *Server) uiError(c *gin.Context, err error) {
 	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
 		c.AbortWithStatus(guard.StatusClientClosedRequest)
 	case errors.Is(err, rundb.ErrNotFound):
-		s.pageError(c, http.StatusNotFound, "There is no such thing here.")
+		s.PageError(c, http.StatusNotFound, "There is no such thing here.")
 	default:
 		_ = c.Error(err)
-		s.pageError(c, http.StatusInternalServerError, "Something went wrong on the server; it has been logged. Try again shortly.")
+		s.PageError(c, http.StatusInternalServerError, "Something went wrong on the server; it has been logged. Try again shortly.")
 	}
 }
 
@@ -488,6 +492,6 @@ func (s *Server) requirePrimaryPage(c *gin.Context) bool {
 	if s.scheduler() != nil {
 		return true
 	}
-	s.pageError(c, http.StatusServiceUnavailable, "This instance only serves pages; changes are made on the primary instance. Try again in a moment.")
+	s.PageError(c, http.StatusServiceUnavailable, "This instance only serves pages; changes are made on the primary instance. Try again in a moment.")
 	return false
 }

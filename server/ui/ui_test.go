@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"bytes"
@@ -8,12 +8,16 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // sessionSetCookie returns the session cookie a reply sets, or nil.
 func sessionSetCookie(w *httptest.ResponseRecorder) *http.Cookie {
 	for _, c := range w.Result().Cookies() {
-		if c.Name == sessionCookie {
+		if c.Name == ui.SessionCookie {
 			return c
 		}
 	}
@@ -104,7 +108,7 @@ func TestUIOversizedFormIsRefused(t *testing.T) {
 	env := newUIEnv(t)
 	b := env.anon()
 	form := url.Values{"csrf_token": {b.csrf()}, "username": {"alice"}, "password": {uiPassword},
-		"padding": {strings.Repeat("x", maxFormBody)}}
+		"padding": {strings.Repeat("x", ui.MaxFormBody)}}
 	if w := b.postRaw("/login", form); w.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("a %d-byte form = %d, want 413", len(form.Encode()), w.Code)
 	}
@@ -123,7 +127,7 @@ func TestUISafeNext(t *testing.T) {
 		"https://evil.example/":    "/tests",
 		"/%0a":                     "/%0a", // escaped: stays a path on this site
 	} {
-		if got := safeNext(next, "/tests"); got != want {
+		if got := ui.SafeNext(next, "/tests"); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
 		}
 	}
@@ -133,7 +137,7 @@ func TestUISafeNext(t *testing.T) {
 func TestUIEveryPostNeedsTheCSRFToken(t *testing.T) {
 	env := newUIEnv(t)
 	b := env.as("bob")
-	for _, r := range env.s.engine.Routes() {
+	for _, r := range env.s.Handler().(*gin.Engine).Routes() {
 		if r.Method != http.MethodPost || strings.HasPrefix(r.Path, "/api/") {
 			continue
 		}
@@ -146,7 +150,7 @@ func TestUIEveryPostNeedsTheCSRFToken(t *testing.T) {
 }
 
 func TestUINavigationMarksOneItem(t *testing.T) {
-	nav := baseFuncs["navClass"].(func(string, string) string)
+	nav := ui.BaseFuncs["navClass"].(func(string, string) string)
 	for _, c := range []struct {
 		path, item string
 		current    bool

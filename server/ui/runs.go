@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"cmp"
@@ -23,7 +23,7 @@ import (
 
 // The run lists: the homepage (/tests), the finished runs (/tests/finished), one user's runs
 // (/tests/user/:username) and the machines at work (/tests/machines). Run pages are in
-// ui_view.go, their live updates in ui_live.go.
+// view.go, their live updates in live.go.
 
 // Page sizes and caps of the run lists, fishtest's values.
 const (
@@ -416,7 +416,7 @@ func (s *Server) runsMachinesOf(ctx context.Context, unfinished []*rundb.Run) ([
 		if !lr.Approved && lr.Workers == 0 {
 			continue // never handed out a task
 		}
-		r, err := s.role().runs.Snapshot(ctx, lr.ID)
+		r, err := s.runs().Snapshot(ctx, lr.ID)
 		if errors.Is(err, rundb.ErrNotFound) {
 			continue // deleted since the listing
 		}
@@ -577,10 +577,10 @@ func (d *testsPageData) fillUnfinished(unfinished []*rundb.Run, q url.Values) {
 	}
 }
 
-// testsPage is GET /tests, the homepage: the numbers of the fleet, the pending, active and
+// TestsPage is GET /tests, the homepage: the numbers of the fleet, the pending, active and
 // failed runs, the workers panel and the finished runs, 25 a page. Pages after the first show
 // only finished runs.
-func (s *Server) testsPage(c *gin.Context) {
+func (s *Server) TestsPage(c *gin.Context) {
 	db, err := s.runsDB()
 	if err != nil {
 		s.uiError(c, err)
@@ -672,10 +672,10 @@ func finishedMaxCount(c *gin.Context) int {
 	return limit
 }
 
-// finishedPage is GET /tests/finished: finished, undeleted runs, 25 a page, newest first, with
+// FinishedPage is GET /tests/finished: finished, undeleted runs, 25 a page, newest first, with
 // tabs for green, yellow and LTC runs and a search by user (a part of the name) and by text in
 // the info. A search counts at most max_count runs.
-func (s *Server) finishedPage(c *gin.Context) {
+func (s *Server) FinishedPage(c *gin.Context) {
 	db, err := s.runsDB()
 	if err != nil {
 		s.uiError(c, err)
@@ -775,9 +775,9 @@ type userTestsData struct {
 	LiveSrc  string
 }
 
-// userTestsPage is GET /tests/user/:username: the user's unfinished runs (on the first page)
+// UserTestsPage is GET /tests/user/:username: the user's unfinished runs (on the first page)
 // and finished runs, 25 a page; 404 for a user who does not exist.
-func (s *Server) userTestsPage(c *gin.Context) {
+func (s *Server) UserTestsPage(c *gin.Context) {
 	db, err := s.runsDB()
 	if err != nil {
 		s.uiError(c, err)
@@ -833,9 +833,9 @@ type machinesPageData struct {
 	Mine     bool
 }
 
-// machinesPage is GET /tests/machines: every worker with an active task, 500 a page, sortable,
+// MachinesPage is GET /tests/machines: every worker with an active task, 500 a page, sortable,
 // filtered by a text (q) and, for a logged-in user, to their own workers (my_workers).
-func (s *Server) machinesPage(c *gin.Context) {
+func (s *Server) MachinesPage(c *gin.Context) {
 	db, err := s.runsDB()
 	if err != nil {
 		s.uiError(c, err)

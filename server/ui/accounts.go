@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"context"
@@ -39,17 +39,17 @@ type loginData struct {
 	Error    string
 }
 
-func (s *Server) loginPage(c *gin.Context) {
+func (s *Server) LoginPage(c *gin.Context) {
 	next := safeNext(c.Query("next"), "")
 	s.render(c, http.StatusOK, "login", loginData{page: s.page(c, "Log in"), Next: next})
 }
 
-// loginSubmit checks the credentials and opens a session. A failed attempt counts against the
+// LoginSubmit checks the credentials and opens a session. A failed attempt counts against the
 // client's address, the username from that address and the username from anywhere; while any
 // is over its limit the form answers 429 without checking anything. The attempt takes its
 // tokens before the password is checked and gives them back if it was right, so parallel
 // guesses get no further than sequential ones.
-func (s *Server) loginSubmit(c *gin.Context) {
+func (s *Server) LoginSubmit(c *gin.Context) {
 	d := loginData{
 		Username: strings.TrimSpace(c.PostForm("username")),
 		Remember: c.PostForm("remember") != "",
@@ -102,9 +102,9 @@ func (s *Server) loginSubmit(c *gin.Context) {
 	s.redirect(c, safeNext(d.Next, "/tests"))
 }
 
-// logoutSubmit ends the session on the server, so that a copy of its cookie is worthless, and
+// LogoutSubmit ends the session on the server, so that a copy of its cookie is worthless, and
 // with everywhere=1 ("log out everywhere") every other session of the user too.
-func (s *Server) logoutSubmit(c *gin.Context) {
+func (s *Server) LogoutSubmit(c *gin.Context) {
 	everywhere := c.PostForm("everywhere") != ""
 	if !s.closeSession(c, everywhere) {
 		return
@@ -156,7 +156,7 @@ var (
 	githubRepoURL = regexp.MustCompile(`^https://github\.com/[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$`)
 )
 
-func (s *Server) signupPage(c *gin.Context) {
+func (s *Server) SignupPage(c *gin.Context) {
 	if currentUser(c) != nil {
 		c.Redirect(http.StatusFound, "/tests")
 		return
@@ -165,12 +165,12 @@ func (s *Server) signupPage(c *gin.Context) {
 		PasswordRule: passwordRule})
 }
 
-// signupSubmit creates a pending account. There is no CAPTCHA (nothing outside the machine is
+// SignupSubmit creates a pending account. There is no CAPTCHA (nothing outside the machine is
 // reachable); instead each address may send a few valid forms an hour, and an approver accepts
 // every account before it can log in. A valid form takes its token before the username and
 // email are looked up, so that "this email has an account" answers are as limited as signups,
 // also for parallel requests.
-func (s *Server) signupSubmit(c *gin.Context) {
+func (s *Server) SignupSubmit(c *gin.Context) {
 	if currentUser(c) != nil {
 		s.redirect(c, "/tests")
 		return
@@ -426,7 +426,7 @@ func (s *Server) profileTarget(c *gin.Context) (me, target *rundb.User, ok bool)
 		return me, me, true
 	}
 	if !me.IsApprover() {
-		s.pageError(c, http.StatusForbidden, "Only approvers may see other people's accounts.")
+		s.PageError(c, http.StatusForbidden, "Only approvers may see other people's accounts.")
 		return nil, nil, false
 	}
 	if !s.uiDo(c, func(ctx context.Context) error {
@@ -439,7 +439,7 @@ func (s *Server) profileTarget(c *gin.Context) (me, target *rundb.User, ok bool)
 	return me, target, true
 }
 
-func (s *Server) profilePage(c *gin.Context) {
+func (s *Server) ProfilePage(c *gin.Context) {
 	me, target, ok := s.profileTarget(c)
 	if !ok {
 		return
@@ -478,11 +478,11 @@ func (s *Server) showProfile(c *gin.Context, status int, d *profileData) {
 	s.render(c, status, "profile", d)
 }
 
-// profileSubmit handles the profile page's forms: one's own profile (email, tests repository,
+// ProfileSubmit handles the profile page's forms: one's own profile (email, tests repository,
 // password), and an approver's on another account (block or unblock, accept or reject a pending
 // account, the machine limit). Which form it is shows in its fields, as in fishtest: "blocked",
 // "pending", "machine_limit", or else the profile.
-func (s *Server) profileSubmit(c *gin.Context) {
+func (s *Server) ProfileSubmit(c *gin.Context) {
 	me, target, ok := s.profileTarget(c)
 	if !ok || !s.requirePrimaryPage(c) {
 		return
@@ -494,7 +494,7 @@ func (s *Server) profileSubmit(c *gin.Context) {
 	switch {
 	case blocking || accepting || limiting:
 		if !me.IsApprover() {
-			s.pageError(c, http.StatusForbidden, "Only approvers may do this.")
+			s.PageError(c, http.StatusForbidden, "Only approvers may do this.")
 			return
 		}
 		switch {
@@ -508,7 +508,7 @@ func (s *Server) profileSubmit(c *gin.Context) {
 	case own:
 		s.editOwnProfile(c, me)
 	default:
-		s.pageError(c, http.StatusForbidden, "Only "+target.Username+" may change this account's profile.")
+		s.PageError(c, http.StatusForbidden, "Only "+target.Username+" may change this account's profile.")
 	}
 }
 
@@ -519,11 +519,11 @@ func (s *Server) blockUser(c *gin.Context, me, target *rundb.User) {
 		block = true
 	case "0":
 	default:
-		s.pageError(c, http.StatusBadRequest, "blocked must be 1 (block) or 0 (unblock).")
+		s.PageError(c, http.StatusBadRequest, "blocked must be 1 (block) or 0 (unblock).")
 		return
 	}
 	if block && me.Username == target.Username {
-		s.pageError(c, http.StatusBadRequest, "You cannot block yourself.")
+		s.PageError(c, http.StatusBadRequest, "You cannot block yourself.")
 		return
 	}
 	word := map[bool]string{true: "blocked", false: "unblocked"}[block]
@@ -542,7 +542,7 @@ func (s *Server) blockUser(c *gin.Context, me, target *rundb.User) {
 
 func (s *Server) acceptUser(c *gin.Context, me, target *rundb.User) {
 	if !target.Pending {
-		s.pageError(c, http.StatusBadRequest, "The account of "+target.Username+" is not waiting for approval.")
+		s.PageError(c, http.StatusBadRequest, "The account of "+target.Username+" is not waiting for approval.")
 		return
 	}
 	if c.PostForm("pending") == "0" {

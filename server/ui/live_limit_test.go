@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"bufio"
@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/server/guard"
+	"github.com/shoal-chess/shoal/server/ui"
+	"github.com/shoal-chess/shoal/server/ui/live"
 )
 
 // liveRequest opens url from client address ip (the test server is on loopback, a trusted
@@ -48,11 +49,11 @@ func liveOpenAs(t *testing.T, ctx context.Context, url, ip string, b *browser) <
 }
 
 // liveWaitOpen waits until the server counts the given streams and client addresses open.
-func liveWaitOpen(t *testing.T, l *liveLimits, streams, clients int) {
+func liveWaitOpen(t *testing.T, l *live.Limits, streams, clients int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s, c := l.open()
+		s, c := l.Open()
 		if s == streams && c == clients {
 			return
 		}
@@ -83,8 +84,8 @@ func liveWaitEnd(t *testing.T, events <-chan liveEvent, timeout time.Duration) [
 
 func TestUILiveLimitsCapStreams(t *testing.T) {
 	env := newUIEnv(t)
-	lim := env.s.live
-	lim.maxPerIP, lim.maxStreams = 2, 3
+	lim := ui.LiveLimits(env.s.UI())
+	lim.MaxPerIP, lim.MaxStreams = 2, 3
 	srv := httptest.NewServer(env.s.Handler())
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -135,7 +136,7 @@ func TestUILiveLimitsCapStreams(t *testing.T) {
 		}
 	}
 	liveWaitOpen(t, lim, 0, 0)
-	if n := len(lim.perIP); n != 0 {
+	if _, n := lim.Open(); n != 0 {
 		t.Errorf("%d addresses still remembered", n)
 	}
 }
@@ -143,33 +144,14 @@ func TestUILiveLimitsCapStreams(t *testing.T) {
 // A stream that fails at once (no such run) gives its slot back too.
 func TestUILiveLimitsRefusedStreamFreesSlot(t *testing.T) {
 	env := newUIEnv(t)
-	env.s.live.maxPerIP = 1
+	ui.LiveLimits(env.s.UI()).MaxPerIP = 1
 	for range 3 {
 		if w := env.anon().get("/tests/view/" + rundb.NewObjectID().Hex() + "/events"); w.Code != http.StatusNotFound {
 			t.Fatalf("a missing run's stream = %d, want 404", w.Code)
 		}
 	}
-	if s, c := env.s.live.open(); s != 0 || c != 0 {
+	if s, c := ui.LiveLimits(env.s.UI()).Open(); s != 0 || c != 0 {
 		t.Errorf("%d streams from %d addresses still counted", s, c)
-	}
-}
-
-func TestUILiveLimitsClientKey(t *testing.T) {
-	for _, tc := range []struct{ a, b string }{
-		{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"},
-		{"10.1.2.3", "::ffff:10.1.2.3"},
-	} {
-		if ka, kb := guard.ClientKeyOf(tc.a), guard.ClientKeyOf(tc.b); ka != kb {
-			t.Errorf("%s and %s count apart (%s, %s)", tc.a, tc.b, ka, kb)
-		}
-	}
-	for _, tc := range []struct{ a, b string }{
-		{"2001:db8:1:2::1", "2001:db8:1:3::1"},
-		{"10.1.2.3", "10.1.2.4"},
-	} {
-		if guard.ClientKeyOf(tc.a) == guard.ClientKeyOf(tc.b) {
-			t.Errorf("%s and %s count as one", tc.a, tc.b)
-		}
 	}
 }
 
@@ -178,7 +160,8 @@ func TestUILiveLimitsClientKey(t *testing.T) {
 func TestUILiveLimitsLifetime(t *testing.T) {
 	env := newUIEnv(t)
 	r := env.runsAdd("alice", runsTestRequest(nil))
-	env.s.live.lifetime, env.s.live.reconnect = 1500*time.Millisecond, 2*time.Second
+	lim := ui.LiveLimits(env.s.UI())
+	lim.Lifetime, lim.Reconnect = 1500*time.Millisecond, 2*time.Second
 	srv := httptest.NewServer(env.s.Handler())
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -202,13 +185,13 @@ func TestUILiveLimitsLifetime(t *testing.T) {
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("the stream ended after %v, before its lifetime", d)
 	}
-	liveWaitOpen(t, env.s.live, 0, 0)
+	liveWaitOpen(t, ui.LiveLimits(env.s.UI()), 0, 0)
 }
 
 // A stream reads its user again: a block or a new password ends it, a lost right shows.
 func TestUILiveSessionRecheck(t *testing.T) {
 	env := newUIEnv(t)
-	env.s.live.recheck = 500 * time.Millisecond
+	ui.LiveLimits(env.s.UI()).Recheck = 500 * time.Millisecond
 	r := env.runsAdd("alice", runsTestRequest(nil))
 	srv := httptest.NewServer(env.s.Handler())
 	defer srv.Close()
@@ -285,5 +268,5 @@ func TestUILiveSessionRecheck(t *testing.T) {
 			t.Error("the stream still offers the approve button to a former approver")
 		}
 	})
-	liveWaitOpen(t, env.s.live, 0, 0)
+	liveWaitOpen(t, ui.LiveLimits(env.s.UI()), 0, 0)
 }

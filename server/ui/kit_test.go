@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
@@ -22,7 +24,8 @@ import (
 //   - alice: a user; bob and carol: approvers; dave: pending; eve: blocked.
 type uiEnv struct {
 	t     *testing.T
-	s     *Server
+	s     *server.Server
+	deps  server.Deps // what s was built with
 	db    *rundb.DB
 	sched *scheduler.Scheduler
 	runs  *rundb.RunCache
@@ -30,7 +33,18 @@ type uiEnv struct {
 
 const uiPassword = "secret-password"
 
+// The web UI's handlers are tested through the whole server (server.New), which routes to
+// them.
+
+func TestMain(m *testing.M) { rundbtest.Main(m) }
+
 func newUIEnv(t *testing.T) *uiEnv {
+	t.Helper()
+	return newUIEnvWith(t, nil)
+}
+
+// newUIEnvWith is newUIEnv with the server's dependencies adjusted by change first, if not nil.
+func newUIEnvWith(t *testing.T, change func(*server.Deps)) *uiEnv {
 	t.Helper()
 	ctx := context.Background()
 	db := rundbtest.Open(t)
@@ -51,14 +65,20 @@ func newUIEnv(t *testing.T) *uiEnv {
 	logger := servertest.DiscardLogger()
 	runs := rundb.NewRunCache(db.Runs, nil, logger)
 	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, runs, logger)
-	s, err := New(Deps{
+	deps := server.Deps{
 		Logger: logger, Tokens: tokenpool.New(8), Version: "test",
 		DB: db, Runs: sch, Scheduler: sch, DataDir: t.TempDir(), Changed: runs.Changed,
-	})
+		// Set, rather than left to New to pick, so that a secondary can share it.
+		SessionSecret: []byte(guard.NewToken()),
+	}
+	if change != nil {
+		change(&deps)
+	}
+	s, err := server.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &uiEnv{t: t, s: s, db: db, sched: sch, runs: runs}
+	return &uiEnv{t: t, s: s, deps: deps, db: db, sched: sch, runs: runs}
 }
 
 // browser is a client with a cookie jar, like a person's browser.

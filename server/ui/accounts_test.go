@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/server/guard"
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // loggedInAs returns the username the browser's session shows in the page header, or "".
@@ -382,7 +383,7 @@ func TestUIAccountsPasswordRule(t *testing.T) {
 		{strings.Repeat("Ab1-", 19), "frank", "f@example.org", false},
 	}
 	for _, tc := range tests {
-		if got := checkPassword(tc.password, tc.username, tc.email) == ""; got != tc.ok {
+		if got := ui.CheckPassword(tc.password, tc.username, tc.email) == ""; got != tc.ok {
 			t.Errorf("checkPassword(%q, %q, %q) accepted %v, want %v", tc.password, tc.username, tc.email, got, tc.ok)
 		}
 	}
@@ -399,7 +400,7 @@ func TestUIAccountsEmail(t *testing.T) {
 		{"", ""},
 	}
 	for _, tc := range tests {
-		got, msg := normaliseEmail(tc.in)
+		got, msg := ui.NormaliseEmail(tc.in)
 		if got != tc.want || (tc.want == "") != (msg != "") {
 			t.Errorf("normaliseEmail(%q) = %q, %q; want %q", tc.in, got, msg, tc.want)
 		}

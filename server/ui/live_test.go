@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"bufio"
@@ -12,7 +12,9 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/servertest"
+	"github.com/shoal-chess/shoal/server/ui/live"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -269,11 +271,11 @@ func TestUILiveRefusals(t *testing.T) {
 	}
 }
 
-// Without a run cache to wait on (a secondary), a stream looks again every livePoll.
+// Without a run cache to wait on (a secondary), a stream looks again every live.Poll.
 func TestUILiveSecondaryPolls(t *testing.T) {
 	env := newUIEnv(t)
 	r := env.runsAdd("alice", runsTestRequest(nil))
-	s, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
+	s, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
 		DB: env.db, Runs: env.sched})
 	if err != nil {
 		t.Fatal(err)
@@ -285,26 +287,11 @@ func TestUILiveSecondaryPolls(t *testing.T) {
 	_, events := liveOpen(t, ctx, srv.URL+"/tests/view/"+r.ID.Hex()+"/events")
 	first := liveWait(t, events, 15*time.Second, "the first update", func(ev liveEvent) bool { return ev.name == "update" })
 	env.runsChange(r.ID, func(r *rundb.Run) { r.Results.Wins = 7 })
-	ev := liveWait(t, events, livePoll+5*time.Second, "the polled update", func(ev liveEvent) bool {
+	ev := liveWait(t, events, live.Poll+5*time.Second, "the polled update", func(ev liveEvent) bool {
 		return strings.Contains(ev.data, "Total: 7 W: 7")
 	})
-	if gap := ev.at.Sub(first.at); gap < livePoll-time.Second {
+	if gap := ev.at.Sub(first.at); gap < live.Poll-time.Second {
 		t.Errorf("the secondary's update came after %v, sooner than its poll period", gap)
-	}
-}
-
-func TestUILiveWriteEvent(t *testing.T) {
-	var b strings.Builder
-	if err := liveWriteEvent(&b, "update", "<div id=\"a\">\none\r\ntwo\rthree</div>"); err != nil {
-		t.Fatal(err)
-	}
-	want := "event: update\ndata: <div id=\"a\">\ndata: one\ndata: two\ndata: three</div>\n\n"
-	if b.String() != want {
-		t.Errorf("event = %q, want %q", b.String(), want)
-	}
-	ev := <-liveReadEvents(strings.NewReader(b.String()))
-	if ev.data != "<div id=\"a\">\none\ntwo\nthree</div>" {
-		t.Errorf("read back as %q", ev.data)
 	}
 }
 

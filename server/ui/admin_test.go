@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func TestUIAdminTuningPermissions(t *testing.T) {
 func TestUIAdminTuningShowsTheValuesInForce(t *testing.T) {
 	env := newUIEnv(t)
 	bob := env.as("bob")
-	pool := env.s.deps.Tokens
+	pool := env.deps.Tokens
 	pid := fmt.Sprintf("kill -HUP %d", os.Getpid())
 
 	w := bob.get("/admin/tuning")

@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // The run pages' tests build runs as the new-test form does (scheduler.BuildRun), store them
@@ -197,12 +198,12 @@ func TestUIRunsHomepage(t *testing.T) {
 		if strings.Contains(page, `id="pending-runs"`) || strings.Contains(page, `id="active-runs"`) || strings.Contains(page, `id="workers-panel"`) {
 			t.Error("page 2 shows unfinished runs or workers")
 		}
-		if n := strings.Count(runsSection(page, "finished-runs"), "<tr data-run="); n != 32-runsPageSize {
-			t.Errorf("page 2 has %d finished runs, want %d", n, 32-runsPageSize)
+		if n := strings.Count(runsSection(page, "finished-runs"), "<tr data-run="); n != 32-ui.RunsPageSize {
+			t.Errorf("page 2 has %d finished runs, want %d", n, 32-ui.RunsPageSize)
 		}
 		first := body(env.anon().get("/tests"))
-		if n := strings.Count(runsSection(first, "finished-runs"), "<tr data-run="); n != runsPageSize {
-			t.Errorf("page 1 has %d finished runs, want %d", n, runsPageSize)
+		if n := strings.Count(runsSection(first, "finished-runs"), "<tr data-run="); n != ui.RunsPageSize {
+			t.Errorf("page 1 has %d finished runs, want %d", n, ui.RunsPageSize)
 		}
 		// A page past the end is the last page.
 		if page := body(env.anon().get("/tests?page=99")); !strings.Contains(page, `aria-current="page">2<`) {
@@ -334,14 +335,14 @@ func TestUIRunsFinishedPagesAndCaps(t *testing.T) {
 		env.runsFinish(r.ID, nil)
 	}
 	count := func(page string) int { return strings.Count(page, "<tr data-run=") }
-	if n := count(body(env.anon().get("/tests/finished"))); n != runsPageSize {
-		t.Errorf("page 1 has %d runs, want %d", n, runsPageSize)
+	if n := count(body(env.anon().get("/tests/finished"))); n != ui.RunsPageSize {
+		t.Errorf("page 1 has %d runs, want %d", n, ui.RunsPageSize)
 	}
 	if n := count(body(env.anon().get("/tests/finished?page=2"))); n != 5 {
 		t.Errorf("page 2 has %d runs, want 5", n)
 	}
-	if n := count(body(env.anon().get("/tests/finished?page=-3"))); n != runsPageSize {
-		t.Errorf("page -3 has %d runs, want page 1's %d", n, runsPageSize)
+	if n := count(body(env.anon().get("/tests/finished?page=-3"))); n != ui.RunsPageSize {
+		t.Errorf("page -3 has %d runs, want page 1's %d", n, ui.RunsPageSize)
 	}
 	t.Run("max_count caps a search", func(t *testing.T) {
 		page := body(env.anon().get("/tests/finished?text=batch&max_count=27"))
@@ -362,12 +363,12 @@ func TestUIRunsFinishedPagesAndCaps(t *testing.T) {
 			query string
 			want  int
 		}{
-			{anon, "", finishedCapAnon},
-			{anon, "max_count=5000", finishedCapAnon},
+			{anon, "", ui.FinishedCapAnon},
+			{anon, "max_count=5000", ui.FinishedCapAnon},
 			{anon, "max_count=10", 10},
-			{anon, "max_count=junk", finishedCapAnon},
-			{user, "", finishedCapUser},
-			{user, "max_count=99999999", finishedCapUser},
+			{anon, "max_count=junk", ui.FinishedCapAnon},
+			{user, "", ui.FinishedCapUser},
+			{user, "max_count=99999999", ui.FinishedCapUser},
 			{user, "max_count=5000", 5000},
 		} {
 			c, _ := gin.CreateTestContext(httptest.NewRecorder())
@@ -377,9 +378,9 @@ func TestUIRunsFinishedPagesAndCaps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c.Set(userKey, u)
+				c.Set(ui.UserKey, u)
 			}
-			if got := finishedMaxCount(c); got != tc.want {
+			if got := ui.FinishedMaxCount(c); got != tc.want {
 				t.Errorf("max count for %q (logged in %v) = %d, want %d", tc.query, tc.b == user, got, tc.want)
 			}
 		}
@@ -462,8 +463,8 @@ func TestUIRunsMachines(t *testing.T) {
 			t.Errorf("my_workers for an anonymous visitor = %v, want every worker", got)
 		}
 	})
-	if machinesPageSize != 500 {
-		t.Errorf("machines page size = %d, want fishtest's 500", machinesPageSize)
+	if ui.MachinesPageSize != 500 {
+		t.Errorf("machines page size = %d, want fishtest's 500", ui.MachinesPageSize)
 	}
 }
 

@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"context"
@@ -42,9 +42,9 @@ type userManagementData struct {
 	Pager  pager
 }
 
-// userManagementPage lists accounts by group for approvers: pending (the default, what needs
+// UserManagementPage lists accounts by group for approvers: pending (the default, what needs
 // doing), blocked, idle (never contributed), approvers, everyone.
-func (s *Server) userManagementPage(c *gin.Context) {
+func (s *Server) UserManagementPage(c *gin.Context) {
 	if _, ok := s.requireApprover(c); !ok {
 		return
 	}
@@ -138,9 +138,9 @@ type workersData struct {
 	Pager     pager
 }
 
-// workerPage shows the blocked workers (/workers/show) or, for one worker, the form its owner
+// WorkerPage shows the blocked workers (/workers/show) or, for one worker, the form its owner
 // or an approver uses to block or unblock it, above the same list.
-func (s *Server) workerPage(c *gin.Context) {
+func (s *Server) WorkerPage(c *gin.Context) {
 	name := c.Param("name")
 	d := workersData{Errors: map[string]string{}}
 	if name != "show" {
@@ -171,7 +171,7 @@ func (s *Server) workerPage(c *gin.Context) {
 func (s *Server) mayBlockWorker(c *gin.Context, name string) (*rundb.User, bool) {
 	owner := workerOwner(name)
 	if owner == "" {
-		s.pageError(c, http.StatusNotFound, "“"+name+"” is not a worker's short name (USER-Ncores-ID).")
+		s.PageError(c, http.StatusNotFound, "“"+name+"” is not a worker's short name (USER-Ncores-ID).")
 		return nil, false
 	}
 	u, ok := s.requireUser(c)
@@ -179,7 +179,7 @@ func (s *Server) mayBlockWorker(c *gin.Context, name string) (*rundb.User, bool)
 		return nil, false
 	}
 	if u.Username != owner && !u.IsApprover() {
-		s.pageError(c, http.StatusForbidden, "Only the worker's owner ("+owner+") and approvers may block or unblock it.")
+		s.PageError(c, http.StatusForbidden, "Only the worker's owner ("+owner+") and approvers may block or unblock it.")
 		return nil, false
 	}
 	return u, true
@@ -323,9 +323,9 @@ func mailtoEscape(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
 
-// workerSubmit blocks or unblocks a worker with a message for its owner. The worker's owner
+// WorkerSubmit blocks or unblocks a worker with a message for its owner. The worker's owner
 // and approvers may; the change is logged as a block_worker action when the state changes.
-func (s *Server) workerSubmit(c *gin.Context) {
+func (s *Server) WorkerSubmit(c *gin.Context) {
 	name := c.Param("name")
 	u, ok := s.mayBlockWorker(c, name)
 	if !ok || !s.requirePrimaryPage(c) {
@@ -389,7 +389,7 @@ func (s *Server) workerSubmit(c *gin.Context) {
 		if approverBlock.BlockedBy != "" {
 			by = "An approver (" + approverBlock.BlockedBy + ")"
 		}
-		s.pageError(c, http.StatusForbidden, by+" blocked this worker: only an approver may change or lift the block. Nothing was changed.")
+		s.PageError(c, http.StatusForbidden, by+" blocked this worker: only an approver may change or lift the block. Nothing was changed.")
 		return
 	}
 	switch {
@@ -454,9 +454,9 @@ type actionsData struct {
 	DaysInvalid   bool
 }
 
-// actionsPage is the event log with its filters. Sorting and paging happen within the newest
+// ActionsPage is the event log with its filters. Sorting and paging happen within the newest
 // max_count matching actions (5000 at most for anonymous visitors, 50000 for users).
-func (s *Server) actionsPage(c *gin.Context) {
+func (s *Server) ActionsPage(c *gin.Context) {
 	me := currentUser(c)
 	d := actionsData{Kinds: actionKinds, Action: strings.TrimSpace(c.Query("action")),
 		Who: strings.TrimSpace(c.Query("user")), Text: strings.TrimSpace(c.Query("text")),
@@ -476,7 +476,7 @@ func (s *Server) actionsPage(c *gin.Context) {
 	}
 	if d.Text != "" && me == nil {
 		// A text search matches parts of every field: no index serves it.
-		s.pageError(c, http.StatusForbidden, "Searching the text of the event log needs a login: log in, or filter by event, user or run.")
+		s.PageError(c, http.StatusForbidden, "Searching the text of the event log needs a login: log in, or filter by event, user or run.")
 		return
 	}
 	d.MaxDays, d.Days = actionsDaysAnonymous, actionsDaysDefault
@@ -638,10 +638,10 @@ type contributorsData struct {
 	Notice string
 }
 
-// contributorsPage ranks contributors, overall (/contributors) or over the last month
+// ContributorsPage ranks contributors, overall (/contributors) or over the last month
 // (/contributors/monthly). ?search= and ?findme=1 go to the page of a contributor (the first
 // that matches, or oneself) and highlight the row.
-func (s *Server) contributorsPage(c *gin.Context) {
+func (s *Server) ContributorsPage(c *gin.Context) {
 	monthly := strings.HasSuffix(c.Request.URL.Path, "/monthly")
 	store := s.deps.DB.UserCache
 	title := "Contributors"

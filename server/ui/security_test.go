@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"bytes"
@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/guard"
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // The tests named TestSecurity... perform one finding of the security audit each (docs/SECURITY.md)
@@ -111,8 +113,8 @@ func TestSecurityOversizedFormWithHeaderTokenIsRefused(t *testing.T) {
 	if w.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("a 64 MiB form with the header token = %d, want 413\n%s", w.Code, body(w))
 	}
-	if n := payload.read.Load(); n > maxFormBody+64<<10 {
-		t.Errorf("the server read %d bytes of a form capped at %d", n, maxFormBody)
+	if n := payload.read.Load(); n > ui.MaxFormBody+64<<10 {
+		t.Errorf("the server read %d bytes of a form capped at %d", n, ui.MaxFormBody)
 	}
 	if _, err := env.db.Users.Get(context.Background(), "mallory"); !errors.Is(err, rundb.ErrNotFound) {
 		t.Errorf("a refused signup made an account: err = %v", err)
@@ -272,10 +274,9 @@ func TestSecurityLoginGuessesFromManyAddressesDoNotLockOutTheOwner(t *testing.T)
 // Finding 17: failed and refused logins are logged at WARN, a line a minute per user and client
 // however many there are; a live stream refused by its limits is logged at DEBUG, not ERROR.
 func TestSecurityLoginFailuresAreLoggedQuietly(t *testing.T) {
-	env := newUIEnv(t)
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	env.s.logger, env.s.logins = logger, guard.NewLogins(logger)
+	env := newUIEnvWith(t, func(d *server.Deps) { d.Logger = logger })
 	for g := range 20 {
 		loginFrom(env, "203.0.113.9", "alice", fmt.Sprintf("guess-%d", g))
 	}
@@ -287,7 +288,7 @@ func TestSecurityLoginFailuresAreLoggedQuietly(t *testing.T) {
 		t.Errorf("the refused logins wrote %d warnings, want 1:\n%s", n, log)
 	}
 
-	env.s.live.maxPerIP = 0 // every stream is refused
+	ui.LiveLimits(env.s.UI()).MaxPerIP = 0 // every stream is refused
 	buf.Reset()
 	r := env.runsAdd("alice", runsTestRequest(nil))
 	if w := env.anon().get("/tests/view/" + r.ID.Hex() + "/events"); w.Code != http.StatusServiceUnavailable {
@@ -356,13 +357,13 @@ func TestSecuritySearchesAreBoundedAndKeptOffTheWorkerPath(t *testing.T) {
 
 	// Every search slot busy: a search is refused after heavyReadWait, the worker path answers.
 	for range guard.HeavyReadSlots {
-		if err := env.s.heavy.Acquire(ctx); err != nil {
+		if err := ui.HeavyReads(env.s.UI()).Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	defer func() {
 		for range guard.HeavyReadSlots {
-			env.s.heavy.Release()
+			ui.HeavyReads(env.s.UI()).Release()
 		}
 	}()
 	if w := env.anon().get("/actions"); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {

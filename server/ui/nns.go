@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"compress/gzip"
@@ -47,10 +47,10 @@ const maxNNFilter = 100
 // nnDir is the directory holding the uploaded networks.
 func (s *Server) nnDir() string { return filepath.Join(s.deps.DataDir, "nn") }
 
-// localNN returns the stored file of the network called name, or "" if there is none (or no
+// NetworkFile returns the stored file of the network called name, or "" if there is none (or no
 // data directory). Only proper network names are looked up, so a name cannot reach outside the
 // directory.
-func (s *Server) localNN(name string) string {
+func (s *Server) NetworkFile(name string) string {
 	if s.deps.DataDir == "" || !nnNameRE.MatchString(name) {
 		return ""
 	}
@@ -73,9 +73,9 @@ type nnsData struct {
 	MasterOnly  bool
 }
 
-// nnsPage is GET /nns: the networks, newest first by default, with their totals; filters by
+// NNsPage is GET /nns: the networks, newest first by default, with their totals; filters by
 // name and uploader (substrings, any case) and master nets only; 25 a page.
-func (s *Server) nnsPage(c *gin.Context) {
+func (s *Server) NNsPage(c *gin.Context) {
 	d := nnsData{
 		NetworkName: clipRunes(strings.TrimSpace(c.Query("network_name")), maxNNFilter),
 		UserFilter:  clipRunes(strings.TrimSpace(c.Query("user")), maxNNFilter),
@@ -134,8 +134,8 @@ func nnSize(n int64) string {
 	return strconv.FormatInt(n, 10) + " bytes"
 }
 
-// uploadPage is GET /upload: the form, for logged-in users.
-func (s *Server) uploadPage(c *gin.Context) {
+// UploadPage is GET /upload: the form, for logged-in users.
+func (s *Server) UploadPage(c *gin.Context) {
 	if _, ok := s.requireUser(c); !ok {
 		return
 	}
@@ -153,16 +153,16 @@ func nnRefuse(field, format string, args ...any) error {
 	return &nnUploadError{field: field, msg: fmt.Sprintf(format, args...)}
 }
 
-// uploadSubmit is POST /upload: check the network's name, size and hash, store it gzipped, and
+// UploadSubmit is POST /upload: check the network's name, size and hash, store it gzipped, and
 // record it (an nns document and an upload_nn action). A refused upload stores nothing and shows
 // the form again with the reason.
-func (s *Server) uploadSubmit(c *gin.Context) {
+func (s *Server) UploadSubmit(c *gin.Context) {
 	u, ok := s.requireUser(c)
 	if !ok || !s.requirePrimaryPage(c) {
 		return
 	}
 	if s.deps.DataDir == "" {
-		s.pageError(c, http.StatusServiceUnavailable, "This server has no data directory to keep networks in.")
+		s.PageError(c, http.StatusServiceUnavailable, "This server has no data directory to keep networks in.")
 		return
 	}
 	s.transfers.AllowSlowBody(c) // only once someone is logged in
@@ -177,7 +177,7 @@ func (s *Server) uploadSubmit(c *gin.Context) {
 		s.flash(c, "success", "Network "+up.name+" uploaded.")
 		s.redirect(c, "/nns")
 	case errors.Is(err, errNNUploadCSRF):
-		s.pageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
+		s.PageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
 	case errors.As(err, &refused):
 		s.uploadForm(c, http.StatusBadRequest, map[string]string{refused.field: refused.msg}, up.cc0)
 	default:
@@ -459,8 +459,8 @@ type sprtCalcData struct {
 	Result *sprtCalcResult   // nil when the form has errors
 }
 
-// sprtCalcPage is GET /sprt_calc.
-func (s *Server) sprtCalcPage(c *gin.Context) {
+// SPRTCalcPage is GET /sprt_calc.
+func (s *Server) SPRTCalcPage(c *gin.Context) {
 	form := sprtCalcDefaults
 	for _, f := range []struct {
 		name string

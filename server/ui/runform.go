@@ -1,4 +1,4 @@
-package server
+package ui
 
 import (
 	"context"
@@ -650,9 +650,9 @@ func (s *Server) runFormPage(c *gin.Context, f runForm, errs formErrors, rerun *
 	return d
 }
 
-// newRunPage shows the new-test form, prefilled from ?id=<run> (to submit a run again) and
+// NewRunPage shows the new-test form, prefilled from ?id=<run> (to submit a run again) and
 // ?preset=<key> (a test type), for logged-in users.
-func (s *Server) newRunPage(c *gin.Context) {
+func (s *Server) NewRunPage(c *gin.Context) {
 	u, ok := s.requireUser(c)
 	if !ok {
 		return
@@ -669,7 +669,7 @@ func (s *Server) newRunPage(c *gin.Context) {
 	if key := c.Query("preset"); key != "" {
 		p, ok := findPreset(key)
 		if !ok {
-			s.pageError(c, http.StatusBadRequest, "There is no test type "+strconv.Quote(key)+".")
+			s.PageError(c, http.StatusBadRequest, "There is no test type "+strconv.Quote(key)+".")
 			return
 		}
 		f.applyPreset(p, rerun != nil)
@@ -680,9 +680,9 @@ func (s *Server) newRunPage(c *gin.Context) {
 	s.render(c, http.StatusOK, "run_form", s.runFormPage(c, f, nil, rerun, preset))
 }
 
-// newRunSubmit creates the run the form describes, unapproved. A refused form comes back with
+// NewRunSubmit creates the run the form describes, unapproved. A refused form comes back with
 // status 400, as typed, each wrong field marked; nothing is stored.
-func (s *Server) newRunSubmit(c *gin.Context) {
+func (s *Server) NewRunSubmit(c *gin.Context) {
 	u, ok := s.requireUser(c)
 	if !ok {
 		return
@@ -735,7 +735,7 @@ func (s *Server) rescheduledRun(c *gin.Context, from string) *rundb.Run {
 	}
 	var rerun *rundb.Run
 	_ = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		r, err := s.role().runs.Snapshot(ctx, id)
+		r, err := s.runs().Snapshot(ctx, id)
 		if err == nil {
 			rerun = r
 		}
@@ -758,7 +758,7 @@ func (s *Server) runActionTarget(c *gin.Context) (*rundb.User, *rundb.Run, bool)
 	}
 	raw := strings.TrimSpace(c.PostForm("run-id"))
 	if raw == "" {
-		s.pageError(c, http.StatusBadRequest, "Which run? The form did not say (run-id is missing).")
+		s.PageError(c, http.StatusBadRequest, "Which run? The form did not say (run-id is missing).")
 		return nil, nil, false
 	}
 	r, ok := s.formRun(c, raw)
@@ -770,13 +770,13 @@ func (s *Server) runActionTarget(c *gin.Context) (*rundb.User, *rundb.Run, bool)
 func (s *Server) formRun(c *gin.Context, raw string) (*rundb.Run, bool) {
 	id, err := rundb.ParseObjectID(raw)
 	if err != nil {
-		s.pageError(c, http.StatusBadRequest, "That is not a run id: a run id is 24 hexadecimal digits.")
+		s.PageError(c, http.StatusBadRequest, "That is not a run id: a run id is 24 hexadecimal digits.")
 		return nil, false
 	}
 	var r *rundb.Run
 	ok := s.uiDo(c, func(ctx context.Context) error {
 		var err error
-		r, err = s.role().runs.Snapshot(ctx, id)
+		r, err = s.runs().Snapshot(ctx, id)
 		return err
 	})
 	return r, ok
@@ -787,14 +787,14 @@ func (s *Server) ownerOrApprover(c *gin.Context, u *rundb.User, r *rundb.Run, wh
 	if u.Username == r.Args.Username || u.IsApprover() {
 		return true
 	}
-	s.pageError(c, http.StatusForbidden, "Only the run's owner or an approver may "+what+" this run.")
+	s.PageError(c, http.StatusForbidden, "Only the run's owner or an approver may "+what+" this run.")
 	return false
 }
 
 func runPageURL(r *rundb.Run) string { return "/tests/view/" + r.ID.Hex() }
 
-// stopRunSubmit finishes a run, for its owner or an approver.
-func (s *Server) stopRunSubmit(c *gin.Context) {
+// StopRunSubmit finishes a run, for its owner or an approver.
+func (s *Server) StopRunSubmit(c *gin.Context) {
 	u, r, ok := s.runActionTarget(c)
 	if !ok || !s.ownerOrApprover(c, u, r, "stop") {
 		return
@@ -808,14 +808,14 @@ func (s *Server) stopRunSubmit(c *gin.Context) {
 	s.redirect(c, runPageURL(r))
 }
 
-// approveRunSubmit approves someone else's run, once, for approvers.
-func (s *Server) approveRunSubmit(c *gin.Context) {
+// ApproveRunSubmit approves someone else's run, once, for approvers.
+func (s *Server) ApproveRunSubmit(c *gin.Context) {
 	u, r, ok := s.runActionTarget(c)
 	if !ok {
 		return
 	}
 	if !u.IsApprover() {
-		s.pageError(c, http.StatusForbidden, "Only approvers may approve runs.")
+		s.PageError(c, http.StatusForbidden, "Only approvers may approve runs.")
 		return
 	}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
@@ -823,7 +823,7 @@ func (s *Server) approveRunSubmit(c *gin.Context) {
 	})
 	switch {
 	case errors.Is(err, scheduler.ErrSelfApproval):
-		s.pageError(c, http.StatusForbidden, "You cannot approve your own run: another approver must.")
+		s.PageError(c, http.StatusForbidden, "You cannot approve your own run: another approver must.")
 		return
 	case errors.Is(err, scheduler.ErrAlreadyApproved):
 		s.flash(c, "info", "This run was already approved.")
@@ -836,9 +836,9 @@ func (s *Server) approveRunSubmit(c *gin.Context) {
 	s.redirect(c, runPageURL(r))
 }
 
-// purgeRunSubmit removes the games of bad workers from a finished run, for its owner or an
+// PurgeRunSubmit removes the games of bad workers from a finished run, for its owner or an
 // approver.
-func (s *Server) purgeRunSubmit(c *gin.Context) {
+func (s *Server) PurgeRunSubmit(c *gin.Context) {
 	u, r, ok := s.runActionTarget(c)
 	if !ok || !s.ownerOrApprover(c, u, r, "purge") {
 		return
@@ -859,8 +859,8 @@ func (s *Server) purgeRunSubmit(c *gin.Context) {
 	s.redirect(c, runPageURL(r))
 }
 
-// deleteRunSubmit finishes a run and hides it from the lists, for its owner or an approver.
-func (s *Server) deleteRunSubmit(c *gin.Context) {
+// DeleteRunSubmit finishes a run and hides it from the lists, for its owner or an approver.
+func (s *Server) DeleteRunSubmit(c *gin.Context) {
 	u, r, ok := s.runActionTarget(c)
 	if !ok || !s.ownerOrApprover(c, u, r, "delete") {
 		return
@@ -877,10 +877,10 @@ func (s *Server) deleteRunSubmit(c *gin.Context) {
 // modifyFields name the modify form's fields for people, by the scheduler's names.
 var modifyFields = map[string]string{"num_games": "Number of games", "throughput": "Throughput", "priority": "Priority"}
 
-// modifyRunSubmit changes a run's game budget, priority, throughput, auto-purge and (for its
+// ModifyRunSubmit changes a run's game budget, priority, throughput, auto-purge and (for its
 // owner) description, for its owner or an approver. A refused change changes nothing and says
 // why on the run's page.
-func (s *Server) modifyRunSubmit(c *gin.Context) {
+func (s *Server) ModifyRunSubmit(c *gin.Context) {
 	u, r, ok := s.runActionTarget(c)
 	if !ok || !s.ownerOrApprover(c, u, r, "modify") {
 		return

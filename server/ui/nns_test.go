@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"bytes"
@@ -23,7 +23,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/servertest"
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // nnNameOf returns the proper name of a network with these contents.
@@ -81,7 +83,7 @@ func (b *browser) nnUpload(filename string, content []byte, o nnUploadOpts) *htt
 // nnFiles lists what the networks directory holds (temporary files included).
 func (e *uiEnv) nnFiles() []string {
 	e.t.Helper()
-	entries, err := os.ReadDir(filepath.Join(e.s.deps.DataDir, "nn"))
+	entries, err := os.ReadDir(filepath.Join(e.deps.DataDir, "nn"))
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -183,7 +185,7 @@ func TestUINNUploadStoresNetwork(t *testing.T) {
 			if files := env.nnFiles(); !reflect.DeepEqual(files, []string{name + ".gz"}) {
 				t.Errorf("the networks directory holds %v, want only %s.gz", files, name)
 			}
-			stored := nnGunzip(t, filepath.Join(env.s.deps.DataDir, "nn", name+".gz"))
+			stored := nnGunzip(t, filepath.Join(env.deps.DataDir, "nn", name+".gz"))
 			if !bytes.Equal(stored, content) || nnNameOf(stored) != name {
 				t.Errorf("the stored file gunzips to %d bytes named %s, want the %d uploaded", len(stored), nnNameOf(stored), len(content))
 			}
@@ -234,7 +236,7 @@ func TestUINNUploadRefusals(t *testing.T) {
 			message: "The network " + goodName + " already exists."},
 		{name: "a network already on disk", filename: goodName, content: good,
 			setup: func(t *testing.T, env *uiEnv) {
-				dir := filepath.Join(env.s.deps.DataDir, "nn")
+				dir := filepath.Join(env.deps.DataDir, "nn")
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -259,9 +261,7 @@ func TestUINNUploadRefusals(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.limit > 0 {
-				old := maxNetworkSize
-				maxNetworkSize = c.limit
-				defer func() { maxNetworkSize = old }()
+				defer ui.SetMaxNetworkSize(c.limit)()
 			}
 			env := newUIEnv(t)
 			if c.setup != nil {
@@ -544,8 +544,8 @@ func TestUISPRTCalc(t *testing.T) {
 // A secondary instance shows the form but stores nothing: uploads go to the primary.
 func TestUINNUploadOnASecondary(t *testing.T) {
 	env := newUIEnv(t)
-	secondary, err := New(Deps{Logger: servertest.DiscardLogger(), Tokens: env.s.deps.Tokens, Version: "test",
-		DB: env.db, Runs: env.runs, DataDir: env.s.deps.DataDir})
+	secondary, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: env.deps.Tokens, Version: "test",
+		DB: env.db, Runs: env.runs, DataDir: env.deps.DataDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server
+package ui_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // rowsOf returns the table rows of a page (the <tr> elements of its <tbody>).
@@ -513,7 +514,7 @@ func checkMailto(t *testing.T, u *url.URL, addr string, headers ...string) {
 
 func TestUIPeopleMailtoEscapes(t *testing.T) {
 	const evil = "owner?cc=x@evil.example"
-	if got, msg := normaliseEmail(evil); got != evil || msg != "" {
+	if got, msg := ui.NormaliseEmail(evil); got != evil || msg != "" {
 		t.Fatalf("signup refuses %q (%q): then this test guards nothing", evil, msg)
 	}
 
@@ -541,13 +542,13 @@ func TestUIPeopleMailtoEscapes(t *testing.T) {
 	})
 
 	t.Run("mailtoAddr", func(t *testing.T) {
-		tmpl := template.Must(template.New("").Funcs(accountFuncs).Parse(`<a href="{{mailtoAddr .}}">{{.}}</a>`))
+		tmpl := template.Must(template.New("").Funcs(ui.AccountFuncs).Parse(`<a href="{{mailtoAddr .}}">{{.}}</a>`))
 		var b strings.Builder
 		if err := tmpl.Execute(&b, evil); err != nil {
 			t.Fatal(err)
 		}
 		checkMailto(t, mailtoHref(t, b.String()), evil)
-		if got := mailtoURL("a.b+tag@example.org", "hi there", ""); got != "mailto:a.b%2Btag@example.org?subject=hi%20there" {
+		if got := ui.MailtoURL("a.b+tag@example.org", "hi there", ""); got != "mailto:a.b%2Btag@example.org?subject=hi%20there" {
 			t.Errorf("a plain address: %q", got)
 		}
 	})
