@@ -15,13 +15,9 @@ import (
 // (s.role()) rather than from Deps.
 type role struct {
 	name string // "primary", "secondary" or "standby"
-	// sched is the primary's scheduler, nil otherwise.
-	sched *scheduler.Scheduler
-	// runs serves runs: the primary's cache, or the database.
-	runs RunSource
-	// changed is the primary's RunCache.Changed, nil otherwise (live pages then poll).
-	changed func() <-chan struct{}
-	// api and ui are the role as the API and the web UI read it.
+	// api and ui are the role as the API and the web UI read it: the primary's scheduler (nil
+	// otherwise), where runs come from (the primary's cache, or the database) and, for live
+	// pages, the primary's RunCache.Changed (nil otherwise: live pages then poll).
 	api api.Role
 	ui  ui.Role
 }
@@ -29,8 +25,11 @@ type role struct {
 // newRole is the role called name, scheduling with sched (nil: none) and serving runs from
 // runs, with changed for live pages.
 func newRole(name string, sched *scheduler.Scheduler, runs RunSource, changed func() <-chan struct{}) *role {
-	return &role{name: name, sched: sched, runs: runs, changed: changed, api: api.Role{Scheduler: sched, Runs: runs},
-		ui: ui.Role{Name: name, Scheduler: sched, Runs: runs, Changed: changed}}
+	r := &role{name: name, api: api.Role{Runs: runs}, ui: ui.Role{Name: name, Runs: runs, Changed: changed}}
+	if sched != nil { // a nil *Scheduler in an interface would not be nil
+		r.api.Scheduler, r.ui.Scheduler = sched, sched
+	}
+	return r
 }
 
 // initialRole is the role Deps describe: the primary's if they hold a scheduler, otherwise the
@@ -47,9 +46,6 @@ func initialRole(d Deps) *role {
 }
 
 func (s *Server) role() *role { return s.current.Load() }
-
-// scheduler is the primary's scheduler, or nil on any other instance.
-func (s *Server) scheduler() *scheduler.Scheduler { return s.role().sched }
 
 // Promote makes this instance the primary, scheduling with sched and serving runs from runs
 // (its run cache), with changed for live pages. Requests already running finish in the role

@@ -110,20 +110,49 @@ func New(deps Deps) (*Server, error) {
 	s.logins = guard.NewLogins(s.logger)
 	s.heavy = guard.NewHeavyReads()
 	s.transfers = guard.Transfers{Read: deps.ReadTimeout, Transfer: deps.TransferTimeout}
-	var err error
-	s.ui, err = ui.New(ui.Deps{Logger: s.logger, Tokens: deps.Tokens, Version: deps.Version, DB: deps.DB,
+	uiDeps := ui.Deps{Logger: s.logger, Tokens: deps.Tokens, Version: deps.Version,
 		Role: func() ui.Role { return s.role().ui }, Lease: s.lease, ShuttingDown: s.shuttingDown.Load,
 		SessionSecret: deps.SessionSecret, DataDir: deps.DataDir,
-		Logins: s.logins, Heavy: s.heavy, Transfers: s.transfers})
-	if err != nil {
+		Logins: s.logins, Heavy: s.heavy, Transfers: s.transfers}
+	apiDeps := api.Deps{Logger: s.logger, Tokens: deps.Tokens,
+		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL,
+		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy}
+	if db := deps.DB; db != nil {
+		uiDeps.Users, uiDeps.People, uiDeps.UserStats, uiDeps.MonthlyContributors = db.Users, db, db.UserCache, db.MonthlyContributors()
+		uiDeps.Runs, uiDeps.Actions, uiDeps.Workers, uiDeps.Networks = db.Runs, db.Actions, db.Workers, db.NNs
+		apiDeps.Users, apiDeps.UserStats, apiDeps.Runs = db.Users, db.UserCache, db.Runs
+		apiDeps.Actions, apiDeps.PGNs, apiDeps.Networks = db.Actions, db.PGNs, db.NNs
+	}
+	var err error
+	if s.ui, err = ui.New(uiDeps); err != nil {
 		return nil, err
 	}
-	s.api = api.New(api.Deps{Logger: s.logger, Tokens: deps.Tokens, DB: deps.DB,
-		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL, NetworkFile: s.ui.NetworkFile,
-		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy})
+	apiDeps.NetworkFile = s.ui.NetworkFile
+	s.api = api.New(apiDeps)
 	s.engine = s.routes()
 	return s, nil
 }
+
+// The database's stores and the scheduler give the API and the web UI what they ask of them.
+var (
+	_ api.Users     = (*rundb.UserStore)(nil)
+	_ api.UserStats = (*rundb.UserCacheStore)(nil)
+	_ api.Runs      = (*rundb.RunStore)(nil)
+	_ api.Actions   = (*rundb.ActionStore)(nil)
+	_ api.PGNs      = (*rundb.PGNStore)(nil)
+	_ api.Networks  = (*rundb.NNStore)(nil)
+	_ api.Scheduler = (*scheduler.Scheduler)(nil)
+
+	_ ui.Users        = (*rundb.UserStore)(nil)
+	_ ui.People       = (*rundb.DB)(nil)
+	_ ui.UserStats    = (*rundb.UserCacheStore)(nil)
+	_ ui.Contributors = (*rundb.UserCacheStore)(nil)
+	_ ui.Runs         = (*rundb.RunStore)(nil)
+	_ ui.Actions      = (*rundb.ActionStore)(nil)
+	_ ui.Workers      = (*rundb.WorkerStore)(nil)
+	_ ui.Networks     = (*rundb.NNStore)(nil)
+	_ ui.Scheduler    = (*scheduler.Scheduler)(nil)
+)
 
 // API is the handler of the worker API, the read API and run submission, and UI the web UI's:
 // routes.go names their methods; tests reach their limits through them.

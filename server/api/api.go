@@ -28,17 +28,82 @@ type RunSource interface {
 // time, and a primary that lost its lease steps down, so handlers read it once per request.
 type Role struct {
 	// Scheduler is the primary's scheduler, nil on any other instance.
-	Scheduler *scheduler.Scheduler
+	Scheduler Scheduler
 	// Runs serves runs: the primary's run cache, or the database.
 	Runs RunSource
+}
+
+// What the API asks of the database and of the scheduler, method by method: *rundb.DB's stores
+// and *scheduler.Scheduler satisfy these (the server checks it where it wires them).
+
+// Users checks the credentials of API calls (rundb.UserStore).
+type Users interface {
+	AuthenticateIfCached(ctx context.Context, username, password string) (u *rundb.User, cached bool, err error)
+	AuthenticateCached(ctx context.Context, username, password string) (*rundb.User, error)
+}
+
+// UserStats are the users' contribution totals (rundb.UserCacheStore): stop_run asks how many
+// CPU hours a worker's owner has given.
+type UserStats interface {
+	Get(ctx context.Context, username string) (*rundb.UserStats, error)
+}
+
+// Runs lists the runs of the read API (rundb.RunStore).
+type Runs interface {
+	Active(ctx context.Context) ([]*rundb.Run, error)
+	Finished(ctx context.Context, f rundb.FinishedFilter, page, pageSize int) ([]*rundb.Run, error)
+}
+
+// Actions are the event log (rundb.ActionStore): worker_log writes to it, /api/actions reads
+// it.
+type Actions interface {
+	Insert(ctx context.Context, a *rundb.Action) error
+	Find(ctx context.Context, f rundb.ActionFilter, limit int) ([]*rundb.Action, error)
+}
+
+// PGNs are the tasks' games (rundb.PGNStore): upload_pgn stores them, /api/pgn and
+// /api/run_pgns send them.
+type PGNs interface {
+	Put(ctx context.Context, p *rundb.PGN) error
+	Get(ctx context.Context, runTask string) (*rundb.PGN, error)
+	ListForRun(ctx context.Context, runID string) ([]rundb.PGNInfo, error)
+}
+
+// Networks are the known networks (rundb.NNStore): /api/nn checks one and counts its
+// downloads.
+type Networks interface {
+	Get(ctx context.Context, name string) (*rundb.NN, error)
+	CountDownload(ctx context.Context, name string) error
+}
+
+// Scheduler is what the worker protocol and run submission ask of the primary's scheduler
+// (scheduler.Scheduler).
+type Scheduler interface {
+	LegacyUsername(name string) bool
+	Cached(id rundb.ObjectID) bool
+	TaskOwner(ctx context.Context, runID rundb.ObjectID, taskID int) (rundb.WorkerInfo, error)
+	RunLabel(ctx context.Context, id rundb.ObjectID) (string, error)
+	RequestTask(ctx context.Context, wi rundb.WorkerInfo, machineLimit int, hostURL string) (scheduler.TaskReply, error)
+	UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, st rundb.Results, spsa *scheduler.SPSAUpdate) (scheduler.Reply, error)
+	Beat(ctx context.Context, runID rundb.ObjectID, taskID int) (scheduler.Reply, error)
+	RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskID int) (scheduler.Reply, error)
+	FailedTask(ctx context.Context, runID rundb.ObjectID, taskID int, message string) (scheduler.Reply, error)
+	StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, message string, cpuHours float64) error
+	CreateRun(ctx context.Context, req scheduler.RunRequest, username string) (*rundb.Run, error)
+	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
 }
 
 // Deps are the API's dependencies, built by the server.
 type Deps struct {
 	Logger *slog.Logger
 	Tokens *tokenpool.Pool // bounds blocking database work
-	// DB is the database: users, runs, actions, PGNs and networks.
-	DB *rundb.DB
+	// The database's stores, nil on a server built without one.
+	Users     Users
+	UserStats UserStats
+	Runs      Runs
+	Actions   Actions
+	PGNs      PGNs
+	Networks  Networks
 	// Role is this instance's role now.
 	Role func() Role
 	// NNURL is where /api/nn/{name} redirects ("" means the request's own scheme and host).
@@ -76,7 +141,7 @@ func New(deps Deps) *Server {
 }
 
 // scheduler is the primary's scheduler, or nil on any other instance.
-func (s *Server) scheduler() *scheduler.Scheduler { return s.deps.Role().Scheduler }
+func (s *Server) scheduler() Scheduler { return s.deps.Role().Scheduler }
 
 // runs serves runs as this instance sees them now.
 func (s *Server) runs() RunSource { return s.deps.Role().Runs }

@@ -104,7 +104,7 @@ func (s *Server) DownloadPGN(c *gin.Context) {
 	var p *rundb.PGN
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		p, err = s.deps.DB.PGNs.Get(ctx, runTask)
+		p, err = s.deps.PGNs.Get(ctx, runTask)
 		return err
 	})
 	switch {
@@ -151,7 +151,7 @@ func (s *Server) DownloadRunPGNs(c *gin.Context) {
 	var list []rundb.PGNInfo
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		list, err = s.deps.DB.PGNs.ListForRun(ctx, runID)
+		list, err = s.deps.PGNs.ListForRun(ctx, runID)
 		return err
 	})
 	if err != nil {
@@ -178,7 +178,7 @@ func (s *Server) DownloadRunPGNs(c *gin.Context) {
 		var p *rundb.PGN
 		err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 			var err error
-			p, err = s.deps.DB.PGNs.Get(ctx, info.RunID)
+			p, err = s.deps.PGNs.Get(ctx, info.RunID)
 			return err
 		})
 		if err == nil && len(p.PGNZip) != info.Size {

@@ -261,7 +261,7 @@ func listedRuns(runs []*rundb.Run) (runsObject, error) {
 
 // ActiveRuns is GET /api/active_runs: every unfinished run, keyed by id, oldest first.
 func (s *Server) ActiveRuns(c *gin.Context) {
-	s.replyRuns(c, s.deps.DB.Runs.Active)
+	s.replyRuns(c, s.deps.Runs.Active)
 }
 
 // replyRuns answers a run listing: the runs fetch returns (under a database token), keyed by
@@ -341,7 +341,7 @@ func (s *Server) FinishedRuns(c *gin.Context) {
 		f.Since = &t
 	}
 	s.replyRuns(c, func(ctx context.Context) ([]*rundb.Run, error) {
-		return s.deps.DB.Runs.Finished(ctx, f, int(page), finishedRunsPageSize)
+		return s.deps.Runs.Finished(ctx, f, int(page), finishedRunsPageSize)
 	})
 }
 
@@ -602,7 +602,7 @@ func (s *Server) Actions(c *gin.Context) {
 	var list []*rundb.Action
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		list, err = s.deps.DB.Actions.Find(ctx, f, maxActions)
+		list, err = s.deps.Actions.Find(ctx, f, maxActions)
 		return err
 	})
 	if err != nil {
@@ -641,10 +641,10 @@ func (s *Server) DownloadNN(c *gin.Context) {
 	file := s.deps.NetworkFile(name)
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		if c.Request.Method == http.MethodHead {
-			_, err := s.deps.DB.NNs.Get(ctx, name)
+			_, err := s.deps.Networks.Get(ctx, name)
 			return err
 		}
-		return s.deps.DB.NNs.CountDownload(ctx, name)
+		return s.deps.Networks.CountDownload(ctx, name)
 	})
 	switch {
 	case errors.Is(err, rundb.ErrNotFound):

@@ -69,8 +69,8 @@ func (s *Server) PrimaryOnly(c *gin.Context) {
 const schedulerKey = "shoal.scheduler"
 
 // primaryOf is the scheduler PrimaryOnly let the worker call c in with.
-func primaryOf(c *gin.Context) *scheduler.Scheduler {
-	return c.MustGet(schedulerKey).(*scheduler.Scheduler)
+func primaryOf(c *gin.Context) Scheduler {
+	return c.MustGet(schedulerKey).(Scheduler)
 }
 
 // RetryLater answers a worker call that this instance cannot take now, shutting down or not the
@@ -185,13 +185,13 @@ func (s *Server) reserveAPILogin(c *gin.Context, username string) (*guard.Reserv
 // and so takes no token: a flood of calls waiting for the database must not hold up the ones
 // that need none. Otherwise the user is read under a token.
 func (s *Server) apiLogin(ctx context.Context, username, password string) (*rundb.User, error) {
-	u, cached, err := s.deps.DB.Users.AuthenticateIfCached(ctx, username, password)
+	u, cached, err := s.deps.Users.AuthenticateIfCached(ctx, username, password)
 	if cached {
 		return u, err
 	}
 	err = s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
 		var err error
-		u, err = s.deps.DB.Users.AuthenticateCached(ctx, username, password)
+		u, err = s.deps.Users.AuthenticateCached(ctx, username, password)
 		return err
 	})
 	return u, err
@@ -566,7 +566,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 	msg := w.message()
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		hours := -1.0
-		st, err := s.deps.DB.UserCache.Get(ctx, w.user.Username)
+		st, err := s.deps.UserStats.Get(ctx, w.user.Username)
 		switch {
 		case err == nil:
 			hours = st.CPUHours
@@ -609,7 +609,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 		return
 	}
 	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		return s.deps.DB.PGNs.Put(ctx, &rundb.PGN{RunID: fmt.Sprintf("%s-%d", w.run.Hex(), w.taskID()), PGNZip: gz, Size: len(gz)})
+		return s.deps.PGNs.Put(ctx, &rundb.PGN{RunID: fmt.Sprintf("%s-%d", w.run.Hex(), w.taskID()), PGNZip: gz, Size: len(gz)})
 	})
 	if err != nil {
 		s.internalError(c, err)
@@ -634,7 +634,7 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 			id := w.taskID()
 			a.RunID, a.Run, a.TaskID = w.run.Hex(), label, &id
 		}
-		return s.deps.DB.Actions.Insert(ctx, a)
+		return s.deps.Actions.Insert(ctx, a)
 	})
 	if err != nil {
 		s.internalError(c, err)

@@ -69,7 +69,7 @@ func (s *Server) LoginSubmit(c *gin.Context) {
 	var u *rundb.User
 	var authErr error
 	ok := s.uiDo(c, func(ctx context.Context) error {
-		u, authErr = s.deps.DB.Users.Authenticate(ctx, d.Username, password)
+		u, authErr = s.deps.Users.Authenticate(ctx, d.Username, password)
 		switch {
 		case errors.Is(authErr, rundb.ErrBadCredentials), errors.Is(authErr, rundb.ErrBlocked),
 			errors.Is(authErr, rundb.ErrPending):
@@ -232,11 +232,11 @@ func (s *Server) SignupSubmit(c *gin.Context) {
 	var nameTaken, emailTaken bool
 	ok := s.uiDo(c, func(ctx context.Context) error {
 		var err error
-		nameTaken, emailTaken, err = s.deps.DB.Users.Taken(ctx, f.Username, f.Email)
+		nameTaken, emailTaken, err = s.deps.Users.Taken(ctx, f.Username, f.Email)
 		if err != nil || nameTaken || emailTaken {
 			return err
 		}
-		_, err = s.deps.DB.Users.Create(ctx, rundb.NewUser{Username: f.Username, Password: password, Email: f.Email})
+		_, err = s.deps.Users.Create(ctx, rundb.NewUser{Username: f.Username, Password: password, Email: f.Email})
 		if errors.Is(err, rundb.ErrConflict) {
 			nameTaken = true
 			return nil
@@ -245,7 +245,7 @@ func (s *Server) SignupSubmit(c *gin.Context) {
 			return err
 		}
 		if f.TestsRepo != "" {
-			return s.deps.DB.Users.SetProfile(ctx, f.Username, f.Email, f.TestsRepo)
+			return s.deps.Users.SetProfile(ctx, f.Username, f.Email, f.TestsRepo)
 		}
 		return nil
 	})
@@ -431,7 +431,7 @@ func (s *Server) profileTarget(c *gin.Context) (me, target *rundb.User, ok bool)
 	}
 	if !s.uiDo(c, func(ctx context.Context) error {
 		var err error
-		target, err = s.deps.DB.Users.Get(ctx, name)
+		target, err = s.deps.Users.Get(ctx, name)
 		return err
 	}) {
 		return nil, nil, false
@@ -453,7 +453,7 @@ func (s *Server) ProfilePage(c *gin.Context) {
 // showProfile fills in the contributor totals and renders the profile page.
 func (s *Server) showProfile(c *gin.Context, status int, d *profileData) {
 	if !s.uiDo(c, func(ctx context.Context) error {
-		st, err := s.deps.DB.UserCache.Get(ctx, d.Target.Username)
+		st, err := s.deps.UserStats.Get(ctx, d.Target.Username)
 		switch {
 		case errors.Is(err, rundb.ErrNotFound):
 			return nil
@@ -528,10 +528,10 @@ func (s *Server) blockUser(c *gin.Context, me, target *rundb.User) {
 	}
 	word := map[bool]string{true: "blocked", false: "unblocked"}[block]
 	if !s.uiDo(c, func(ctx context.Context) error {
-		if err := s.deps.DB.Users.SetBlocked(ctx, target.Username, block); err != nil {
+		if err := s.deps.Users.SetBlocked(ctx, target.Username, block); err != nil {
 			return err
 		}
-		return s.deps.DB.Actions.Insert(ctx, &rundb.Action{Action: "block_user", Username: me.Username,
+		return s.deps.Actions.Insert(ctx, &rundb.Action{Action: "block_user", Username: me.Username,
 			User: target.Username, Message: word})
 	}) {
 		return
@@ -547,10 +547,10 @@ func (s *Server) acceptUser(c *gin.Context, me, target *rundb.User) {
 	}
 	if c.PostForm("pending") == "0" {
 		if !s.uiDo(c, func(ctx context.Context) error {
-			if err := s.deps.DB.Users.Accept(ctx, target.Username); err != nil {
+			if err := s.deps.Users.Accept(ctx, target.Username); err != nil {
 				return err
 			}
-			return s.deps.DB.Actions.Insert(ctx, &rundb.Action{Action: "accept_user", Username: me.Username,
+			return s.deps.Actions.Insert(ctx, &rundb.Action{Action: "accept_user", Username: me.Username,
 				User: target.Username, Message: "accepted"})
 		}) {
 			return
@@ -560,7 +560,7 @@ func (s *Server) acceptUser(c *gin.Context, me, target *rundb.User) {
 		return
 	}
 	// Rejecting deletes the account, as in fishtest, which logs it rather than the event log.
-	if !s.uiDo(c, func(ctx context.Context) error { return s.deps.DB.Users.DeletePending(ctx, target.Username) }) {
+	if !s.uiDo(c, func(ctx context.Context) error { return s.deps.Users.DeletePending(ctx, target.Username) }) {
 		return
 	}
 	s.logger.Info("user rejected", "user", target.Username, "email", target.Email, "by", me.Username)
@@ -578,7 +578,7 @@ func (s *Server) setMachineLimit(c *gin.Context, me, target *rundb.User) {
 		s.showProfile(c, http.StatusBadRequest, &d)
 		return
 	}
-	if !s.uiDo(c, func(ctx context.Context) error { return s.deps.DB.Users.SetMachineLimit(ctx, target.Username, n) }) {
+	if !s.uiDo(c, func(ctx context.Context) error { return s.deps.Users.SetMachineLimit(ctx, target.Username, n) }) {
 		return
 	}
 	s.logger.Info("machine limit set", "user", target.Username, "limit", n, "by", me.Username)
@@ -629,7 +629,7 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 	var authErr error
 	emailTaken := false
 	if !s.uiDo(c, func(ctx context.Context) error {
-		_, authErr = s.deps.DB.Users.Authenticate(ctx, me.Username, old)
+		_, authErr = s.deps.Users.Authenticate(ctx, me.Username, old)
 		if errors.Is(authErr, rundb.ErrBadCredentials) {
 			return nil
 		}
@@ -638,7 +638,7 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 		}
 		if email != "" && !strings.EqualFold(email, me.Email) {
 			var err error
-			_, emailTaken, err = s.deps.DB.Users.Taken(ctx, "", email)
+			_, emailTaken, err = s.deps.Users.Taken(ctx, "", email)
 			return err
 		}
 		return nil
@@ -660,17 +660,17 @@ func (s *Server) editOwnProfile(c *gin.Context, me *rundb.User) {
 
 	var fresh *rundb.User
 	if !s.uiDo(c, func(ctx context.Context) error {
-		if err := s.deps.DB.Users.SetProfile(ctx, me.Username, email, repo); err != nil {
+		if err := s.deps.Users.SetProfile(ctx, me.Username, email, repo); err != nil {
 			return err
 		}
 		if password == "" {
 			return nil
 		}
-		if err := s.deps.DB.Users.SetPassword(ctx, me.Username, password); err != nil {
+		if err := s.deps.Users.SetPassword(ctx, me.Username, password); err != nil {
 			return err
 		}
 		var err error
-		fresh, err = s.deps.DB.Users.Get(ctx, me.Username)
+		fresh, err = s.deps.Users.Get(ctx, me.Username)
 		return err
 	}) {
 		return

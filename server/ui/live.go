@@ -81,7 +81,7 @@ func (s *Server) liveStream(c *gin.Context, render live.Render) {
 func (s *Server) liveSessionValid(ctx context.Context, name, stamp, sid string) (u *rundb.User, ok bool, err error) {
 	err = s.liveRead(ctx, func(ctx context.Context) error {
 		var err error
-		u, err = s.deps.DB.Users.Get(ctx, name)
+		u, err = s.deps.Users.Get(ctx, name)
 		return err
 	})
 	switch {

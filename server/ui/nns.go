@@ -85,11 +85,11 @@ func (s *Server) NNsPage(c *gin.Context) {
 	f := rundb.NNFilter{Name: d.NetworkName, User: d.UserFilter, MasterOnly: d.MasterOnly}
 	ok := s.uiDo(c, func(ctx context.Context) error {
 		var err error
-		if d.Summary, err = s.deps.DB.NNs.Summary(ctx, f); err != nil {
+		if d.Summary, err = s.deps.Networks.Summary(ctx, f); err != nil {
 			return err
 		}
 		d.Pager = newPager(c, d.Summary.Nets, nnsPageSize)
-		d.Nets, err = s.deps.DB.NNs.List(ctx, f, d.Sort.Key, d.Sort.Desc, d.Pager.Skip(), nnsPageSize)
+		d.Nets, err = s.deps.Networks.List(ctx, f, d.Sort.Key, d.Sort.Desc, d.Pager.Skip(), nnsPageSize)
 		return err
 	})
 	if !ok {
@@ -344,7 +344,7 @@ func (e *nnReadErrors) Read(p []byte) (int, error) {
 // checkNewNetwork refuses a network already known by name or already on disk.
 func (s *Server) checkNewNetwork(c *gin.Context, name string) error {
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-		_, err := s.deps.DB.NNs.Get(ctx, name)
+		_, err := s.deps.Networks.Get(ctx, name)
 		return err
 	})
 	switch {
@@ -365,18 +365,18 @@ func (s *Server) recordNetwork(c *gin.Context, u *rundb.User, name string) error
 	return s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		// A second look: another upload of the same network may have got here first (its file
 		// would have stopped this one, unless it was stored by other means).
-		if _, err := s.deps.DB.NNs.Get(ctx, name); err == nil {
+		if _, err := s.deps.Networks.Get(ctx, name); err == nil {
 			return nnRefuse("network", "The network %s already exists.", name)
 		} else if !errors.Is(err, rundb.ErrNotFound) {
 			return err
 		}
-		if err := s.deps.DB.NNs.Insert(ctx, &rundb.NN{Name: name, User: u.Username}); err != nil {
+		if err := s.deps.Networks.Insert(ctx, &rundb.NN{Name: name, User: u.Username}); err != nil {
 			return err
 		}
-		err := s.deps.DB.Actions.Insert(ctx, &rundb.Action{Action: "upload_nn", Username: u.Username, NN: name})
+		err := s.deps.Actions.Insert(ctx, &rundb.Action{Action: "upload_nn", Username: u.Username, NN: name})
 		if err != nil {
 			// The request's context may be what failed: take the document back regardless.
-			if derr := s.deps.DB.NNs.Delete(context.WithoutCancel(ctx), name); derr != nil {
+			if derr := s.deps.Networks.Delete(context.WithoutCancel(ctx), name); derr != nil {
 				s.logger.Error("take back network after a failed upload", "nn", name, "err", derr)
 			}
 			return err

@@ -57,7 +57,7 @@ func (s *Server) UserManagementPage(c *gin.Context) {
 	d.Sort.ascendingUnlessAsked(c, "username", "groups", "email")
 	var n map[string]int
 	if !s.uiDo(c, func(ctx context.Context) error {
-		counts, err := s.deps.DB.CountUserGroups(ctx)
+		counts, err := s.deps.People.CountUserGroups(ctx)
 		if err != nil {
 			return err
 		}
@@ -66,14 +66,14 @@ func (s *Server) UserManagementPage(c *gin.Context) {
 		// The page's size: the group's count, already known, unless a search narrows it.
 		total := n[group]
 		if d.Search != "" {
-			if _, total, err = s.deps.DB.ListUsers(ctx, rundb.UserQuery{Group: group, Search: d.Search, Limit: 1}); err != nil {
+			if _, total, err = s.deps.People.ListUsers(ctx, rundb.UserQuery{Group: group, Search: d.Search, Limit: 1}); err != nil {
 				return err
 			}
 		}
 		d.Pager = newPager(c, total, userManagementPageSize)
 		q := rundb.UserQuery{Group: group, Search: d.Search, Sort: d.Sort.Key, Desc: d.Sort.Desc,
 			Skip: d.Pager.Skip(), Limit: userManagementPageSize}
-		d.Users, _, err = s.deps.DB.ListUsers(ctx, q)
+		d.Users, _, err = s.deps.People.ListUsers(ctx, q)
 		return err
 	}) {
 		return
@@ -149,7 +149,7 @@ func (s *Server) WorkerPage(c *gin.Context) {
 		}
 		d.Worker = name
 		if !s.uiDo(c, func(ctx context.Context) error {
-			w, err := s.deps.DB.Workers.Get(ctx, name)
+			w, err := s.deps.Workers.Get(ctx, name)
 			switch {
 			case errors.Is(err, rundb.ErrNotFound):
 				return nil
@@ -213,7 +213,7 @@ func (s *Server) showWorkers(c *gin.Context, status int, d *workersData) {
 	var workers []*rundb.Worker
 	if !s.uiDo(c, func(ctx context.Context) error {
 		var err error
-		workers, err = s.deps.DB.Workers.Blocked(ctx)
+		workers, err = s.deps.Workers.Blocked(ctx)
 		return err
 	}) {
 		return
@@ -235,7 +235,7 @@ func (s *Server) showWorkers(c *gin.Context, status int, d *workersData) {
 	withEmails := func(rows []blockedWorkerRow) bool {
 		return s.uiDo(c, func(ctx context.Context) error {
 			for i := range rows {
-				u, err := s.deps.DB.Users.Get(ctx, workerOwner(rows[i].Name))
+				u, err := s.deps.Users.Get(ctx, workerOwner(rows[i].Name))
 				switch {
 				case errors.Is(err, rundb.ErrNotFound):
 					continue
@@ -337,7 +337,7 @@ func (s *Server) WorkerSubmit(c *gin.Context) {
 		d := workersData{Worker: name, Blocked: blocked, Message: message, Errors: map[string]string{
 			"message": "At most 500 characters (this has " + strconv.Itoa(n) + "); nothing was changed."}}
 		if !s.uiDo(c, func(ctx context.Context) error {
-			w, err := s.deps.DB.Workers.Get(ctx, name)
+			w, err := s.deps.Workers.Get(ctx, name)
 			if err == nil {
 				d.Changed = w.LastUpdated
 			}
@@ -356,7 +356,7 @@ func (s *Server) WorkerSubmit(c *gin.Context) {
 	if !s.uiDo(c, func(ctx context.Context) error {
 		was := false
 		next := &rundb.Worker{WorkerName: name, Blocked: blocked, Message: message}
-		w, err := s.deps.DB.Workers.Get(ctx, name)
+		w, err := s.deps.Workers.Get(ctx, name)
 		switch {
 		case err == nil:
 			was = w.Blocked
@@ -373,13 +373,13 @@ func (s *Server) WorkerSubmit(c *gin.Context) {
 		if blocked && !was {
 			next.BlockedBy, next.BlockedByApprover = u.Username, u.IsApprover()
 		}
-		if err := s.deps.DB.Workers.Put(ctx, next); err != nil {
+		if err := s.deps.Workers.Put(ctx, next); err != nil {
 			return err
 		}
 		if changed = blocked != was; !changed {
 			return nil
 		}
-		return s.deps.DB.Actions.Insert(ctx, &rundb.Action{Action: "block_worker", Username: u.Username,
+		return s.deps.Actions.Insert(ctx, &rundb.Action{Action: "block_worker", Username: u.Username,
 			Worker: name, Message: map[bool]string{true: "blocked", false: "unblocked"}[blocked]})
 	}) {
 		return
@@ -508,21 +508,21 @@ func (s *Server) ActionsPage(c *gin.Context) {
 	q.After = &after
 	if !s.heavyRead(c, func(ctx context.Context) error {
 		if d.Who != "" {
-			names, err := s.deps.DB.Actions.Usernames(ctx)
+			names, err := s.deps.Actions.Usernames(ctx)
 			if err != nil {
 				return err
 			}
 			q.Usernames = matchNames(names, d.Who)
 			d.NoSuchUser = len(q.Usernames) == 0
 		}
-		total, err := s.deps.DB.Actions.Count(ctx, q)
+		total, err := s.deps.Actions.Count(ctx, q)
 		if err != nil {
 			return err
 		}
 		d.Total = total
 		d.Pager = newPager(c, total, actionsPageSize)
 		q.Skip, q.Limit = d.Pager.Skip(), actionsPageSize
-		acts, err := s.deps.DB.Actions.Query(ctx, q)
+		acts, err := s.deps.Actions.Query(ctx, q)
 		for _, a := range acts {
 			d.Rows = append(d.Rows, actionRowOf(c, a, me != nil && me.IsApprover()))
 		}
@@ -643,10 +643,10 @@ type contributorsData struct {
 // that matches, or oneself) and highlight the row.
 func (s *Server) ContributorsPage(c *gin.Context) {
 	monthly := strings.HasSuffix(c.Request.URL.Path, "/monthly")
-	store := s.deps.DB.UserCache
+	var store Contributors = s.deps.UserStats
 	title := "Contributors"
 	if monthly {
-		store = s.deps.DB.MonthlyContributors()
+		store = s.deps.MonthlyContributors
 		title = "Contributors of the month"
 	}
 	d := contributorsData{Monthly: monthly, Base: c.Request.URL.Path, All: c.Query("view") == "all",

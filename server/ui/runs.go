@@ -66,12 +66,19 @@ var runFuncs = template.FuncMap{
 // errNoDatabase is the error of a page asked for on a server built without a database.
 var errNoDatabase = errors.New("no database")
 
-// runsDB returns the database, or an error a page turns into "try again shortly".
-func (s *Server) runsDB() (*rundb.DB, error) {
-	if s.deps.DB == nil {
-		return nil, errNoDatabase
+// runStores are the stores the run lists read.
+type runStores struct {
+	Runs  Runs
+	Users Users
+}
+
+// runsDB returns the database's runs and users, or an error a page turns into "try again
+// shortly".
+func (s *Server) runsDB() (runStores, error) {
+	if s.deps.Runs == nil {
+		return runStores{}, errNoDatabase
 	}
-	return s.deps.DB, nil
+	return runStores{Runs: s.deps.Runs, Users: s.deps.Users}, nil
 }
 
 // runsResult is what a run's results say, line by line, as fishtest's run tables and run page
@@ -539,7 +546,7 @@ type testsPageData struct {
 
 // unfinishedRuns lists the unfinished runs without their tasks: from the scheduler's run cache
 // on the primary (the database lags it by the write-behind), from the database on a secondary.
-func (s *Server) unfinishedRuns(ctx context.Context, db *rundb.DB) ([]*rundb.Run, error) {
+func (s *Server) unfinishedRuns(ctx context.Context, db runStores) ([]*rundb.Run, error) {
 	if sched := s.scheduler(); sched != nil {
 		return sched.UnfinishedRuns(ctx)
 	}
@@ -548,7 +555,7 @@ func (s *Server) unfinishedRuns(ctx context.Context, db *rundb.DB) ([]*rundb.Run
 
 // homeUnfinished reads the unfinished runs (without tasks), the homepage's and the live
 // stream's source.
-func (s *Server) homeUnfinished(ctx context.Context, db *rundb.DB, username string) ([]*rundb.Run, error) {
+func (s *Server) homeUnfinished(ctx context.Context, db runStores, username string) ([]*rundb.Run, error) {
 	runs, err := s.unfinishedRuns(ctx, db)
 	if err != nil || username == "" {
 		return runs, err

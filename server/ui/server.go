@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-contrib/sessions/cookie"
 	"github.com/gin-gonic/gin"
@@ -37,11 +38,103 @@ type Role struct {
 	// Name is "primary", "secondary" or "standby".
 	Name string
 	// Scheduler is the primary's scheduler, nil on any other instance.
-	Scheduler *scheduler.Scheduler
+	Scheduler Scheduler
 	// Runs serves runs: the primary's run cache, or the database.
 	Runs RunSource
 	// Changed is the primary's RunCache.Changed, nil otherwise (live pages then poll).
 	Changed func() <-chan struct{}
+}
+
+// What the web UI asks of the database and of the scheduler, method by method: *rundb.DB and
+// its stores and *scheduler.Scheduler satisfy these (the server checks it where it wires
+// them).
+
+// Users are the accounts (rundb.UserStore): logins and their sessions, sign-ups, profiles, and
+// what approvers do to accounts.
+type Users interface {
+	Get(ctx context.Context, username string) (*rundb.User, error)
+	Authenticate(ctx context.Context, username, password string) (*rundb.User, error)
+	OpenSession(ctx context.Context, username, id string, expires time.Time) error
+	CloseSession(ctx context.Context, username, id string) error
+	CloseAllSessions(ctx context.Context, username string) error
+	Taken(ctx context.Context, username, email string) (nameTaken, emailTaken bool, err error)
+	Create(ctx context.Context, nu rundb.NewUser) (*rundb.User, error)
+	SetProfile(ctx context.Context, username, email, testsRepo string) error
+	SetPassword(ctx context.Context, username, password string) error
+	CountPending(ctx context.Context) (int, error)
+	Accept(ctx context.Context, username string) error
+	DeletePending(ctx context.Context, username string) error
+	SetBlocked(ctx context.Context, username string, blocked bool) error
+	SetMachineLimit(ctx context.Context, username string, limit int) error
+	UsernamesContaining(ctx context.Context, part string, limit int) ([]string, error)
+}
+
+// People lists the accounts for approvers (rundb.DB).
+type People interface {
+	ListUsers(ctx context.Context, q rundb.UserQuery) ([]*rundb.User, int, error)
+	CountUserGroups(ctx context.Context) (rundb.UserGroupCounts, error)
+}
+
+// Contributors rank the users by what they contributed (rundb.UserCacheStore): overall, or
+// over the last month.
+type Contributors interface {
+	Find(ctx context.Context, q rundb.ContributorQuery, search string) (string, error)
+	Rank(ctx context.Context, q rundb.ContributorQuery, username string) (int, error)
+	Totals(ctx context.Context) (rundb.ContributorTotals, error)
+	List(ctx context.Context, q rundb.ContributorQuery) ([]*rundb.UserStats, int, error)
+}
+
+// UserStats are the users' contribution totals (rundb.UserCacheStore): the ranking, and one
+// user's row on their profile.
+type UserStats interface {
+	Contributors
+	Get(ctx context.Context, username string) (*rundb.UserStats, error)
+}
+
+// Runs are the stored runs (rundb.RunStore), which the run lists read.
+type Runs interface {
+	Active(ctx context.Context) ([]*rundb.Run, error)
+	CountFinished(ctx context.Context, f rundb.RunSearch, limit int) (int, error)
+	SearchFinished(ctx context.Context, f rundb.RunSearch, skip, limit int) ([]*rundb.Run, error)
+}
+
+// Actions are the event log (rundb.ActionStore): approvers' actions are written to it, and the
+// events page searches it.
+type Actions interface {
+	Insert(ctx context.Context, a *rundb.Action) error
+	Count(ctx context.Context, q rundb.ActionQuery) (int, error)
+	Query(ctx context.Context, q rundb.ActionQuery) ([]*rundb.Action, error)
+	Usernames(ctx context.Context) ([]string, error)
+}
+
+// Workers are the workers that approvers blocked or noted (rundb.WorkerStore).
+type Workers interface {
+	Get(ctx context.Context, name string) (*rundb.Worker, error)
+	Put(ctx context.Context, w *rundb.Worker) error
+	Blocked(ctx context.Context) ([]*rundb.Worker, error)
+}
+
+// Networks are the known networks (rundb.NNStore): listed on /nns, added by an upload.
+type Networks interface {
+	Summary(ctx context.Context, f rundb.NNFilter) (rundb.NNSummary, error)
+	List(ctx context.Context, f rundb.NNFilter, key string, desc bool, skip, limit int) ([]rundb.NNInfo, error)
+	Get(ctx context.Context, name string) (*rundb.NN, error)
+	Insert(ctx context.Context, n *rundb.NN) error
+	Delete(ctx context.Context, name string) error
+}
+
+// Scheduler is what the run pages and forms ask of the primary's scheduler
+// (scheduler.Scheduler).
+type Scheduler interface {
+	UnfinishedRuns(ctx context.Context) ([]*rundb.Run, error)
+	ActiveTasks(ctx context.Context) ([]scheduler.ActiveTask, error)
+	TaskSemaphoreSize() int
+	CreateRun(ctx context.Context, req scheduler.RunRequest, username string) (*rundb.Run, error)
+	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
+	ModifyRun(ctx context.Context, id rundb.ObjectID, username string, approver bool, m scheduler.RunModification) (scheduler.ModifyResult, error)
+	StopRunByUser(ctx context.Context, id rundb.ObjectID, username string) error
+	PurgeRunByUser(ctx context.Context, id rundb.ObjectID, username string) (string, error)
+	DeleteRun(ctx context.Context, id rundb.ObjectID, username string) error
 }
 
 // Deps are the web UI's dependencies, built by the server.
@@ -49,8 +142,16 @@ type Deps struct {
 	Logger  *slog.Logger
 	Tokens  *tokenpool.Pool // bounds blocking database work
 	Version string
-	// DB is the database: users, runs, actions, workers and networks.
-	DB *rundb.DB
+	// The database's stores, nil on a server built without one (MonthlyContributors is
+	// fishtest's top_month collection).
+	Users               Users
+	People              People
+	UserStats           UserStats
+	MonthlyContributors Contributors
+	Runs                Runs
+	Actions             Actions
+	Workers             Workers
+	Networks            Networks
 	// Role is this instance's role now.
 	Role func() Role
 	// Lease reads who holds the primary's lease, within a second; false if it cannot be told.
@@ -103,7 +204,7 @@ func New(deps Deps) (*Server, error) {
 }
 
 // scheduler is the primary's scheduler, or nil on any other instance.
-func (s *Server) scheduler() *scheduler.Scheduler { return s.deps.Role().Scheduler }
+func (s *Server) scheduler() Scheduler { return s.deps.Role().Scheduler }
 
 // runs serves runs as this instance sees them now.
 func (s *Server) runs() RunSource { return s.deps.Role().Runs }

@@ -136,7 +136,7 @@ func (s *Server) LoadUser(c *gin.Context) {
 	var u *rundb.User
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		u, err = s.deps.DB.Users.Get(ctx, name)
+		u, err = s.deps.Users.Get(ctx, name)
 		return err
 	})
 	switch {
@@ -188,7 +188,7 @@ func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) bool
 		age = rememberAge
 	}
 	if !s.uiDo(c, func(ctx context.Context) error {
-		return s.deps.DB.Users.OpenSession(ctx, u.Username, sessionKey(sid), time.Now().Add(age))
+		return s.deps.Users.OpenSession(ctx, u.Username, sessionKey(sid), time.Now().Add(age))
 	}) {
 		return false
 	}
@@ -217,9 +217,9 @@ func (s *Server) closeSession(c *gin.Context, everywhere bool) bool {
 	return s.uiDo(c, func(ctx context.Context) error {
 		var err error
 		if everywhere {
-			err = s.deps.DB.Users.CloseAllSessions(ctx, name)
+			err = s.deps.Users.CloseAllSessions(ctx, name)
 		} else {
-			err = s.deps.DB.Users.CloseSession(ctx, name, sessionKey(sid))
+			err = s.deps.Users.CloseSession(ctx, name, sessionKey(sid))
 		}
 		if errors.Is(err, rundb.ErrNotFound) {
 			return nil // the user is gone, and the session with them
@@ -440,7 +440,7 @@ func (s *Server) page(c *gin.Context, title string) page {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), layoutTokenWait)
 		defer cancel()
 		_ = s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
-			n, err := s.deps.DB.Users.CountPending(ctx)
+			n, err := s.deps.Users.CountPending(ctx)
 			p.PendingUsers = n
 			return err
 		})
