@@ -1,6 +1,8 @@
 // Package server is Shoal's HTTP side: one Gin engine serving the worker API, the read API and
-// the web UI on one port. Handlers are methods on Server, which holds their dependencies;
-// routes.go lists every route.
+// the web UI on one port. The handlers are methods of its parts, server/api (the worker and
+// JSON API) and server/ui (the web UI), which share server/guard; New wires the database and
+// the scheduler into them, routes.go lists every route of both, and the middleware, health
+// checks, metrics and the instance's role are here.
 package server
 
 import (
