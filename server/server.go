@@ -120,8 +120,9 @@ func New(deps Deps) (*Server, error) {
 		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL,
 		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy}
 	if db := deps.DB; db != nil {
-		uiDeps.Users, uiDeps.People, uiDeps.UserStats, uiDeps.MonthlyContributors = db.Users, db, db.UserCache, db.MonthlyContributors()
-		uiDeps.Runs, uiDeps.Actions, uiDeps.Workers, uiDeps.Networks = db.Runs, db.Actions, db.Workers, db.NNs
+		uiDeps.Users, uiDeps.People, uiDeps.Runs = db.Users, db, db.Runs
+		uiDeps.UserStats, uiDeps.MonthlyContributors = db.UserCache, db.MonthlyContributors()
+		uiDeps.Actions, uiDeps.Workers, uiDeps.Networks = db.Actions, db.Workers, db.NNs
 		apiDeps.Users, apiDeps.UserStats, apiDeps.Runs = db.Users, db.UserCache, db.Runs
 		apiDeps.Actions, apiDeps.PGNs, apiDeps.Networks = db.Actions, db.PGNs, db.NNs
 	}

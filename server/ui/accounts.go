@@ -39,6 +39,7 @@ type loginData struct {
 	Error    string
 }
 
+// LoginPage is GET /login: the login form, which sends the browser on to ?next= once logged in.
 func (s *Server) LoginPage(c *gin.Context) {
 	next := safeNext(c.Query("next"), "")
 	s.render(c, http.StatusOK, "login", loginData{page: s.page(c, "Log in"), Next: next})
@@ -156,6 +157,7 @@ var (
 	githubRepoURL = regexp.MustCompile(`^https://github\.com/[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$`)
 )
 
+// SignupPage is GET /signup: the form that creates an account, for an approver to accept.
 func (s *Server) SignupPage(c *gin.Context) {
 	if currentUser(c) != nil {
 		c.Redirect(http.StatusFound, "/tests")
@@ -439,6 +441,8 @@ func (s *Server) profileTarget(c *gin.Context) (me, target *rundb.User, ok bool)
 	return me, target, true
 }
 
+// ProfilePage is GET /user and /user/:username: one's own profile, or an approver's view of
+// someone else's.
 func (s *Server) ProfilePage(c *gin.Context) {
 	me, target, ok := s.profileTarget(c)
 	if !ok {
