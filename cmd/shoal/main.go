@@ -41,6 +41,7 @@ Usage:
   shoal serve [flags]      run the server (embedded database unless --mongo-uri)
   shoal db [flags]         run the embedded database on its own, for servers given --mongo-uri
   shoal user add [flags]   create an accepted user while the server is stopped
+  shoal user set [flags]   make a user an approver (or not), change a machine limit
   shoal run new|approve    submit or approve a test through the API
   shoal worker [flags]     run one worker for a server: simulated games, or real ones with --engine
   shoal fake-uci           a tiny UCI engine for tests and demos (see worker/uci/fakeuci)

@@ -178,6 +178,19 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 	if !strings.Contains(addOut.String(), "Created approver bob") {
 		t.Errorf("user add printed %q", addOut.String())
 	}
+	// An operator makes another user an approver and raises the machine limit.
+	if err := run(context.Background(), []string{"user", "add", "--username", "carol", "--password", "pw"}, envOf(env), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var setOut bytes.Buffer
+	err = run(context.Background(), []string{"user", "set", "--username", "carol", "--approver=true", "--machine-limit", "7"},
+		envOf(env), &setOut, io.Discard)
+	if err != nil {
+		t.Fatalf("user set: %v", err)
+	}
+	if got := setOut.String(); got != "carol is now an approver (machine limit 7).\n" {
+		t.Errorf("user set printed %q", got)
+	}
 
 	// A network known without a file here, for nn_url below.
 	const net = "nn-0123456789ab.nnue"
@@ -187,6 +200,9 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 	}
 	if err := ndb.NNs.Insert(context.Background(), &rundb.NN{Name: net}); err != nil {
 		t.Fatal(err)
+	}
+	if carol, err := ndb.Users.Get(context.Background(), "carol"); err != nil || !carol.IsApprover() || carol.EffectiveMachineLimit() != 7 {
+		t.Errorf("carol after user set: %+v (%v), want an approver with machine limit 7", carol, err)
 	}
 	if err := ndb.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -271,6 +287,11 @@ func TestInvalidConfigStopsBeforeAnythingStarts(t *testing.T) {
 		{"user add with a serve-only flag", []string{"user", "add", "--addr", "127.0.0.1:1"}, nil,
 			[]string{"flag provided but not defined: -addr"}},
 		{"an unknown command", []string{"frobnicate"}, nil, []string{`unknown command "frobnicate"`}},
+		{"user set without a change", []string{"user", "set", "--username", "bob"}, nil, []string{"nothing to change"}},
+		{"user set with a machine limit of 0", []string{"user", "set", "--username", "bob", "--machine-limit", "0"}, nil,
+			[]string{"--machine-limit", "at least 1"}},
+		{"user set of an unknown user", []string{"user", "set", "--username", "nobody", "--approver"}, nil,
+			[]string{"user set: nobody", "not found"}},
 		{"user add with a bad cpu-hours in the environment", []string{"user", "add", "--username", "bob", "--password", "x"},
 			map[string]string{"SHOAL_USER_CPU_HOURS": "lots"}, []string{"SHOAL_USER_CPU_HOURS", `"lots"`}},
 	} {

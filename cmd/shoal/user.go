@@ -27,11 +27,91 @@ var userAddEnv = map[string]string{
 	"machine-limit": "SHOAL_USER_MACHINE_LIMIT",
 }
 
+const userUsage = `usage:
+  shoal user add --username U --password P [--email E] [--approver] [--cpu-hours H] [--machine-limit N] [--data DIR | --mongo-uri URI]
+  shoal user set --username U [--approver=true|false] [--machine-limit N] [--data DIR | --mongo-uri URI]`
+
 func user(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "add" {
-		return errors.New(`usage: shoal user add --username U --password P [--email E] [--approver] [--cpu-hours H] [--machine-limit N] [--data DIR | --mongo-uri URI]`)
+	switch {
+	case len(args) > 0 && args[0] == "add":
+		return userAdd(ctx, args[1:], getenv, stdout, stderr)
+	case len(args) > 0 && args[0] == "set":
+		return userSet(ctx, args[1:], getenv, stdout, stderr)
 	}
-	return userAdd(ctx, args[1:], getenv, stdout, stderr)
+	return errors.New(userUsage)
+}
+
+// openUserDB opens the database for a `shoal user` command, in this process: with the embedded
+// database the server must be stopped (the data directory is locked while it runs).
+func openUserDB(ctx context.Context, cmd string, cfg config.Config, stderr io.Writer) (*rundb.DB, error) {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(cfg.SlogLevel(), slog.LevelWarn)}))
+	cfg.EmbeddedDBProcess = false // a moment's work: no process of its own
+	db, err := node.OpenDB(ctx, cfg, logger, nil)
+	if errors.Is(err, rundb.ErrDatabaseInUse) {
+		return nil, fmt.Errorf("%s: %w; stop that server first, or reach the database with --mongo-uri", cmd, err)
+	}
+	return db, err
+}
+
+// userSet changes an existing user: gives or takes the approver's rights, or changes the
+// machine limit. fishtest leaves both to a database shell.
+func userSet(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("user set", stderr)
+	username := fs.String("username", "", "the user to change")
+	approver := fs.Bool("approver", false, "--approver=true makes the user an approver, --approver=false takes the right away")
+	machineLimit := fs.Int("machine-limit", 0, "active tasks one IP may hold for the user")
+	cfg, rest, err := config.Load(fs, args, getenv, userKeys)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case len(rest) > 0:
+		return fmt.Errorf("user set: unexpected arguments %q", rest)
+	case *username == "":
+		return errors.New("user set: --username is required")
+	case !set["approver"] && !set["machine-limit"]:
+		return errors.New("user set: nothing to change: give --approver=true|false or --machine-limit N")
+	case set["machine-limit"] && *machineLimit < 1:
+		return fmt.Errorf("user set: invalid --machine-limit %d: must be at least 1", *machineLimit)
+	}
+	db, err := openUserDB(ctx, "user set", cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer db.Close(context.Background())
+	if _, err := db.Users.Get(ctx, *username); err != nil {
+		return fmt.Errorf("user set: %s: %w", *username, err)
+	}
+	if set["approver"] {
+		if err := db.Users.SetApprover(ctx, *username, *approver); err != nil {
+			return fmt.Errorf("user set: %w", err)
+		}
+	}
+	if set["machine-limit"] {
+		if err := db.Users.SetMachineLimit(ctx, *username, *machineLimit); err != nil {
+			return fmt.Errorf("user set: %w", err)
+		}
+	}
+	u, err := db.Users.Get(ctx, *username)
+	if err != nil {
+		return fmt.Errorf("user set: %w", err)
+	}
+	role := "user"
+	if u.IsApprover() {
+		role = "approver"
+	}
+	fmt.Fprintf(stdout, "%s is now %s %s (machine limit %d).\n", u.Username, article(role), role, u.EffectiveMachineLimit())
+	return nil
+}
+
+// article is the indefinite article of a role's name.
+func article(role string) string {
+	if role == "approver" {
+		return "an"
+	}
+	return "a"
 }
 
 // userAdd creates an accepted user. It opens the database itself, so with the embedded database
@@ -69,12 +149,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 	case *machineLimit < 1:
 		return fmt.Errorf("user add: invalid --machine-limit %d: must be at least 1", *machineLimit)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(cfg.SlogLevel(), slog.LevelWarn)}))
-	cfg.EmbeddedDBProcess = false // a moment's work: no process of its own
-	db, err := node.OpenDB(ctx, cfg, logger, nil)
-	if errors.Is(err, rundb.ErrDatabaseInUse) {
-		return fmt.Errorf("user add: %w; stop that server first, or reach the database with --mongo-uri", err)
-	}
+	db, err := openUserDB(ctx, "user add", cfg, stderr)
 	if err != nil {
 		return err
 	}
