@@ -191,6 +191,10 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 	if got := setOut.String(); got != "carol is now an approver (machine limit 7).\n" {
 		t.Errorf("user set printed %q", got)
 	}
+	err = run(context.Background(), []string{"user", "set", "--username", "nobody", "--approver"}, envOf(env), io.Discard, io.Discard)
+	if !errors.Is(err, rundb.ErrNotFound) || !strings.Contains(err.Error(), "user set: nobody") {
+		t.Errorf("user set of an unknown user: %v, want not found, naming the user", err)
+	}
 
 	// A network known without a file here, for nn_url below.
 	const net = "nn-0123456789ab.nnue"
@@ -290,8 +294,6 @@ func TestInvalidConfigStopsBeforeAnythingStarts(t *testing.T) {
 		{"user set without a change", []string{"user", "set", "--username", "bob"}, nil, []string{"nothing to change"}},
 		{"user set with a machine limit of 0", []string{"user", "set", "--username", "bob", "--machine-limit", "0"}, nil,
 			[]string{"--machine-limit", "at least 1"}},
-		{"user set of an unknown user", []string{"user", "set", "--username", "nobody", "--approver"}, nil,
-			[]string{"user set: nobody", "not found"}},
 		{"user add with a bad cpu-hours in the environment", []string{"user", "add", "--username", "bob", "--password", "x"},
 			map[string]string{"SHOAL_USER_CPU_HOURS": "lots"}, []string{"SHOAL_USER_CPU_HOURS", `"lots"`}},
 	} {
