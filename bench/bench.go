@@ -696,25 +696,10 @@ func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	return m, sc.Err()
 }
 
-// httpGet returns the body of url's 200 reply; any other reply is an error.
+// httpGet returns the body of url's 200 reply (a scrape or a profile, unbounded in practice);
+// any other reply is an error.
 func httpGet(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", resp.Status, apiclient.Snippet(data))
-	}
-	return data, nil
+	return apiclient.Get(ctx, http.DefaultClient, url, math.MaxInt64)
 }
 
 // seriesMatches says whether series ("name{labels}") is one of name's whose labels contain

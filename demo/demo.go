@@ -152,21 +152,9 @@ type eloReply struct {
 
 // getElo reads GET /api/get_elo/{id}.
 func getElo(ctx context.Context, base, id string) (*eloReply, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/get_elo/"+id, nil)
+	data, err := apiclient.Get(ctx, http.DefaultClient, base+"/api/get_elo/"+id, apiclient.MaxReplyBytes)
 	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, apiclient.MaxReplyBytes))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("get_elo %s: %s: %s", id, resp.Status, apiclient.Snippet(data))
+		return nil, fmt.Errorf("get_elo %s: %w", id, err)
 	}
 	var e eloReply
 	if err := json.Unmarshal(data, &e); err != nil {

@@ -62,6 +62,28 @@ func (c *Client) Post(ctx context.Context, path string, body, out any) error {
 	return nil
 }
 
+// Get returns the body of url's reply, at most limit bytes of it, if the reply is a 200; any
+// other reply is an error carrying its status and the start of its body.
+func Get(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", resp.Status, Snippet(data))
+	}
+	return data, nil
+}
+
 // Snippet is the start of a reply, for an error message.
 func Snippet(b []byte) string {
 	s := strings.TrimSpace(string(b))

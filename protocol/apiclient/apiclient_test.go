@@ -75,3 +75,25 @@ func TestSnippet(t *testing.T) {
 		}
 	}
 }
+
+func TestGet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			io.WriteString(w, "0123456789")
+		default:
+			http.Error(w, "no such run", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	if got, err := Get(ctx, srv.Client(), srv.URL+"/ok", 100); err != nil || string(got) != "0123456789" {
+		t.Errorf("a 200: %q, %v", got, err)
+	}
+	if got, err := Get(ctx, srv.Client(), srv.URL+"/ok", 4); err != nil || string(got) != "0123" {
+		t.Errorf("a 200 past the limit: %q, %v, want its first 4 bytes", got, err)
+	}
+	if _, err := Get(ctx, srv.Client(), srv.URL+"/missing", 100); err == nil || err.Error() != "404 Not Found: no such run" {
+		t.Errorf("a 404: %v, want its status and message", err)
+	}
+}
