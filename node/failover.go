@@ -60,7 +60,7 @@ func (inst *Instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 	}, FlushPeriod: cfg.FlushPeriod}
 	if cfg.Journal {
 		p.journal, err = inst.db.OpenJournal(ctx, rundb.JournalOptions{Lease: lease, Holder: inst.holder(),
-			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.stepDown, Dir: inst.db.JournalDir(), SyncEvery: cfg.JournalFsync,
+			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.fenced, Dir: inst.db.JournalDir(), SyncEvery: cfg.JournalFsync,
 			GroupWait: cfg.JournalGroupWait})
 		if err != nil {
 			return nil, err
@@ -112,7 +112,19 @@ func (p *primaryRole) finish(ctx context.Context, inst *Instance, save bool) []e
 	return errs
 }
 
-// stepDown is the journal's OnFenced: another instance took the lease. The server stops
+// fenced is the journal's OnFenced, which must not block: it starts the step-down, which
+// closes that journal, in a goroutine of its own that Shutdown joins. Once Shutdown has begun
+// it starts none: Shutdown finishes the role itself, and the fence refuses its writes.
+func (inst *Instance) fenced(err error) {
+	inst.roleMu.Lock()
+	defer inst.roleMu.Unlock()
+	if inst.stopping {
+		return
+	}
+	inst.steps.Go(func() { inst.stepDown(err) })
+}
+
+// stepDown follows fenced: another instance took the lease. The server stops
 // scheduling at once (worker calls are told to retry, and nginx sends them on to the new
 // primary), the role stops without writing, and the instance waits as a standby.
 func (inst *Instance) stepDown(err error) {

@@ -96,11 +96,14 @@ type Instance struct {
 	tokens      *tokenpool.Pool
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
+	// serving are the Serve loops of httpSrv and pprofSrv, joined by Shutdown.
+	serving  sync.WaitGroup
 	roleMu   sync.Mutex
 	primary  *primaryRole       // while this instance is the primary
 	watching context.CancelFunc // stops the standby's lease watch, while it runs
 	watchers sync.WaitGroup
-	stopping bool // shutdown has begun: no more role changes
+	steps    sync.WaitGroup // step-downs in progress (see fenced), joined by Shutdown
+	stopping bool           // shutdown has begun: no more role changes
 	// semaphore is task_semaphore_size in force: the configuration's, or the last reload's.
 	semaphore int
 	// dbLost says the embedded database's process died: the shutdown writes nothing.
@@ -296,9 +299,9 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 	logger.Info("connection limits", "per_address", limits.PerAddress, "total", limits.Total,
 		"read_timeout", cfg.ReadTimeout, "write_timeout", cfg.WriteTimeout, "idle_timeout", cfg.IdleTimeout)
 	limited := server.LimitListener(ln, limits)
-	go func() { inst.served <- inst.httpSrv.Serve(limited) }()
+	inst.serving.Go(func() { inst.served <- inst.httpSrv.Serve(limited) })
 	if pprofLn != nil {
-		inst.pprofSrv = servePprof(pprofLn, logger)
+		inst.pprofSrv = servePprof(&inst.serving, pprofLn, logger)
 	}
 
 	writeSystemEvent(ctx, db, "start shoal@"+inst.addr, logger)
@@ -325,7 +328,10 @@ func (inst *Instance) Shutdown() error {
 	if inst.pprofSrv != nil {
 		_ = inst.pprofSrv.Close()
 	}
+	inst.serving.Wait()
 	p := inst.stopRoles()
+	// A step-down under way finishes its role before the database closes under it.
+	inst.steps.Wait()
 
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
@@ -492,7 +498,7 @@ func sessionSecret(cfg config.Config, primary bool, logger *slog.Logger) ([]byte
 // are never on the public listener. Serving them also samples contention, so that the block
 // and mutex profiles say what requests wait for: one in mutexFraction contended lock
 // releases, and blocking events in proportion to their length (every one of blockRate or more).
-func servePprof(ln net.Listener, logger *slog.Logger) *http.Server {
+func servePprof(serving *sync.WaitGroup, ln net.Listener, logger *slog.Logger) *http.Server {
 	runtime.SetMutexProfileFraction(mutexFraction)
 	runtime.SetBlockProfileRate(int(blockRate))
 	mux := http.NewServeMux()
@@ -502,7 +508,7 @@ func servePprof(ln net.Listener, logger *slog.Logger) *http.Server {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	serving.Go(func() { _ = srv.Serve(ln) })
 	logger.Info("serving Go profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return srv
 }

@@ -71,7 +71,8 @@ type JournalOptions struct {
 	// every fifth of that.
 	LeaseTTL time.Duration
 	// OnFenced is called, once, when the journal finds that a newer epoch holds the lease: the
-	// primary must step down.
+	// primary must step down. It must not block (it runs on the journal's own goroutines, which
+	// the step-down's Close waits for): start the step-down and return.
 	OnFenced func(error)
 	// Dir, if set, makes the journal keep its segments as files in Dir rather than as
 	// collections of the journal's database: for a primary running the embedded database
@@ -382,7 +383,7 @@ func (j *Journal) fenced(err error) {
 	j.fencedOnce.Do(func() {
 		j.logger.Error("this primary lost its lease: stepping down", "epoch", j.epoch, "err", err)
 		if j.onFenced != nil {
-			go j.onFenced(err)
+			j.onFenced(err)
 		}
 	})
 }

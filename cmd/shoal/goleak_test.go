@@ -19,7 +19,8 @@ func TestServeLeavesNoGoroutine(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("os/signal.signal_recv"))
 			env := map[string]string{"SHOAL_DATA_DIR": filepath.Join(t.TempDir(), "data"), "SHOAL_LOG_LEVEL": "warn",
 				"SHOAL_EMBEDDED_DB_PROCESS": process}
-			base, _, stop := startServe(t, env, "--addr", "127.0.0.1:0")
+			// The profiles' server too, which only some deployments run.
+			base, _, stop := startServe(t, env, "--addr", "127.0.0.1:0", "--pprof-addr", "127.0.0.1:0")
 			client := &http.Client{Transport: &http.Transport{}}
 			for _, path := range []string{"healthz", "", "api/active_runs"} {
 				resp, err := client.Get(base + path)
