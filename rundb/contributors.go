@@ -48,6 +48,31 @@ func (s *RunStore) EachFinished(ctx context.Context, since time.Time, fn func(*R
 	return err
 }
 
+// EachByID calls fn with each of the runs named by ids that exists, in the order of ids, holding
+// what EachFinished's runs hold, stopping at fn's first error. Each is read by its _id, the one
+// filter the embedded database answers without reading every run: the way to read a few runs
+// known to have changed without a scan of them all.
+func (s *RunStore) EachByID(ctx context.Context, ids []ObjectID, fn func(*Run) error) error {
+	opts := options.FindOne().SetProjection(statsProjection)
+	for _, id := range ids {
+		raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, opts).Raw()
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read run %s: %w", id, mapError(err))
+		}
+		r, err := s.decode(raw)
+		if err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // TestsRepos returns every user's default tests repository ("" for none), by username: the
 // users contributor statistics are kept for.
 func (s *UserStore) TestsRepos(ctx context.Context) (map[string]string, error) {

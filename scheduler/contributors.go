@@ -90,6 +90,9 @@ type contributors struct {
 	// month holds the shares of the finished runs started in the last 30 days, by run; nil
 	// until an update has read them all.
 	month map[rundb.ObjectID]*runShare
+	// noneCredited says that the previous update ended with no run credited: there was no
+	// finished run to rebuild from, and an empty credited set is no reason to rebuild.
+	noneCredited bool
 }
 
 func newContributors(s *Scheduler) *contributors { return &contributors{s: s} }
@@ -198,10 +201,23 @@ func cloneStats(st *rundb.UserStats) *rundb.UserStats {
 }
 
 // update brings user_cache and top_month up to date.
-func (c *contributors) update(ctx context.Context) error {
+//
+// The first update of a primary's term reads the finished runs from the database: every one
+// when rebuilding (nothing credited yet), else those last updated since the previous update (an hour's slack) or in
+// the month, whichever reaches further back, as the previous primary may have finished some.
+// Later updates read only the runs that this scheduler has seen finished since (noteFinished),
+// by ID: on the embedded database a query for finished runs reads every run, the unfinished
+// ones with all their tasks included.
+func (c *contributors) update(ctx context.Context) (err error) {
 	s := c.s
 	now := s.now().UTC()
 	monthStart := now.Add(-contributorsMonth)
+	changed := s.takeFinished()
+	defer func() {
+		if err != nil {
+			s.noteFinished(changed...) // for the next update
+		}
+	}()
 
 	known, err := s.db.contributors.TestsRepos(ctx)
 	if err != nil {
@@ -211,7 +227,10 @@ func (c *contributors) update(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rebuild := len(credited) == 0
+	// Nothing credited: the totals are rebuilt from every finished run (a database fishtest
+	// left, Shoal's first update, or the credited runs lost), unless the previous update found
+	// no finished run either.
+	rebuild := len(credited) == 0 && !c.noneCredited
 	var mark time.Time
 	if err := s.db.kv.Get(ctx, contributorsMarker, &mark); err != nil && !errors.Is(err, rundb.ErrNotFound) {
 		return err
@@ -268,8 +287,8 @@ func (c *contributors) update(ctx context.Context) error {
 	var fresh []*runShare
 	var freshIDs []rundb.ObjectID
 	seen := map[rundb.ObjectID]bool{}
-	err = s.db.contributors.EachFinished(ctx, since, func(r *rundb.Run) error {
-		if seen[r.ID] {
+	visit := func(r *rundb.Run) error {
+		if seen[r.ID] || !r.Finished {
 			return nil
 		}
 		seen[r.ID] = true
@@ -282,7 +301,12 @@ func (c *contributors) update(ctx context.Context) error {
 			month[r.ID] = sh
 		}
 		return nil
-	})
+	}
+	if c.month != nil && !rebuild {
+		err = s.db.contributors.EachByID(ctx, changed, visit)
+	} else {
+		err = s.db.contributors.EachFinished(ctx, since, visit)
+	}
 	if err != nil {
 		return err
 	}
@@ -371,6 +395,7 @@ func (c *contributors) update(ctx context.Context) error {
 		Message: "Update user statistics"}})
 	s.logger.Info("updated contributor statistics", "new_finished_runs", len(freshIDs),
 		"contributors", len(totals), "monthly_contributors", len(monthly), "rebuild", rebuild)
+	c.noneCredited = len(credited) == 0 && len(freshIDs) == 0
 	return nil
 }
 

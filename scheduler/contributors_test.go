@@ -217,7 +217,22 @@ func TestContributorStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late := insertFinished(t, s, "alice", "10+0.1", 1, end.Add(-time.Hour), end, statsTask("carol", 20, 0, 20, false, end))
+	// alice's run is submitted and finished through the scheduler, as every run a primary
+	// finishes is: later updates read the runs it saw finish, not every run.
+	lateRun := runSpec{username: "alice", tc: "10+0.1", threads: 1, approved: true}.build(end.Add(-time.Hour))
+	lateRun.Tasks = []rundb.Task{statsTask("carol", 20, 0, 20, false, end)}
+	if err := s.AddRun(ctx, lateRun); err != nil {
+		t.Fatal(err)
+	}
+	late := lateRun.ID
+	err = s.modify(ctx, late, func(r *rundb.Run) (rundb.Prio, error) {
+		s.setInactiveRun(r, end)
+		r.LastUpdated = end
+		return rundb.PrioSaveNow, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Run("runs finishing later add their games", func(t *testing.T) {
 		if err := job.Run(ctx); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"sync"
@@ -86,6 +87,9 @@ type Scheduler struct {
 	archRE      map[string]*regexp.Regexp  // compiled arch filters; nil value: does not compile
 	bookSRI     map[string]string          // opening book -> the checksum workers verify
 	legacy      map[string]bool            // usernames from before the username rule
+	// finishedSince holds the runs that were finished after a change since the contributors'
+	// last update took the set (see noteFinished).
+	finishedSince map[rundb.ObjectID]bool
 }
 
 // New returns a scheduler over the run cache, and over db for the rest. Call Load before
@@ -113,6 +117,8 @@ func newScheduler(cfg Config, db store, runs *rundb.RunCache, logger *slog.Logge
 		archRE:      make(map[string]*regexp.Regexp),
 		bookSRI:     make(map[string]string),
 		legacy:      make(map[string]bool),
+
+		finishedSince: make(map[rundb.ObjectID]bool),
 	}
 	s.calls.idle = make(chan struct{})
 	s.taskLimit.Store(int32(cfg.TaskSemaphoreSize))
@@ -234,9 +240,42 @@ func (s *Scheduler) unfinishedIDs() []rundb.ObjectID {
 	return ids
 }
 
+// noteFinished remembers, for the contributors' next update, that a change left run id finished:
+// that update reads these runs by ID instead of looking for finished runs among them all,
+// which on the embedded database means reading every run.
+func (s *Scheduler) noteFinished(ids ...rundb.ObjectID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		s.finishedSince[id] = true
+	}
+}
+
+// takeFinished returns and forgets the runs noteFinished has remembered, in ID order.
+func (s *Scheduler) takeFinished() []rundb.ObjectID {
+	s.mu.Lock()
+	ids := slices.Collect(maps.Keys(s.finishedSince))
+	clear(s.finishedSince)
+	s.mu.Unlock()
+	slices.SortFunc(ids, func(a, b rundb.ObjectID) int { return bytes.Compare(a[:], b[:]) })
+	return ids
+}
+
+// noting wraps a change of a run so that a run it leaves finished is noted (noteFinished). It
+// runs under the run's lock, and takes mu, which comes after it in the lock order.
+func (s *Scheduler) noting(fn func(*rundb.Run) (rundb.Prio, error)) func(*rundb.Run) (rundb.Prio, error) {
+	return func(r *rundb.Run) (rundb.Prio, error) {
+		prio, err := fn(r)
+		if r.Finished {
+			s.noteFinished(r.ID)
+		}
+		return prio, err
+	}
+}
+
 // modify changes a run through the cache, mapping a missing run to ErrRunNotFound.
 func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (rundb.Prio, error)) error {
-	err := s.runs.Modify(ctx, id, fn)
+	err := s.runs.Modify(ctx, id, s.noting(fn))
 	if errors.Is(err, rundb.ErrNotFound) {
 		return fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}
@@ -247,7 +286,7 @@ func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rund
 // made, with stored, which waits until it is stored (see rundb.RunCache.ModifyStored). task is
 // the task the change is about, or -1.
 func (s *Scheduler) modifyStored(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (rundb.Prio, error)) (stored func(context.Context) error, err error) {
-	stored, err = s.runs.ModifyStored(ctx, id, task, fn)
+	stored, err = s.runs.ModifyStored(ctx, id, task, s.noting(fn))
 	if errors.Is(err, rundb.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}

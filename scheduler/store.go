@@ -49,6 +49,7 @@ type contributorSources interface {
 	CreditedRuns(ctx context.Context) (map[rundb.ObjectID]bool, error)
 	AddCreditedRuns(ctx context.Context, ids []rundb.ObjectID) error
 	EachFinished(ctx context.Context, since time.Time, fn func(*rundb.Run) error) error
+	EachByID(ctx context.Context, ids []rundb.ObjectID, fn func(*rundb.Run) error) error
 }
 
 // store is the scheduler's whole view of the database.
@@ -79,6 +80,10 @@ func (c dbContributors) AddCreditedRuns(ctx context.Context, ids []rundb.ObjectI
 
 func (c dbContributors) EachFinished(ctx context.Context, since time.Time, fn func(*rundb.Run) error) error {
 	return c.db.Runs.EachFinished(ctx, since, fn)
+}
+
+func (c dbContributors) EachByID(ctx context.Context, ids []rundb.ObjectID, fn func(*rundb.Run) error) error {
+	return c.db.Runs.EachByID(ctx, ids, fn)
 }
 
 // storeOf is the scheduler's view of db.

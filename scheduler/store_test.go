@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
@@ -60,5 +62,101 @@ func TestBrokenEventLogFailsNoWorker(t *testing.T) {
 	}
 	if acts, err := db.Actions.Find(context.Background(), rundb.ActionFilter{}, 10); err != nil || len(acts) != 0 {
 		t.Errorf("actions in the database %v (%v), want none: the log was the stand-in", acts, err)
+	}
+}
+
+// watchedSources are the contributors' sources of a database, counting the scans for finished
+// runs and recording the runs read by ID; failByID makes the next read by ID fail.
+type watchedSources struct {
+	contributorSources
+	mu       sync.Mutex
+	scans    int
+	byID     [][]rundb.ObjectID
+	failByID bool
+}
+
+func (w *watchedSources) EachFinished(ctx context.Context, since time.Time, fn func(*rundb.Run) error) error {
+	w.mu.Lock()
+	w.scans++
+	w.mu.Unlock()
+	return w.contributorSources.EachFinished(ctx, since, fn)
+}
+
+func (w *watchedSources) EachByID(ctx context.Context, ids []rundb.ObjectID, fn func(*rundb.Run) error) error {
+	w.mu.Lock()
+	w.byID = append(w.byID, ids)
+	fail := w.failByID
+	w.failByID = false
+	w.mu.Unlock()
+	if fail {
+		return errors.New("runs collection unreachable")
+	}
+	return w.contributorSources.EachByID(ctx, ids, fn)
+}
+
+// The contributors' updates after a term's first read only the runs the scheduler saw finish,
+// by ID: on the embedded database a query for finished runs reads every run, unfinished ones
+// with all their tasks. A run finished meanwhile is counted all the same, and an update that
+// fails keeps it for the next.
+func TestContributorUpdatesReadOnlyTheRunsThatFinished(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	st := storeOf(db)
+	watched := &watchedSources{contributorSources: st.contributors}
+	st.contributors = watched
+	s := newScheduler(testConfig(), st, rundb.NewRunCache(db.Runs, nil, logger), logger)
+	if _, err := db.Users.Create(ctx, rundb.NewUser{Username: "carol", Password: "secret-password", Accepted: true}); err != nil {
+		t.Fatal(err)
+	}
+	r := runSpec{username: "carol", tc: "10+0.1", threads: 1, approved: true}.build(s.now())
+	r.Tasks = []rundb.Task{statsTask("carol", 20, 10, 10, false, s.now())}
+	if err := s.AddRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	job := contributorsJob(t, s)
+	check := func(step string, scans int, byID ...[]rundb.ObjectID) {
+		t.Helper()
+		watched.mu.Lock()
+		defer watched.mu.Unlock()
+		if watched.scans != scans || len(watched.byID) != len(byID) {
+			t.Fatalf("%s: %d scans and reads by ID %v, want %d scans and %v", step, watched.scans, watched.byID, scans, byID)
+		}
+		for i := range byID {
+			if !slices.Equal(watched.byID[i], byID[i]) {
+				t.Fatalf("%s: read by ID %v, want %v", step, watched.byID, byID)
+			}
+		}
+	}
+
+	if err := job.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("first update", 1)
+	if err := job.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("nothing finished", 1, []rundb.ObjectID{})
+
+	err := s.modify(ctx, r.ID, func(r *rundb.Run) (rundb.Prio, error) {
+		s.setInactiveRun(r, s.now())
+		return rundb.PrioSaveNow, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched.mu.Lock()
+	watched.failByID = true
+	watched.mu.Unlock()
+	if err := job.Run(ctx); err == nil {
+		t.Fatal("an update whose read failed succeeded")
+	}
+	if err := job.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("a run finished", 1, []rundb.ObjectID{}, []rundb.ObjectID{r.ID}, []rundb.ObjectID{r.ID})
+	carol, err := db.UserCache.Get(ctx, "carol")
+	if err != nil || carol.Games != 40 || carol.Tests != 1 {
+		t.Fatalf("carol after her run finished: %+v (%v), want 40 games and 1 test", carol, err)
 	}
 }
