@@ -1037,8 +1037,14 @@ func benchSteadyAgainst(ctx context.Context, set plan, sc *scenarioReport, rep *
 	base := &scenarioReport{}
 	rep.Scenarios[baselineScenario] = base
 	fmt.Fprintf(stdout, "bench: steady against the baseline %s...\n", set.Baseline)
+	// The baseline's leg is profiled as this build's is (into a directory of its own), as the
+	// storms' are: the profiles cost the server (mutex and block sampling) and the fleet some
+	// CPU, which both legs should pay alike.
 	bset := set
-	bset.serverExe, bset.profiles = set.Baseline, ""
+	bset.serverExe = set.Baseline
+	if set.profiles != "" {
+		bset.profiles = filepath.Join(set.profiles, "baseline")
+	}
 	if err := benchSteady(ctx, bset, base, stderr); err != nil {
 		base.Error = err.Error()
 		return fmt.Errorf("baseline: %w", err)
