@@ -502,3 +502,32 @@ func TestWriteBenchReport(t *testing.T) {
 		t.Errorf("report.md is not benchMarkdown's: %v", err)
 	}
 }
+
+// The steady ratios to a baseline are the geometric mean of two pairs run in opposite orders,
+// so that a factor that comes with a leg's place in the run cancels out.
+func TestPairedRatiosCancelTheOrder(t *testing.T) {
+	leg := func(beatP99, cpu float64) *scenarioReport {
+		sc := &scenarioReport{}
+		sc.figure("steady: beat p99", beatP99, "ms")
+		sc.figure("steady: server CPU per wall second", cpu, "cores")
+		return sc
+	}
+	// The same build in all four legs, the second of each pair twice as slow.
+	base1, this1, this2, base2 := leg(100, 0.5), leg(200, 0.5), leg(100, 0.5), leg(200, 0.5)
+	pairedRatios(this1, base1, this2, base2)
+	if got, _ := this1.value("ratio to the baseline: beat p99"); math.Abs(got-1) > 1e-9 {
+		t.Errorf("A/A with an order factor of 2: beat p99 ratio %v, want 1", got)
+	}
+	// A build twice as fast, with the same order factor.
+	base1, this1, this2, base2 = leg(100, 0.5), leg(100, 0.25), leg(50, 0.25), leg(200, 0.5)
+	pairedRatios(this1, base1, this2, base2)
+	if got, _ := this1.value("ratio to the baseline: beat p99"); math.Abs(got-0.5) > 1e-9 {
+		t.Errorf("a build twice as fast: beat p99 ratio %v, want 0.5", got)
+	}
+	if got, _ := this1.value("ratio to the baseline: server CPU per wall second"); math.Abs(got-0.5) > 1e-9 {
+		t.Errorf("half the CPU: ratio %v, want 0.5", got)
+	}
+	if _, ok := this1.value("ratio to the baseline: update_task p99"); ok {
+		t.Error("a ratio of a figure the legs lack")
+	}
+}
