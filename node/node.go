@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -106,8 +105,6 @@ type Instance struct {
 	stopping bool           // shutdown has begun: no more role changes
 	// semaphore is task_semaphore_size in force: the configuration's, or the last reload's.
 	semaphore int
-	// dbLost says the embedded database's process died: the shutdown writes nothing.
-	dbLost atomic.Bool
 }
 
 // Env is what an instance takes from the program that runs it.
@@ -139,10 +136,6 @@ func (inst *Instance) Primary() *scheduler.Primary {
 	}
 	return nil
 }
-
-// DatabaseLost tells the instance that its database is gone (DB().Lost() said so): Shutdown
-// then writes nothing, as after a crash, and the next start replays the journal.
-func (inst *Instance) DatabaseLost() { inst.dbLost.Store(true) }
 
 // currentPrimary is the running primary role, or nil.
 func (inst *Instance) currentPrimary() *primaryRole {
@@ -336,12 +329,13 @@ func (inst *Instance) Shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	var errs []error
-	// With the database gone, as after a crash: nothing is written, and the next start
-	// replays the journal.
+	// With the database's process gone, as after a crash: nothing is written, and the next
+	// start replays the journal.
+	dbGone := inst.db.Gone()
 	if p != nil {
-		errs = append(errs, p.finish(ctx, inst, !inst.dbLost.Load())...)
+		errs = append(errs, p.finish(ctx, inst, !dbGone)...)
 	}
-	if !inst.dbLost.Load() {
+	if !dbGone {
 		writeSystemEvent(ctx, inst.db, "stop shoal@"+inst.addr, inst.logger)
 	}
 	if err := inst.db.Close(ctx); err != nil {

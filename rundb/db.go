@@ -214,6 +214,8 @@ type embeddedServer interface {
 	Lost() <-chan error
 	// where says which process runs it, for Describe.
 	where() string
+	// gone reports whether the database's own process has exited before Close.
+	gone() bool
 }
 
 // Lost delivers an error if the embedded database's own process exits while the DB is open: the
@@ -225,6 +227,10 @@ func (d *DB) Lost() <-chan error {
 	}
 	return d.embedded.Lost()
 }
+
+// Gone reports whether the embedded database's own process has exited while the DB is open
+// (Lost has delivered, or is about to): nothing more can be stored.
+func (d *DB) Gone() bool { return d.embedded != nil && d.embedded.gone() }
 
 // Embedded reports whether this DB started the embedded database.
 func (d *DB) Embedded() bool { return d.embedded != nil }

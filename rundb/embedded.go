@@ -193,6 +193,8 @@ func (e *Embedded) Lost() <-chan error { return nil }
 
 func (e *Embedded) where() string { return "this process" }
 
+func (e *Embedded) gone() bool { return false }
+
 // Close stops FerretDB, waits for it to close its files, then releases the lock. It is safe to
 // call more than once.
 func (e *Embedded) Close() {

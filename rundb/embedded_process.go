@@ -148,6 +148,15 @@ func (p *embeddedProcess) where() string     { return fmt.Sprintf("process %d", 
 // Lost delivers an error if the child exits before Close.
 func (p *embeddedProcess) Lost() <-chan error { return p.lost }
 
+func (p *embeddedProcess) gone() bool {
+	select {
+	case <-p.exited:
+		return !p.closing.Load()
+	default:
+		return false
+	}
+}
+
 // Close asks the child to stop (SIGTERM), kills it if it has not within embeddedStopLimit, and
 // releases the data directory's lock once it has exited. Safe to call more than once.
 func (p *embeddedProcess) Close() {

@@ -48,7 +48,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			// Nothing more can be stored: stop, the journal keeps what was acknowledged.
 			logger.Error("the database is gone: shutting down; the runs are not written, the journal keeps what was acknowledged", "err", err)
 			served = err
-			inst.DatabaseLost()
 		case <-hup:
 			// Reload in the background: a shrinking pool waits for tokens to come back, and
 			// a second SIGHUP meanwhile is queued behind it (Resize is serialised). A
