@@ -113,6 +113,16 @@ type plan struct {
 	server ServerTimes
 }
 
+// servedBy is p for a leg served by exe, its profiles (if any are taken) in the subdirectory
+// dir of p's, so that they do not overwrite another leg's.
+func (p plan) servedBy(exe, dir string) plan {
+	p.serverExe = exe
+	if p.profiles != "" {
+		p.profiles = filepath.Join(p.profiles, dir)
+	}
+	return p
+}
+
 // benchReport is report.json.
 type benchReport struct {
 	Started   time.Time                  `json:"started"`
@@ -983,7 +993,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	if win.sampled {
 		sc.figure("steady: server CPU per wall second", win.cores, "cores")
 		sc.figure("steady: server resident memory (peak, sampled every 0.5 s)", win.peakRSS, "MiB")
-		rss = ref(win.peakRSS)
+		rss = new(win.peakRSS)
 	}
 	if win.metricsFrom != nil && win.metricsUntil != nil {
 		// The server's own view, without the loopback and the fleet's scheduling: the upper
@@ -1016,9 +1026,9 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 		}
 	}
 	if e, ok := windowEndpoint(rep, "beat"); ok {
-		beatP99 = ref(e.P99MS)
+		beatP99 = new(e.P99MS)
 	}
-	fiveXX, falseDead = ref(fx), ref(fd)
+	fiveXX, falseDead = new(fx), new(fd)
 	return nil
 }
 
@@ -1045,27 +1055,18 @@ var comparedFigures = []string{"steady: beat p99", "steady: update_task p99", "s
 // does, so a factor that comes with the place cancels out.
 func benchSteadyAgainst(ctx context.Context, set plan, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
 	base, base2, this2 := &scenarioReport{}, &scenarioReport{}, &scenarioReport{}
-	rep.Scenarios[baselineScenario] = base
-	// Every leg is profiled (into a directory of its own, as the storms' baseline is): the
-	// profiles cost the server (mutex and block sampling) and the fleet some CPU, which all
-	// legs should pay alike.
-	legSet := func(exe, dir string) plan {
-		l := set
-		l.serverExe = exe
-		if set.profiles != "" && dir != "" {
-			l.profiles = filepath.Join(set.profiles, dir)
-		}
-		return l
-	}
+	// Every leg is profiled (into a directory of its own, see plan.servedBy): the profiles cost
+	// the server (mutex and block sampling) and the fleet some CPU, which all legs should pay
+	// alike.
 	legs := []struct {
 		what, name string
 		set        plan
 		sc         *scenarioReport
 	}{
-		{"the baseline " + set.Baseline, baselineScenario, legSet(set.Baseline, "baseline"), base},
-		{"this build", "steady", legSet(set.serverExe, ""), sc},
-		{"this build, again", steadyAgain, legSet(set.serverExe, "again"), this2},
-		{"the baseline, again", baselineAgain, legSet(set.Baseline, "baseline-again"), base2},
+		{"the baseline " + set.Baseline, baselineScenario, set.servedBy(set.Baseline, "baseline"), base},
+		{"this build", "steady", set, sc},
+		{"this build, again", steadyAgain, set.servedBy(set.serverExe, "again"), this2},
+		{"the baseline, again", baselineAgain, set.servedBy(set.Baseline, "baseline-again"), base2},
 	}
 	for _, leg := range legs {
 		fmt.Fprintf(stdout, "bench: steady against %s...\n", leg.what)
@@ -1112,13 +1113,8 @@ func benchStorm(ctx context.Context, set plan, sc *scenarioReport, stdout, stder
 		var base *stormResult
 		if set.Baseline != "" {
 			fmt.Fprintf(stdout, "bench: %s against the baseline...\n", label)
-			bset := set
-			bset.serverExe = set.Baseline
-			if set.profiles != "" {
-				bset.profiles = filepath.Join(set.profiles, "baseline")
-			}
 			var err error
-			if base, err = stormOnce(ctx, bset, w, stderr); err != nil {
+			if base, err = stormOnce(ctx, set.servedBy(set.Baseline, "baseline"), w, stderr); err != nil {
 				return fmt.Errorf("%s, baseline: %w", label, err)
 			}
 			base.figures(sc, label+" baseline")
@@ -1150,12 +1146,12 @@ func benchStorm(ctx context.Context, set plan, sc *scenarioReport, stdout, stder
 		sc.Profile, sc.FleetProfile = r.profile, r.fleetProfile // the largest storm with targets: what limits them
 		var held *float64
 		if p := r.rep.FirstTaskP99S; p >= 0 {
-			held = ref(p)
+			held = new(p)
 		}
 		sc.target(label+": time until 99 % of the workers hold a task", held, "s", "<= 15", func(v float64) bool { return v <= 15 })
-		sc.target(label+": too-busy replies per worker", ref(r.tooBusyPerWorker()), "replies", "<= 1", func(v float64) bool { return v <= 1 })
-		sc.target(label+": request_task p99", ref(r.requestTask().P99MS), "ms", "< 100", below(100))
-		sc.target(label+": exactly-once check", ref(boolFigure(r.rep.ExactlyOnce)), "bool", "= 1", func(v float64) bool { return v == 1 })
+		sc.target(label+": too-busy replies per worker", new(r.tooBusyPerWorker()), "replies", "<= 1", func(v float64) bool { return v <= 1 })
+		sc.target(label+": request_task p99", new(r.requestTask().P99MS), "ms", "< 100", below(100))
+		sc.target(label+": exactly-once check", new(boolFigure(r.rep.ExactlyOnce)), "bool", "= 1", func(v float64) bool { return v == 1 })
 	}
 	sc.explainUnmet(set)
 	return nil
@@ -1479,7 +1475,7 @@ func benchCriticalSection(ctx context.Context, sc *scenarioReport) error {
 		sc.figure(m[1], us, "µs/op")
 		found = true
 		if m[1] == "BenchmarkRequestTaskCriticalSection/runs=100" {
-			at100 = ref(us)
+			at100 = new(us)
 		}
 	}
 	if !found {
@@ -1614,5 +1610,3 @@ func benchMarkdown(rep *benchReport) string {
 	}
 	return b.String()
 }
-
-func ref[T any](v T) *T { return &v }

@@ -159,11 +159,11 @@ func TestFiguresAndTargets(t *testing.T) {
 		t.Error("value of a missing figure is found")
 	}
 
-	sc.target("met", ref(12.5), "ms", "< 25", below(25))
-	sc.target("missed", ref(30.0), "ms", "< 25", below(25))
-	sc.target("at the limit", ref(0.5), "ratio", ">= 0.5", atLeast(0.5))
+	sc.target("met", new(12.5), "ms", "< 25", below(25))
+	sc.target("missed", new(30.0), "ms", "< 25", below(25))
+	sc.target("at the limit", new(0.5), "ratio", ">= 0.5", atLeast(0.5))
 	sc.target("not measured", nil, "ms", "< 25", below(25))
-	sc.target("NaN", ref(math.NaN()), "ms", "< 25", func(float64) bool { return true })
+	sc.target("NaN", new(math.NaN()), "ms", "< 25", func(float64) bool { return true })
 	want := []struct {
 		met, measured bool
 	}{{true, true}, {false, true}, {true, true}, {false, false}, {false, false}}
@@ -327,8 +327,8 @@ func TestExplainUnmet(t *testing.T) {
 		sc.figure("steady: server CPU per wall second", 0.8, "cores")
 		sc.figure("steady: run write mean duration", 12, "ms")
 		sc.figure("steady: run writes (run cache flushes)", 300, "writes")
-		sc.target("beat p99 (steady window)", ref(40.0), "ms", "< 25", below(25))
-		sc.target("5xx replies", ref(0.0), "replies", "= 0", below(0.5))
+		sc.target("beat p99 (steady window)", new(40.0), "ms", "< 25", below(25))
+		sc.target("5xx replies", new(0.0), "replies", "= 0", below(0.5))
 		return sc
 	}
 	set := plan{Workers: 500}
@@ -351,7 +351,7 @@ func TestExplainUnmet(t *testing.T) {
 	}
 
 	sc = &scenarioReport{}
-	sc.target("server resident memory (peak, steady window)", ref(2048.0), "MiB", "< 1024", below(1024))
+	sc.target("server resident memory (peak, steady window)", new(2048.0), "MiB", "< 1024", below(1024))
 	sc.explainUnmet(set)
 	if len(sc.Limits) != 1 || sc.Limits[0] != "server resident memory (peak, steady window): see the CPU profiles below." {
 		t.Errorf("another target's limit: %q", sc.Limits)
@@ -364,7 +364,7 @@ func TestExplainStorm(t *testing.T) {
 	sc.figure("storm 500: server CPU per wall second over the arrival", 0.9, "cores")
 	sc.figure("storm 500: fleet CPU per wall second over the arrival", 0.7, "cores")
 	sc.figure("storm 500: arrival (until 99 % were given a task)", 2.5, "s")
-	sc.target("storm 500: request_task p99", ref(400.0), "ms", "< 100", below(100))
+	sc.target("storm 500: request_task p99", new(400.0), "ms", "< 100", below(100))
 	sc.explainUnmet(plan{})
 	if len(sc.Limits) != 1 {
 		t.Fatalf("limits %q", sc.Limits)

@@ -57,7 +57,7 @@ func benchDurability(ctx context.Context, set plan, sc *scenarioReport, rep *ben
 	if d, err := benchTakeover(ctx, set); err != nil {
 		sc.Error = "takeover: " + err.Error()
 	} else {
-		takeover = ref(d.Seconds())
+		takeover = new(d.Seconds())
 		sc.figure("takeover: worker API served again after SIGKILL of the primary (default lease)", d.Seconds(), "s")
 	}
 	rounds := max(set.DurabilityRounds, 1)
@@ -114,9 +114,9 @@ func benchDurability(ctx context.Context, set plan, sc *scenarioReport, rep *ben
 		sc.figure("ratio on / off: "+short+" (median of the rounds)", m, "x")
 		switch name {
 		case "steady: update_task p99":
-			updateRatio = ref(m)
+			updateRatio = new(m)
 		case "steady: beat p99":
-			beatRatio = ref(m)
+			beatRatio = new(m)
 		}
 	}
 	for _, name := range []string{"steady: journal batch mean duration", "steady: journal records per batch (mean)", "steady: journal batch p99 (bucket upper bound)",

@@ -130,8 +130,6 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration before any file, environment or flag is applied.
-
-// DefaultConfig returns the configuration before any file, environment or flag is applied.
 //
 // Three defaults are those of the packages that use them, written here so that this package
 // imports none of Shoal's (a test in node holds them equal): the database name
@@ -196,9 +194,6 @@ func (c Config) Validate() error {
 	if err := (Table[Config]{Options: options()}).Check(&c, c.sources); err != nil {
 		return err
 	}
-	// A worker only proves it is alive once per heartbeat period, so a
-	// timeout no longer than that period would reclaim every live worker's
-	// task.
 	// A secondary shares the primary's database; an embedded database of its own would hold
 	// none of the runs.
 	if !c.IsPrimary() && c.MongoURI == "" {
@@ -212,6 +207,9 @@ func (c Config) Validate() error {
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("invalid lease_ttl %q (from %s): at least 1s", c.LeaseTTL, c.source("lease_ttl"))
 	}
+	// A worker only proves it is alive once per heartbeat period, so a
+	// timeout no longer than that period would reclaim every live worker's
+	// task.
 	if c.DeadTaskTimeout <= c.HeartbeatPeriod {
 		return fmt.Errorf("invalid dead_task_timeout %q (from %s): must be greater than heartbeat_period %q (from %s)",
 			c.DeadTaskTimeout, c.source("dead_task_timeout"), c.HeartbeatPeriod, c.source("heartbeat_period"))

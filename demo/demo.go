@@ -189,7 +189,7 @@ func RunSimulated(ctx context.Context, base string, db *rundb.DB, d Simulated, s
 		return fmt.Errorf("demo: %w", err)
 	}
 	req := RunRequest(fmt.Sprintf("Shoal demo: a patch worth %+.1f Elo", d.Elo))
-	req.SPRT = &scheduler.SPRTRequest{Elo0: ref(0.0), Elo1: ref(2.0)}
+	req.SPRT = &scheduler.SPRTRequest{Elo0: new(0.0), Elo1: new(2.0)}
 	id, err := SubmitRun(ctx, base, users, req)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -252,5 +252,3 @@ func printVerdict(stdout io.Writer, id string, e *eloReply, why string, elapsed 
 	fmt.Fprintf(stdout, "  Games %d: W %d, L %d, D %d; pentanomial %v\n", r.Wins+r.Losses+r.Draws, r.Wins, r.Losses, r.Draws, r.Pentanomial)
 	return verdict
 }
-
-func ref[T any](v T) *T { return &v }

@@ -72,7 +72,7 @@ func TestRunRequestIsAValidTest(t *testing.T) {
 	games := RunRequest("bench run 1")
 	games.NumGames = 400000
 	sprt := RunRequest("Shoal demo")
-	sprt.SPRT = &scheduler.SPRTRequest{Elo0: ref(0.0), Elo1: ref(2.0)}
+	sprt.SPRT = &scheduler.SPRTRequest{Elo0: new(0.0), Elo1: new(2.0)}
 	for name, req := range map[string]scheduler.RunRequest{"fixed games": games, "SPRT": sprt} {
 		if _, err := scheduler.BuildRun(req, "alice", time.Now()); err != nil {
 			t.Errorf("%s: the scheduler refuses the demo's request: %v", name, err)

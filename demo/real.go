@@ -45,7 +45,7 @@ func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.W
 	req.TC, req.NewOptions, req.BaseOptions = d.TC, d.NewOptions, d.BaseOptions
 	req.BaseSignature, req.NewSignature = sig, sig
 	req.Book = "shoal_openings_v1.epd"
-	req.SPRT = &scheduler.SPRTRequest{Elo0: ref(0.0), Elo1: ref(10.0)}
+	req.SPRT = &scheduler.SPRTRequest{Elo0: new(0.0), Elo1: new(10.0)}
 	id, err := SubmitRun(ctx, base, users, req)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

@@ -6,7 +6,6 @@
 package server
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -26,10 +25,8 @@ import (
 )
 
 // RunSource gives the current state of a run: from the primary's run cache, or from the
-// database on a secondary. The run returned is the caller's own copy.
-type RunSource interface {
-	Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error)
-}
+// database on a secondary (api.RunSource, which the UI's is too).
+type RunSource = api.RunSource
 
 // Deps are the server's dependencies, built by the caller.
 type Deps struct {

@@ -214,7 +214,7 @@ func checkClean(t *testing.T, rep *fleet.Report) {
 }
 
 func sprtRun(elo0, elo1 float64) func(*scheduler.RunRequest) {
-	return func(r *scheduler.RunRequest) { r.SPRT = &scheduler.SPRTRequest{Elo0: ref(elo0), Elo1: ref(elo1)} }
+	return func(r *scheduler.RunRequest) { r.SPRT = &scheduler.SPRTRequest{Elo0: new(elo0), Elo1: new(elo1)} }
 }
 
 func TestE2ESPRT(t *testing.T) {

@@ -241,19 +241,19 @@ func applyRunFlags(req *scheduler.RunRequest, set map[string]bool, str map[strin
 		}
 	}
 	if set["threads"] {
-		req.Threads = ref(*ints["threads"])
+		req.Threads = new(*ints["threads"])
 	}
 	if set["priority"] {
 		req.Priority = *ints["priority"]
 	}
 	if set["throughput"] {
-		req.Throughput = ref(*ints["throughput"])
+		req.Throughput = new(*ints["throughput"])
 	}
 	if set["auto-purge"] {
 		req.AutoPurge = autoPurge
 	}
 	if set["adjudication"] {
-		req.Adjudication = ref(adjudication)
+		req.Adjudication = new(adjudication)
 	}
 
 	if set["sprt"] {
@@ -292,7 +292,7 @@ func applyRunFlags(req *scheduler.RunRequest, set map[string]bool, str map[strin
 			"spsa-alpha": &req.SPSA.Alpha, "spsa-gamma": &req.SPSA.Gamma,
 		} {
 			if set[name] {
-				*dst = ref(*floats[name])
+				*dst = new(*floats[name])
 			}
 		}
 	}
@@ -306,8 +306,6 @@ func applyRunFlags(req *scheduler.RunRequest, set map[string]bool, str map[strin
 	}
 	return nil
 }
-
-func ref[T any](v T) *T { return &v }
 
 // splitList splits a comma-separated list, dropping empty entries.
 func splitList(s string) []string {

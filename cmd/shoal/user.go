@@ -81,17 +81,14 @@ func userSet(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer db.Close(context.Background())
-	if _, err := db.Users.Get(ctx, *username); err != nil {
-		return fmt.Errorf("user set: %s: %w", *username, err)
-	}
 	if set["approver"] {
 		if err := db.Users.SetApprover(ctx, *username, *approver); err != nil {
-			return fmt.Errorf("user set: %w", err)
+			return fmt.Errorf("user set: %s: %w", *username, err)
 		}
 	}
 	if set["machine-limit"] {
 		if err := db.Users.SetMachineLimit(ctx, *username, *machineLimit); err != nil {
-			return fmt.Errorf("user set: %w", err)
+			return fmt.Errorf("user set: %s: %w", *username, err)
 		}
 	}
 	u, err := db.Users.Get(ctx, *username)

@@ -170,7 +170,7 @@ func TestNNDownloadWithoutAFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := api.NetworkFile(s.API(), "../secret"); got != "" {
-			t.Errorf("localNN(\"../secret\") = %q, want none", got)
+			t.Errorf("NetworkFile(\"../secret\") = %q, want none", got)
 		}
 	})
 }

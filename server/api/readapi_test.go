@@ -89,8 +89,6 @@ func parseUTC(s string) time.Time {
 	return t.UTC()
 }
 
-func intRef(i int) *int { return &i }
-
 func testWorkerInfo() rundb.WorkerInfo {
 	return rundb.WorkerInfo{
 		Uname: "Linux 6.1.0", Architecture: []string{"64bit", "ELF"}, Concurrency: 8, MaxMemory: 8192,
@@ -122,7 +120,7 @@ func testRun(change func(*rundb.Run)) *rundb.Run {
 				WorkerInfo: wi, SPSAParams: &rundb.SPSAParams{Iter: 4, PackedFlips: []byte{0x80, 0x01}}},
 		},
 		BadTasks: []rundb.Task{
-			{NumGames: 480, LastUpdated: parseUTC("2026-11-01T11:00:00Z"), Bad: true, TaskID: intRef(0),
+			{NumGames: 480, LastUpdated: parseUTC("2026-11-01T11:00:00Z"), Bad: true, TaskID: new(0),
 				Residual: &inf, ResidualColor: "red", Stats: rundb.NewResults(), WorkerInfo: wi},
 		},
 	}
@@ -485,7 +483,7 @@ func TestActions(t *testing.T) {
 	runID := rundb.NewObjectID().Hex()
 	seed := []*rundb.Action{
 		{Time: 100, Action: "new_run", Username: "alice", RunID: runID, Run: "patch-abcdef0", Message: "new"},
-		{Time: 200, Action: "failed_task", Username: "bob", RunID: runID, TaskID: intRef(0), Worker: "bob-8cores-ab12cd34-5a28"},
+		{Time: 200, Action: "failed_task", Username: "bob", RunID: runID, TaskID: new(0), Worker: "bob-8cores-ab12cd34-5a28"},
 		{Time: 300, Action: "block_user", Username: "carol", User: "bob", Message: "blocked"},
 		{Time: 400, Action: "upload_nn", Username: "alice", NN: "nn-0123456789ab.nnue"},
 	}

@@ -158,5 +158,3 @@ func body(w *httptest.ResponseRecorder) string {
 	b, _ := io.ReadAll(w.Result().Body)
 	return string(b)
 }
-
-func intRef(i int) *int { return &i }

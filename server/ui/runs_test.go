@@ -223,7 +223,7 @@ func TestUIRunsHomepageFilters(t *testing.T) {
 	env := newUIEnv(t)
 	sprt := env.runsAdd("alice", runsTestRequest(nil))
 	ltc := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) {
-		r.SPRT, r.NumGames, r.TC, r.Threads = nil, 20000, "60+0.6", intRef(8)
+		r.SPRT, r.NumGames, r.TC, r.Threads = nil, 20000, "60+0.6", new(8)
 		r.BaseOptions, r.NewOptions = "Hash=512", "Hash=512"
 	}))
 	for _, r := range []*rundb.Run{sprt, ltc} {

@@ -152,7 +152,7 @@ func TestUIViewWarnings(t *testing.T) {
 	odd := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) {
 		r.TC, r.NewTC = "60+0.6", "30+0.3"
 		r.BaseOptions, r.NewOptions = "Hash=16", "Hash=64 Threads=1"
-		r.Throughput, r.Priority = intRef(200), 1
+		r.Throughput, r.Priority = new(200), 1
 		r.ArchFilter, r.Compiler = "avx2", "clang++"
 	}))
 	env.runsChange(odd.ID, func(r *rundb.Run) { r.Failures = 2 })

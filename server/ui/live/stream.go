@@ -141,8 +141,8 @@ type Recheck func(ctx context.Context) (u *rundb.User, ok bool, err error)
 type Streams struct {
 	Limits *Limits
 	Logger *slog.Logger
-	// Changed returns the channel closed at the next change of any run, or nil (never ready)
-	// where there is no run cache to ask: streams then poll.
+	// Changed (required) returns the channel closed at the next change of any run, or a nil
+	// channel (never ready) where there is no run cache to ask: streams then poll.
 	Changed func() <-chan struct{}
 	// ShuttingDown reports whether the server has begun to shut down: streams then end.
 	ShuttingDown func() bool
@@ -191,7 +191,7 @@ func (s *Streams) Serve(c *gin.Context, user *rundb.User, recheck Recheck, rende
 	checked := opened
 
 	do := func() ([]Block, bool, error) { return render(ctx, user) }
-	changed := s.changed() // taken before rendering, so no change is missed
+	changed := s.Changed() // taken before rendering, so no change is missed
 	blocks, done, err := do()
 	if err != nil {
 		return err
@@ -300,7 +300,7 @@ func (s *Streams) Serve(c *gin.Context, user *rundb.User, recheck Recheck, rende
 			}
 			user = u // its rights may have changed (an approver no longer one)
 		}
-		changed = s.changed()
+		changed = s.Changed()
 		lastRender = time.Now()
 		blocks, done, err = do()
 		switch {
@@ -320,12 +320,4 @@ func (s *Streams) Serve(c *gin.Context, user *rundb.User, recheck Recheck, rende
 	}
 	write("end", "finished")
 	return nil
-}
-
-// changed returns the channel closed at the next change of any run, or nil (never ready).
-func (s *Streams) changed() <-chan struct{} {
-	if s.Changed == nil {
-		return nil
-	}
-	return s.Changed()
 }
