@@ -482,12 +482,8 @@ func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io
 	s.base = "http://" + addr
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if serverReady(ctx, s.base) {
+			break
 		}
 		select {
 		case <-s.done:
@@ -502,6 +498,20 @@ func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io
 	}
 	ok = true
 	return s, nil
+}
+
+// serverReady reports whether the server at base answers /readyz with 200.
+func serverReady(ctx context.Context, base string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // logTail is the end of the server's log, for an error message.
@@ -1370,10 +1380,10 @@ func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
 		return nil, err
 	}
 	info := w.Info()
-	c := &apiclient.Client{Server: s.base, Username: s.users.Workers.Name, Password: s.users.Workers.Password, HTTP: http.DefaultClient}
+	c := &apiclient.Client{Server: s.base, HTTP: http.DefaultClient}
 	for attempt := 0; ; attempt++ {
 		var task protocol.TaskReply
-		err := c.Post(ctx, "/api/request_task", protocol.Request{Password: c.Password, WorkerInfo: info}, &task)
+		err := c.Post(ctx, "/api/request_task", protocol.Request{Password: s.users.Workers.Password, WorkerInfo: info}, &task)
 		if err != nil {
 			return nil, fmt.Errorf("request_task: %w", err)
 		}

@@ -193,11 +193,8 @@ func benchTakeover(ctx context.Context, set plan) (time.Duration, error) {
 			return nil, "", err
 		}
 		for deadline := time.Now().Add(60 * time.Second); ; {
-			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return cmd, "http://" + addr, nil
-				}
+			if serverReady(ctx, "http://"+addr) {
+				return cmd, "http://" + addr, nil
 			}
 			if time.Now().After(deadline) {
 				_ = cmd.Process.Kill()

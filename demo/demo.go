@@ -83,24 +83,22 @@ func AddUsersCLI(ctx context.Context, exe string, dbArgs []string, machineLimit 
 // SubmitRun creates a run through the API as submitter and approves it as approver, as
 // `shoal run new` and `shoal run approve` do, and returns its id.
 func SubmitRun(ctx context.Context, base string, u Users, req scheduler.RunRequest) (string, error) {
-	httpc := &http.Client{Timeout: 30 * time.Second}
-	sub := &apiclient.Client{Server: base, Username: u.Submitter.Name, Password: u.Submitter.Password, HTTP: httpc}
+	c := &apiclient.Client{Server: base, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	var created struct {
 		RunID string `json:"run_id"`
 	}
-	body := map[string]any{"username": sub.Username, "password": sub.Password, "run": req}
-	if err := sub.Post(ctx, "/api/create_run", body, &created); err != nil {
+	body := map[string]any{"username": u.Submitter.Name, "password": u.Submitter.Password, "run": req}
+	if err := c.Post(ctx, "/api/create_run", body, &created); err != nil {
 		return "", fmt.Errorf("create run: %w", err)
 	}
 	if created.RunID == "" {
 		return "", errors.New("create run: the reply has no run_id")
 	}
-	appr := &apiclient.Client{Server: base, Username: u.Approver.Name, Password: u.Approver.Password, HTTP: httpc}
 	var approved struct {
 		Approved bool `json:"approved"`
 	}
-	body = map[string]any{"username": appr.Username, "password": appr.Password, "run_id": created.RunID}
-	if err := appr.Post(ctx, "/api/approve_run", body, &approved); err != nil {
+	body = map[string]any{"username": u.Approver.Name, "password": u.Approver.Password, "run_id": created.RunID}
+	if err := c.Post(ctx, "/api/approve_run", body, &approved); err != nil {
 		return "", fmt.Errorf("approve run %s: %w", created.RunID, err)
 	}
 	if !approved.Approved {

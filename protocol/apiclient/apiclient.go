@@ -19,7 +19,9 @@ import (
 // MaxReplyBytes bounds what is read of a server reply.
 const MaxReplyBytes = 1 << 20
 
-// Client is where the server is and who is asking.
+// Client is where the server is and who is asking. The API takes the credentials in each
+// request's body, not in a header: Post sends the body as given, and Username and Password are
+// there for a caller that builds its bodies from one account (shoal run).
 type Client struct {
 	Server             string
 	Username, Password string
