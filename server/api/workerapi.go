@@ -93,6 +93,9 @@ type workerRequest struct {
 	// info is the worker_info to store: the request's, with the address the task was created
 	// from (or the caller's, for a new task) and the country nginx reports.
 	info rundb.WorkerInfo
+	// sched is the scheduler the call is handled by (PrimaryOnly's), nil on a secondary: read
+	// once, so that a step-down meanwhile does not change it halfway.
+	sched Scheduler
 }
 
 // hasTask reports whether the call names a task.
@@ -247,8 +250,12 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 	if !ok {
 		return
 	}
+	sched := s.scheduler()
+	if v, ok := c.Get(schedulerKey); ok {
+		sched = v.(Scheduler) // PrimaryOnly's
+	}
 	var legacy func(string) bool
-	if sched := s.scheduler(); sched != nil {
+	if sched != nil {
 		legacy = sched.LegacyUsername
 	}
 	req, err := protocol.DecodeRequest(body, legacy)
@@ -256,7 +263,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 		Error(c, http.StatusBadRequest, err.Error())
 		return
 	}
-	w := &workerRequest{body: req, user: user, info: toWorkerInfo(req.WorkerInfo)}
+	w := &workerRequest{body: req, user: user, info: toWorkerInfo(req.WorkerInfo), sched: sched}
 	w.info.RemoteAddr = c.ClientIP()
 	w.info.CountryCode = countryCode(c)
 	if req.RunID != nil {
@@ -266,7 +273,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 			return
 		}
 		w.run = id
-		owner, tasks, err := s.runTask(c.Request.Context(), id, req.TaskID)
+		owner, tasks, err := s.runTask(c.Request.Context(), sched, id, req.TaskID)
 		switch {
 		case errors.Is(err, rundb.ErrNotFound), errors.Is(err, scheduler.ErrRunNotFound):
 			Error(c, http.StatusBadRequest, "Invalid run_id: "+*req.RunID)
@@ -300,11 +307,11 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 // runTask returns the owner of a task (when taskID is given) and the run's number of tasks:
 // from the scheduler on the primary, without copying the run, or from the database on a
 // secondary.
-func (s *Server) runTask(ctx context.Context, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
+func (s *Server) runTask(ctx context.Context, sched Scheduler, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
 	var owner rundb.WorkerInfo
 	var tasks int
-	err := s.memoryOrDB(id)(ctx, func(ctx context.Context) error {
-		if sched := s.scheduler(); sched != nil {
+	err := s.memoryOrDB(sched, id)(ctx, func(ctx context.Context) error {
+		if sched != nil {
 			t := -1
 			if taskID != nil {
 				t = *taskID
@@ -460,9 +467,9 @@ type gate func(ctx context.Context, fn func(context.Context) error) error
 // memoryOrDB is the gate of work that reads or changes run id and nothing else in the
 // database: none when the primary's run cache holds the run (no database work, so no token: a
 // flood of calls waiting for the database must not hold up these), a token otherwise.
-func (s *Server) memoryOrDB(id rundb.ObjectID) gate {
+func (s *Server) memoryOrDB(sched Scheduler, id rundb.ObjectID) gate {
 	return func(ctx context.Context, fn func(context.Context) error) error {
-		if sched := s.scheduler(); sched != nil && sched.Cached(id) {
+		if sched != nil && sched.Cached(id) {
 			return fn(ctx)
 		}
 		return s.deps.Tokens.Do(ctx, fn)
@@ -536,7 +543,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, s.memoryOrDB(w.run), updateReply, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.memoryOrDB(w.sched, w.run), updateReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return primaryOf(c).Beat(ctx, w.run, w.taskID())
 	})
 }
@@ -545,7 +552,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, s.memoryOrDB(w.run), spsaReply, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.memoryOrDB(w.sched, w.run), spsaReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return primaryOf(c).RequestSPSA(ctx, w.run, w.taskID())
 	})
 }
