@@ -573,6 +573,9 @@ func LoopbackPort() (int, error) {
 type procUsage struct {
 	CPUSeconds     float64
 	RSSMiB, HWMMiB float64
+	// ChildCPUSeconds is the part of CPUSeconds that readServer found in the server's child
+	// processes (the embedded database).
+	ChildCPUSeconds float64
 }
 
 // readProc reads /proc/pid/stat (utime + stime, in clock ticks of 1/100 s, Linux's USER_HZ on
@@ -627,6 +630,7 @@ func readServer(pid int) (procUsage, error) {
 			}
 			if c, err := readProc(child); err == nil { // a child may have exited meanwhile
 				u.CPUSeconds += c.CPUSeconds
+				u.ChildCPUSeconds += c.CPUSeconds
 				u.RSSMiB += c.RSSMiB
 				u.HWMMiB += c.HWMMiB
 			}
@@ -639,8 +643,9 @@ func readServer(pid int) (procUsage, error) {
 // per wall second) and its peak resident memory over samples taken every half second, if any
 // sample was taken.
 type procWindow struct {
-	cores, peakRSS float64
-	sampled        bool
+	// cores are CPU seconds per wall second, dbCores the embedded database's part of them.
+	cores, dbCores, peakRSS float64
+	sampled                 bool
 	// metrics are the server's /metrics at both ends (nil if a scrape failed).
 	metricsFrom, metricsUntil map[string]float64
 }
@@ -680,7 +685,9 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 			case <-tick.C:
 			}
 		}
-		w.cores = (last.CPUSeconds - first.CPUSeconds) / max(time.Since(start)-from, time.Millisecond).Seconds()
+		secs := max(time.Since(start)-from, time.Millisecond).Seconds()
+		w.cores = (last.CPUSeconds - first.CPUSeconds) / secs
+		w.dbCores = (last.ChildCPUSeconds - first.ChildCPUSeconds) / secs
 		w.metricsUntil, _ = scrapeMetrics(ctx, s.base)
 	}()
 	return out
@@ -961,6 +968,10 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	fleetBefore, err := readProc(os.Getpid())
+	if err != nil {
+		return err
+	}
 	opts := fleetOptions(s, set, set.Workers)
 	// Arrivals are spread over a fifth of the run (a minute of the default five), so that the
 	// first tasks end, and new ones are handed out, over a minute of the window too.
@@ -984,6 +995,10 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	fleetAfter, err := readProc(os.Getpid())
+	if err != nil {
+		return err
+	}
 	m, err := scrapeMetrics(ctx, s.base)
 	if err != nil {
 		return err
@@ -998,10 +1013,23 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	cpu := after.CPUSeconds - before.CPUSeconds
 	sc.figure("server CPU", cpu, "s")
 	sc.figure("server CPU per wall second", cpu/max(rep.ElapsedSeconds, 1e-9), "cores")
+	if rep.Requests > 0 {
+		// Per request of any kind, the fleet's stop included; the database's part is the
+		// embedded database process's (0 on MongoDB, which runs elsewhere).
+		perRequest := func(secs float64) float64 { return secs / float64(rep.Requests) * 1e6 }
+		sc.figure("server CPU per request", perRequest(cpu), "µs")
+		sc.figure("server CPU per request: the embedded database's part", perRequest(after.ChildCPUSeconds-before.ChildCPUSeconds), "µs")
+		sc.figure("fleet CPU per request (the bench process)", perRequest(fleetAfter.CPUSeconds-fleetBefore.CPUSeconds), "µs")
+	}
 	sc.figure("server resident memory (end)", after.RSSMiB, "MiB")
 	sc.figure("server resident memory (peak over the whole run, VmHWM)", after.HWMMiB, "MiB")
 	if win.sampled {
 		sc.figure("steady: server CPU per wall second", win.cores, "cores")
+		sc.figure("steady: the embedded database's CPU per wall second", win.dbCores, "cores")
+		if st := rep.Window; st != nil && st.Requests > 0 && st.UntilSeconds > st.FromSeconds {
+			rate := float64(st.Requests) / (st.UntilSeconds - st.FromSeconds)
+			sc.figure("steady: server CPU per request", win.cores/rate*1e6, "µs")
+		}
 		sc.figure("steady: server resident memory (peak, sampled every 0.5 s)", win.peakRSS, "MiB")
 		rss = new(win.peakRSS)
 	}
@@ -1312,9 +1340,10 @@ poll:
 // benchCeiling measures a bare net/http JSON handler and Shoal's beat with the same load
 // generator, and the ratio of the two.
 func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.Writer) error {
-	ratio := (*float64)(nil)
+	ratio, cpuRatio := (*float64)(nil), (*float64)(nil)
 	defer func() {
 		sc.target("beat throughput / bare net/http", ratio, "ratio", ">= 0.5", atLeast(0.5))
+		sc.target("server CPU per beat / bare net/http CPU per request", cpuRatio, "x", "<= 3", func(v float64) bool { return v <= 3 })
 		sc.explainUnmet(set)
 	}()
 	clients := set.CeilingClients
@@ -1337,28 +1366,35 @@ func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.W
 		}
 	}
 
-	// The ceiling: decode a JSON object, answer one, as a worker API handler does at least.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// The yardstick: a bare net/http JSON handler in a process of its own on the server's
+	// core, so that both sides' CPU per request comes from /proc alike.
+	bare, err := startBare(ctx, set)
 	if err != nil {
 		return err
 	}
-	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"task_alive": true, "duration": 0.0})
-	}), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() { _ = bare.Serve(l); close(served) }() // joined below
-	bareRate, bareErrs := loadGenerate(ctx, "http://"+l.Addr().String()+"/api/beat", bodies, set.ceilingDuration)
-	bare.Close()
-	<-served
+	bareBefore, err := readProc(bare.cmd.Process.Pid)
+	if err != nil {
+		bare.stop()
+		return err
+	}
+	bareOK, bareSecs, bareErrs := loadGenerate(ctx, bare.url, bodies, set.ceilingDuration)
+	bareAfter, err := readProc(bare.cmd.Process.Pid)
+	bare.stop()
+	if err != nil {
+		return err
+	}
+	before, err := readServer(s.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
 	profiled := profileDuring(ctx, s, set, "ceiling", time.Second, set.ceilingDuration-2*time.Second)
-	beatRate, beatErrs := loadGenerate(ctx, s.base+"/api/beat", bodies, set.ceilingDuration)
+	beatOK, beatSecs, beatErrs := loadGenerate(ctx, s.base+"/api/beat", bodies, set.ceilingDuration)
 	sc.Profile = <-profiled
+	after, err := readServer(s.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	bareRate, beatRate := float64(bareOK)/bareSecs, float64(beatOK)/beatSecs
 	sc.figure("bare net/http JSON handler", bareRate, "req/s")
 	sc.figure("bare net/http errors", float64(bareErrs), "requests")
 	sc.figure("shoal beat", beatRate, "req/s")
@@ -1368,6 +1404,18 @@ func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.W
 		r := beatRate / bareRate
 		sc.figure("beat / bare ratio", r, "ratio")
 		ratio = &r
+	}
+	// CPU per request: /proc counts in hundredths of a second, well under a percent of the
+	// seconds a ceiling leg burns. The server's figure includes its CPU profile's sampling.
+	if bareOK > 0 && beatOK > 0 {
+		bareUS := (bareAfter.CPUSeconds - bareBefore.CPUSeconds) / float64(bareOK) * 1e6
+		beatUS := (after.CPUSeconds - before.CPUSeconds) / float64(beatOK) * 1e6
+		sc.figure("bare net/http CPU per request", bareUS, "µs")
+		sc.figure("shoal CPU per beat", beatUS, "µs")
+		if bareUS > 0 {
+			cpuRatio = new(beatUS / bareUS)
+			sc.figure("shoal CPU per beat / bare CPU per request", *cpuRatio, "x")
+		}
 	}
 	return nil
 }
@@ -1399,14 +1447,14 @@ func beatBody(ctx context.Context, s *benchServer, i int) ([]byte, error) {
 }
 
 // loadGenerate posts bodies[i] from client i, as fast as each reply comes, for d; it returns
-// the successful requests per second (200 with no "error" and, for beats, a live task) and the
-// failures.
-func loadGenerate(ctx context.Context, url string, bodies [][]byte, d time.Duration) (float64, int64) {
+// the successful requests (200 with no "error" and, for beats, a live task), the seconds they
+// took, and the failures.
+func loadGenerate(ctx context.Context, url string, bodies [][]byte, d time.Duration) (ok int64, secs float64, failed int64) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = len(bodies) + 4
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	var ok, failed atomic.Int64
+	var okN, failedN atomic.Int64
 	lctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
@@ -1419,7 +1467,7 @@ func loadGenerate(ctx context.Context, url string, bodies [][]byte, d time.Durat
 				resp, err := client.Do(req)
 				if err != nil {
 					if lctx.Err() == nil {
-						failed.Add(1)
+						failedN.Add(1)
 					}
 					continue
 				}
@@ -1430,15 +1478,15 @@ func loadGenerate(ctx context.Context, url string, bodies [][]byte, d time.Durat
 				err = json.NewDecoder(resp.Body).Decode(&reply)
 				resp.Body.Close()
 				if err != nil || resp.StatusCode != http.StatusOK || reply.Error != "" || (reply.TaskAlive != nil && !*reply.TaskAlive) {
-					failed.Add(1)
+					failedN.Add(1)
 					continue
 				}
-				ok.Add(1)
+				okN.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	return float64(ok.Load()) / time.Since(start).Seconds(), failed.Load()
+	return okN.Load(), time.Since(start).Seconds(), failedN.Load()
 }
 
 // benchLine is a line of `go test -bench` output: name, iterations, ns/op.

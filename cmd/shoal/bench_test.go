@@ -58,7 +58,7 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 	// Steady against the baseline runs four legs, alternating: baseline, this build, this
 	// build again, baseline again.
-	want := map[string]int{"steady": 4, "storm": 4, "ceiling": 1, "steady-baseline": 4, "steady-again": 4, "steady-baseline-again": 4}
+	want := map[string]int{"steady": 4, "storm": 4, "ceiling": 2, "steady-baseline": 4, "steady-again": 4, "steady-baseline-again": 4}
 	if len(rep.Scenarios) != len(want) {
 		t.Errorf("scenarios %v, want steady's four legs, storm and ceiling", rep.Scenarios)
 	}
@@ -125,9 +125,21 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 	for _, name := range []string{"beat p99", "server CPU", "server resident memory (peak over the whole run, VmHWM)",
 		"steady: server resident memory (peak, sampled every 0.5 s)", "tasks assigned",
-		"ratio to the baseline: beat p99", "ratio to the baseline: update_task p99", "ratio to the baseline: server CPU per wall second"} {
+		"ratio to the baseline: beat p99", "ratio to the baseline: update_task p99", "ratio to the baseline: server CPU per wall second",
+		"server CPU per request", "server CPU per request: the embedded database's part", "fleet CPU per request (the bench process)",
+		"steady: server CPU per request"} {
 		if figures[name] <= 0 {
 			t.Errorf("steady: figure %q = %v, want positive", name, figures[name])
+		}
+	}
+	// The ceiling's CPU per request, of Shoal's beat and of the bare handler in its own process.
+	ceiling := map[string]float64{}
+	for _, f := range rep.Scenarios["ceiling"].Figures {
+		ceiling[f.Name] = f.Value
+	}
+	for _, name := range []string{"bare net/http CPU per request", "shoal CPU per beat", "shoal CPU per beat / bare CPU per request"} {
+		if ceiling[name] <= 0 {
+			t.Errorf("ceiling: figure %q = %v, want positive", name, ceiling[name])
 		}
 	}
 	// Where a target is missed the report names what limits it: the server's CPU profile.

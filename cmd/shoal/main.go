@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/shoal-chess/shoal/bench"
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
 )
 
@@ -89,6 +90,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = demoCmd(ctx, rest, getenv, stdout, stderr)
 	case "bench":
 		err = benchCmd(ctx, rest, getenv, stdout, stderr)
+	case bench.BareCommand: // the bench's yardstick, started by its ceiling scenario; not for people
+		err = bench.ServeBare(ctx, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "shoal %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case "help", "--help", "-help", "-h":

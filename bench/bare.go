@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// BareCommand is the shoal subcommand that runs ServeBare: the ceiling scenario starts it as a
+// process of its own, on the server's core, so that its CPU per request is measured the way the
+// server's is.
+const BareCommand = "bench-bare"
+
+// bareHandler is the ceiling scenario's yardstick: it decodes a JSON object and answers one, the
+// least a worker API handler does, on net/http alone.
+func bareHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"task_alive": true, "duration": 0.0})
+	})
+}
+
+// ServeBare serves the bare JSON handler on addr until ctx ends (`shoal bench-bare ADDR`).
+func ServeBare(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: shoal %s HOST:PORT", BareCommand)
+	}
+	l, err := net.Listen("tcp", args[0])
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: bareHandler(), ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// bareServer is a running `shoal bench-bare`.
+type bareServer struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan struct{}
+}
+
+// startBare starts `shoal bench-bare` on a loopback port, pinned like the servers, and waits
+// until it accepts connections.
+func startBare(ctx context.Context, set plan) (*bareServer, error) {
+	port, err := LoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+	b := &bareServer{url: "http://" + addr + "/api/beat", done: make(chan struct{})}
+	b.cmd = exec.Command(set.exe, BareCommand, addr)
+	if set.taskset != "" {
+		b.cmd = exec.Command(set.taskset, "-c", "0", set.exe, BareCommand, addr)
+	}
+	var out strings.Builder
+	b.cmd.Stdout, b.cmd.Stderr = &out, &out
+	if err := b.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", BareCommand, err)
+	}
+	go func() { _ = b.cmd.Wait(); close(b.done) }() // joined by stop
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return b, nil
+		}
+		select {
+		case <-b.done:
+			return nil, fmt.Errorf("%s exited before it listened: %s", BareCommand, strings.TrimSpace(out.String()))
+		case <-ctx.Done():
+			b.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.stop()
+			return nil, fmt.Errorf("%s not listening after 30 s", BareCommand)
+		}
+	}
+}
+
+// stop ends the bare server and waits for it.
+func (b *bareServer) stop() {
+	_ = b.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-b.done:
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-b.done
+	}
+}
