@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -648,6 +649,8 @@ type procWindow struct {
 	sampled                 bool
 	// metrics are the server's /metrics at both ends (nil if a scrape failed).
 	metricsFrom, metricsUntil map[string]float64
+	// fleetSched are this process's (the fleet's) scheduling latencies at both ends.
+	fleetSchedFrom, fleetSchedUntil *rtmetrics.Float64Histogram
 }
 
 // watchProc samples process pid's resident memory every half second from `from` to `until`
@@ -670,6 +673,7 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 			return
 		}
 		w.metricsFrom, _ = scrapeMetrics(ctx, s.base)
+		w.fleetSchedFrom = readSchedLatencies()
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		last := first
@@ -689,6 +693,7 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 		w.cores = (last.CPUSeconds - first.CPUSeconds) / secs
 		w.dbCores = (last.ChildCPUSeconds - first.ChildCPUSeconds) / secs
 		w.metricsUntil, _ = scrapeMetrics(ctx, s.base)
+		w.fleetSchedUntil = readSchedLatencies()
 	}()
 	return out
 }
@@ -1040,6 +1045,14 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 			if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "shoal_http_request_duration_seconds", 0.99, `route="`+route+`"`); ok {
 				sc.figure("steady: server-side "+strings.TrimPrefix(route, "/api/")+" p99 (bucket upper bound)", q*1000, "ms")
 			}
+		}
+		// Where a tail the handler does not see waits: for a CPU in the server (its goroutines'
+		// scheduling latency) or in the fleet's process.
+		if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "go_sched_latencies_seconds", 0.99); ok {
+			sc.figure("steady: server scheduling latency p99 (runnable to running, bucket upper bound)", q*1000, "ms")
+		}
+		if q, ok := histDeltaQuantile(win.fleetSchedFrom, win.fleetSchedUntil, 0.99); ok {
+			sc.figure("steady: fleet scheduling latency p99 (runnable to running, bucket upper bound)", q*1000, "ms")
 		}
 		flushes := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_count") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_count")
 		flushSecs := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_sum") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_sum")

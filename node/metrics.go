@@ -1,6 +1,8 @@
 package node
 
 import (
+	"regexp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -9,12 +11,16 @@ import (
 )
 
 // newMetricsRegistry returns the registry of one instance's metrics, with the Go runtime's and
-// the process's collectors that the default registry would have. An instance gets its own
-// registry rather than the default one because tests start several instances in one process,
-// and metrics.New refuses to register twice on one registry.
+// the process's collectors that the default registry would have, and the runtime's scheduling
+// latency (go_sched_latencies_seconds: how long goroutines waited for a CPU once runnable, the
+// first sign of a server short of processor). An instance gets its own registry rather than
+// the default one because tests start several instances in one process, and metrics.New refuses
+// to register twice on one registry.
 func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	schedLatency := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(schedLatency)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 

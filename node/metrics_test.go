@@ -31,4 +31,9 @@ func TestMetricsRegistryWatchesTheTokenPool(t *testing.T) {
 	if got := metricstest.Value(t, reg, "go_goroutines"); got < 1 {
 		t.Errorf("go_goroutines = %g", got)
 	}
+	// And how long goroutines waited for a CPU, which the bench reads to tell the server's
+	// share of a tail from the fleet's: every goroutine that ran counts once at least.
+	if got := metricstest.HistogramCount(t, reg, "go_sched_latencies_seconds"); got < 1 {
+		t.Errorf("go_sched_latencies_seconds count = %d, want at least 1", got)
+	}
 }
