@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
@@ -109,8 +110,6 @@ type plan struct {
 	serveArgs []string
 	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).
 	taskset string
-	// server are the servers' time knobs (Settings.Server).
-	server ServerTimes
 }
 
 // servedBy is p for a leg served by exe, its profiles (if any are taken) in the subdirectory
@@ -237,13 +236,20 @@ type Settings struct {
 	Exe string
 	// Version is this build's version, for the report.
 	Version string
-	// Server are the servers' time knobs, compressed by TimeScale as the demo's are.
-	Server ServerTimes
 }
 
-// ServerTimes are the `shoal serve` time knobs each server of the bench runs with.
+// ServerTimes are the `shoal serve` time knobs a server of the bench runs with.
 type ServerTimes struct {
 	HeartbeatPeriod, DeadTaskTimeout, ScavengePeriod, DuplicateWorkerWindow time.Duration
+}
+
+// ServerTimesAt are the time knobs of a server whose workers' clocks run scale times faster:
+// the defaults compressed as the demo's are (config.Config.Compressed), so that a server at
+// scale k sees its fleet as one k times larger at fishtest's periods.
+func ServerTimesAt(scale float64) ServerTimes {
+	c := config.DefaultConfig().Compressed(scale)
+	return ServerTimes{HeartbeatPeriod: c.HeartbeatPeriod, DeadTaskTimeout: c.DeadTaskTimeout,
+		ScavengePeriod: c.ScavengePeriod, DuplicateWorkerWindow: c.DuplicateWorkerWindow}
 }
 
 // DefaultScenarios are the scenarios a bench runs unless told which: every one but those that
@@ -305,7 +311,7 @@ func newPlan(s Settings) (plan, error) {
 	if len(set.Scenarios) == 0 {
 		return set, errors.New("bench: no scenario given")
 	}
-	set.exe, set.serverExe, set.keep, set.Baseline, set.server = s.Exe, s.Exe, s.Keep, s.Baseline, s.Server
+	set.exe, set.serverExe, set.keep, set.Baseline = s.Exe, s.Exe, s.Keep, s.Baseline
 	switch set.profiles = s.Profiles; set.profiles {
 	case "":
 		set.profiles = filepath.Join(s.Out, "profiles")
@@ -423,7 +429,7 @@ type benchServer struct {
 }
 
 // startBenchServer starts `shoal serve` as a child process on a fresh database, its time knobs
-// set.server (compressed by set.TimeScale as the demo's are), with the demo's users (machine limit
+// ServerTimesAt(set.TimeScale) (compressed as the demo's are), with the demo's users (machine limit
 // machineLimit) added with `shoal user add` before it starts. With --keep, stop tells stderr
 // where the server's directory is.
 func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io.Writer) (*benchServer, error) {
@@ -464,9 +470,10 @@ func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io
 		db = append(db, "--pprof-addr", paddr)
 		s.pprof = "http://" + paddr
 	}
+	times := ServerTimesAt(set.TimeScale)
 	args := append([]string{"serve", "--addr", addr, "--log-level", "warn",
-		"--heartbeat-period", set.server.HeartbeatPeriod.String(), "--dead-task-timeout", set.server.DeadTaskTimeout.String(),
-		"--scavenge-period", set.server.ScavengePeriod.String(), "--duplicate-worker-window", set.server.DuplicateWorkerWindow.String()}, db...)
+		"--heartbeat-period", times.HeartbeatPeriod.String(), "--dead-task-timeout", times.DeadTaskTimeout.String(),
+		"--scavenge-period", times.ScavengePeriod.String(), "--duplicate-worker-window", times.DuplicateWorkerWindow.String()}, db...)
 	args = append(args, set.serveArgs...)
 	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
 	s.cmd = exec.Command(set.serverExe, args...)

@@ -120,9 +120,5 @@ func loadBench(args []string, getenv func(string) string, stderr io.Writer) (ben
 			set.StormSizes = append(set.StormSizes, n)
 		}
 	}
-	// The servers' time knobs are the demo's, at the bench's scale.
-	cfg := demoConfig("", set.TimeScale)
-	set.Server = bench.ServerTimes{HeartbeatPeriod: cfg.HeartbeatPeriod, DeadTaskTimeout: cfg.DeadTaskTimeout,
-		ScavengePeriod: cfg.ScavengePeriod, DuplicateWorkerWindow: cfg.DuplicateWorkerWindow}
 	return set, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-chess/shoal/bench"
 )
 
 // shoal bench's flags reach the bench's settings through the option table, with the defaults
@@ -25,8 +27,16 @@ func TestBenchFlags(t *testing.T) {
 	if set.MongoURI != env["SHOAL_MONGO_URI"] {
 		t.Errorf("mongo URI %q, want SHOAL_MONGO_URI's", set.MongoURI)
 	}
-	if set.Server.HeartbeatPeriod != 12*time.Second {
-		t.Errorf("heartbeat at time scale 10: %v, want fishtest's 120 s / 10", set.Server.HeartbeatPeriod)
+	// The bench's servers run with the demo's time knobs at the bench's scale: one rule.
+	if got := bench.ServerTimesAt(set.TimeScale); got.HeartbeatPeriod != 12*time.Second {
+		t.Errorf("heartbeat at time scale 10: %v, want fishtest's 120 s / 10", got.HeartbeatPeriod)
+	}
+	for _, scale := range []float64{10, 50, 240} {
+		cfg, got := demoConfig("", scale), bench.ServerTimesAt(scale)
+		if want := (bench.ServerTimes{HeartbeatPeriod: cfg.HeartbeatPeriod, DeadTaskTimeout: cfg.DeadTaskTimeout,
+			ScavengePeriod: cfg.ScavengePeriod, DuplicateWorkerWindow: cfg.DuplicateWorkerWindow}); got != want {
+			t.Errorf("time scale %g: the bench's server times %+v, the demo's %+v", scale, got, want)
+		}
 	}
 
 	set, err = loadBench([]string{"--scenarios", "storm,durability", "--storm-workers", "500, 5000", "--quick", "--pin=false",
@@ -38,8 +48,8 @@ func TestBenchFlags(t *testing.T) {
 		!set.Quick || set.Pin || set.Workers != 300 || set.DurabilityLeg != 45*time.Second || set.TimeScale != 50 {
 		t.Errorf("from flags %+v", set)
 	}
-	if set.Server.HeartbeatPeriod != 120*time.Second/50 {
-		t.Errorf("heartbeat at time scale 50: %v", set.Server.HeartbeatPeriod)
+	if got := bench.ServerTimesAt(set.TimeScale); got.HeartbeatPeriod != 120*time.Second/50 {
+		t.Errorf("heartbeat at time scale 50: %v", got.HeartbeatPeriod)
 	}
 
 	for _, tc := range []struct {
