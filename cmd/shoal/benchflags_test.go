@@ -21,7 +21,7 @@ func TestBenchFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(set.Scenarios, []string{"steady", "storm", "ceiling", "critical-section"}) || set.Out != "docs/benchmarks" ||
-		set.TimeScale != 10 || !set.Pin || set.Quick || set.Workers != 0 || set.StormSizes != nil {
+		set.TimeScale != 10 || !set.Pin || set.Quick || set.Workers != 0 || set.StormSizes != nil || set.CapacityScales != nil || set.CapacityLeg != 0 {
 		t.Errorf("defaults %+v", set)
 	}
 	if set.MongoURI != env["SHOAL_MONGO_URI"] {
@@ -40,12 +40,13 @@ func TestBenchFlags(t *testing.T) {
 	}
 
 	set, err = loadBench([]string{"--scenarios", "storm,durability", "--storm-workers", "500, 5000", "--quick", "--pin=false",
-		"--workers", "300", "--durability-leg", "45s", "--time-scale", "50"}, getenv, io.Discard)
+		"--workers", "300", "--durability-leg", "45s", "--time-scale", "50", "--capacity-scales", "5, 10,20.5", "--capacity-leg", "1m"}, getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(set.Scenarios, []string{"storm", "durability"}) || !slices.Equal(set.StormSizes, []int{500, 5000}) ||
-		!set.Quick || set.Pin || set.Workers != 300 || set.DurabilityLeg != 45*time.Second || set.TimeScale != 50 {
+		!set.Quick || set.Pin || set.Workers != 300 || set.DurabilityLeg != 45*time.Second || set.TimeScale != 50 ||
+		!slices.Equal(set.CapacityScales, []float64{5, 10, 20.5}) || set.CapacityLeg != time.Minute {
 		t.Errorf("from flags %+v", set)
 	}
 	if got := bench.ServerTimesAt(set.TimeScale); got.HeartbeatPeriod != 120*time.Second/50 {
@@ -59,6 +60,8 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--workers", "-1"}, "--workers"},
 		{[]string{"--duration", "soon"}, "--duration"},
 		{[]string{"--storm-workers", "500,many"}, "--storm-workers"},
+		{[]string{"--capacity-scales", "10,fast"}, "--capacity-scales"},
+		{[]string{"--capacity-leg", "long"}, "--capacity-leg"},
 		{[]string{"report"}, "unexpected arguments"},
 	} {
 		if _, err := loadBench(tc.args, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
