@@ -177,16 +177,24 @@ func benchCapacity(ctx context.Context, set plan, sc *scenarioReport, rep *bench
 		v := judgeCapacityStep(leg)
 		capacityFigures(sc, leg, fmt.Sprintf("step %d (k = %g)", i+1, k), v)
 		for _, b := range v.broke {
-			leg.Limits = append(leg.Limits, b+"; see the CPU profiles below.")
+			if leg.Profile != nil {
+				b += "; see the CPU profiles below"
+			}
+			leg.Limits = append(leg.Limits, b+".")
 		}
+		var verdict string
 		switch {
 		case !v.held():
-			sc.Limits = append(sc.Limits, fmt.Sprintf("step %d (time scale %g, equivalent %d) broke %s; the climb stopped there.",
-				i+1, k, eq, strings.Join(v.broke, "; ")))
+			verdict = fmt.Sprintf("step %d (time scale %g, equivalent %d) broke %s; the climb stopped there.", i+1, k, eq, strings.Join(v.broke, "; "))
+			sc.Limits = append(sc.Limits, verdict)
 		case len(v.unmeasured) > 0:
-			sc.Limits = append(sc.Limits, fmt.Sprintf("step %d (time scale %g, equivalent %d) held every target it measured; not measured: %s.",
-				i+1, k, eq, strings.Join(v.unmeasured, ", ")))
+			verdict = fmt.Sprintf("step %d (time scale %g, equivalent %d) held every target it measured; not measured: %s.",
+				i+1, k, eq, strings.Join(v.unmeasured, ", "))
+			sc.Limits = append(sc.Limits, verdict)
+		default:
+			verdict = fmt.Sprintf("step %d (time scale %g, equivalent %d) held every target.", i+1, k, eq)
 		}
+		fmt.Fprintf(stdout, "bench: capacity %s\n", verdict)
 		return v, nil
 	})
 	return err
