@@ -1,8 +1,8 @@
 // Package bench is the harness of `shoal bench` (issue 8's measurements): it starts the server
 // as a separate `shoal serve` process on a temporary embedded database (or a fresh database on
 // MongoDB), drives it with a simulated fleet from this process, and writes report.json and
-// report.md. Its scenarios are steady, storm, ceiling, critical-section and durability; Run
-// runs those asked for.
+// report.md. Its scenarios are steady, storm, ceiling, critical-section, durability and
+// capacity; Run runs those asked for.
 //
 // Run changes process-wide state for the bench's sake: it may pin this process to some CPUs
 // and raise its open-file limit, and its fleet profiles use the process's CPU profiler, so one
@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
@@ -46,30 +47,39 @@ import (
 // optionalScenarios those that run only when asked for (they take several steady runs).
 var (
 	benchScenarios    = []string{"steady", "storm", "ceiling", "critical-section"}
-	optionalScenarios = []string{"durability"}
+	optionalScenarios = []string{"durability", "capacity"}
 )
 
 // reportedScenarios are the report's sections in order: the scenarios, and the baseline's run
 // of steady (--baseline) before steady.
-var reportedScenarios = []string{baselineScenario, "steady", steadyAgain, baselineAgain, "storm", "ceiling", "critical-section", "durability"}
+var reportedScenarios = []string{baselineScenario, "steady", steadyAgain, baselineAgain, "storm", "ceiling", "critical-section", "durability", "capacity"}
 
-// reportOrder is the order of rep's sections: reportedScenarios, then the durability legs by
-// number.
+// legScenarios are the scenarios made of legs, each leg a section of its own named
+// <scenario>-<n>-... (durabilityLeg, capacityStep).
+var legScenarios = []string{"durability", "capacity"}
+
+// reportOrder is the order of rep's sections: reportedScenarios, then the legs of each of
+// legScenarios in turn, by number.
 func reportOrder(rep *benchReport) []string {
 	order := slices.Clone(reportedScenarios)
-	var legs []string
-	for name := range rep.Scenarios {
-		if strings.HasPrefix(name, "durability-") {
-			legs = append(legs, name)
+	for _, scenario := range legScenarios {
+		var legs []string
+		for name := range rep.Scenarios {
+			if strings.HasPrefix(name, scenario+"-") {
+				legs = append(legs, name)
+			}
 		}
+		slices.SortFunc(legs, func(a, b string) int { return legNumber(a) - legNumber(b) })
+		order = append(order, legs...)
 	}
-	slices.SortFunc(legs, func(a, b string) int { return legNumber(a) - legNumber(b) })
-	return append(order, legs...)
+	return order
 }
 
-// legNumber is the n of durability-<n>-journal-...
+// legNumber is the n of a leg's name, <scenario>-<n>-... (durability-3-journal-on,
+// capacity-2-equivalent-200000).
 func legNumber(name string) int {
-	n, _ := strconv.Atoi(strings.Split(strings.TrimPrefix(name, "durability-"), "-")[0])
+	_, rest, _ := strings.Cut(name, "-")
+	n, _ := strconv.Atoi(strings.Split(rest, "-")[0])
 	return n
 }
 
@@ -97,9 +107,12 @@ type plan struct {
 	// DurabilityRounds and DurabilityLeg shape the durability scenario (see benchDurability).
 	DurabilityRounds int    `json:"durability_rounds"`
 	DurabilityLeg    string `json:"durability_leg"`
+	// CapacityScales and CapacityLeg shape the capacity scenario (see benchCapacity).
+	CapacityScales []float64 `json:"capacity_scales"`
+	CapacityLeg    string    `json:"capacity_leg"`
 
-	duration, ceilingDuration, durabilityLeg time.Duration
-	mongoURI, exe                            string
+	duration, ceilingDuration, durabilityLeg, capacityLeg time.Duration
+	mongoURI, exe                                         string
 	// serverExe is the binary that serves (exe unless the baseline is measured).
 	serverExe string
 	// profiles is where the server's pprof profiles are written ("": none are taken).
@@ -110,8 +123,6 @@ type plan struct {
 	serveArgs []string
 	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).
 	taskset string
-	// server are the servers' time knobs (Settings.Server).
-	server ServerTimes
 }
 
 // servedBy is p for a leg served by exe, its profiles (if any are taken) in the subdirectory
@@ -217,6 +228,12 @@ type Settings struct {
 	// DurabilityLeg how long the fleet works in each (default 1m, quick the steady duration).
 	DurabilityRounds int
 	DurabilityLeg    time.Duration
+	// CapacityScales are the capacity scenario's time scales, step by step (default 10, 20, 30,
+	// 50, 75, 100; quick 10, 20), CapacityLeg how long the fleet works in each step (default 2m,
+	// quick the steady duration). The steps' fleet is Workers on Runs runs; TimeScale is not
+	// theirs.
+	CapacityScales []float64
+	CapacityLeg    time.Duration
 	// TimeScale compresses the server's knobs and the workers' clocks (at least 1).
 	TimeScale float64
 	// StormSizes are the storm scenario's fleets, each arriving within a second (default
@@ -238,13 +255,20 @@ type Settings struct {
 	Exe string
 	// Version is this build's version, for the report.
 	Version string
-	// Server are the servers' time knobs, compressed by TimeScale as the demo's are.
-	Server ServerTimes
 }
 
-// ServerTimes are the `shoal serve` time knobs each server of the bench runs with.
+// ServerTimes are the `shoal serve` time knobs a server of the bench runs with.
 type ServerTimes struct {
 	HeartbeatPeriod, DeadTaskTimeout, ScavengePeriod, DuplicateWorkerWindow time.Duration
+}
+
+// ServerTimesAt are the time knobs of a server whose workers' clocks run scale times faster:
+// the defaults compressed as the demo's are (config.Config.Compressed), so that a server at
+// scale k sees its fleet as one k times larger at fishtest's periods.
+func ServerTimesAt(scale float64) ServerTimes {
+	c := config.DefaultConfig().Compressed(scale)
+	return ServerTimes{HeartbeatPeriod: c.HeartbeatPeriod, DeadTaskTimeout: c.DeadTaskTimeout,
+		ScavengePeriod: c.ScavengePeriod, DuplicateWorkerWindow: c.DuplicateWorkerWindow}
 }
 
 // DefaultScenarios are the scenarios a bench runs unless told which: every one but those that
@@ -284,6 +308,17 @@ func newPlan(s Settings) (plan, error) {
 		set.durabilityLeg = s.DurabilityLeg
 	}
 	set.DurabilityLeg = set.durabilityLeg.String()
+	set.CapacityScales, set.capacityLeg = []float64{10, 20, 30, 50, 75, 100}, 2*time.Minute
+	if s.Quick {
+		set.CapacityScales, set.capacityLeg = []float64{10, 20}, set.duration
+	}
+	if s.CapacityScales != nil {
+		set.CapacityScales = slices.Clone(s.CapacityScales)
+	}
+	if s.CapacityLeg != 0 {
+		set.capacityLeg = s.CapacityLeg
+	}
+	set.CapacityLeg = set.capacityLeg.String()
 	set.Duration, set.CeilingDuration = set.duration.String(), set.ceilingDuration.String()
 	set.Database = "embedded"
 	if set.mongoURI != "" {
@@ -294,6 +329,11 @@ func newPlan(s Settings) (plan, error) {
 		return set, errors.New("bench: --workers, --runs and --duration must be positive")
 	case !(set.TimeScale >= 1):
 		return set, errors.New("bench: --time-scale must be at least 1")
+	case set.capacityLeg <= 0:
+		return set, errors.New("bench: --capacity-leg must be positive")
+	}
+	if err := checkScales(set.CapacityScales); err != nil {
+		return set, err
 	}
 	for _, name := range s.Scenarios {
 		if !slices.Contains(benchScenarios, name) && !slices.Contains(optionalScenarios, name) {
@@ -306,7 +346,7 @@ func newPlan(s Settings) (plan, error) {
 	if len(set.Scenarios) == 0 {
 		return set, errors.New("bench: no scenario given")
 	}
-	set.exe, set.serverExe, set.keep, set.Baseline, set.server = s.Exe, s.Exe, s.Keep, s.Baseline, s.Server
+	set.exe, set.serverExe, set.keep, set.Baseline = s.Exe, s.Exe, s.Keep, s.Baseline
 	switch set.profiles = s.Profiles; set.profiles {
 	case "":
 		set.profiles = filepath.Join(s.Out, "profiles")
@@ -384,6 +424,8 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 			err = benchCriticalSection(ctx, sc)
 		case "durability":
 			err = benchDurability(ctx, set, sc, rep, stdout, stderr)
+		case "capacity":
+			err = benchCapacity(ctx, set, sc, rep, stdout, stderr)
 		}
 		if err != nil {
 			sc.Error = err.Error()
@@ -424,7 +466,7 @@ type benchServer struct {
 }
 
 // startBenchServer starts `shoal serve` as a child process on a fresh database, its time knobs
-// set.server (compressed by set.TimeScale as the demo's are), with the demo's users (machine limit
+// ServerTimesAt(set.TimeScale) (compressed as the demo's are), with the demo's users (machine limit
 // machineLimit) added with `shoal user add` before it starts. With --keep, stop tells stderr
 // where the server's directory is.
 func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io.Writer) (*benchServer, error) {
@@ -465,9 +507,10 @@ func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io
 		db = append(db, "--pprof-addr", paddr)
 		s.pprof = "http://" + paddr
 	}
+	times := ServerTimesAt(set.TimeScale)
 	args := append([]string{"serve", "--addr", addr, "--log-level", "warn",
-		"--heartbeat-period", set.server.HeartbeatPeriod.String(), "--dead-task-timeout", set.server.DeadTaskTimeout.String(),
-		"--scavenge-period", set.server.ScavengePeriod.String(), "--duplicate-worker-window", set.server.DuplicateWorkerWindow.String()}, db...)
+		"--heartbeat-period", times.HeartbeatPeriod.String(), "--dead-task-timeout", times.DeadTaskTimeout.String(),
+		"--scavenge-period", times.ScavengePeriod.String(), "--duplicate-worker-window", times.DuplicateWorkerWindow.String()}, db...)
 	args = append(args, set.serveArgs...)
 	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
 	s.cmd = exec.Command(set.serverExe, args...)
@@ -1632,6 +1675,10 @@ func benchMarkdown(rep *benchReport) string {
 		set.StormSizes, set.CeilingClients, set.CeilingDuration)
 	if slices.Contains(set.Scenarios, "durability") {
 		fmt.Fprintf(&b, "; durability %d rounds of four %s legs", set.DurabilityRounds, set.DurabilityLeg)
+	}
+	if slices.Contains(set.Scenarios, "capacity") {
+		fmt.Fprintf(&b, "; capacity %d workers on %d runs at time scales %v (equivalent %v), %s a step, each judged over its whole run",
+			set.Workers, set.Runs, set.CapacityScales, equivalentFleets(set.Workers, set.CapacityScales), set.CapacityLeg)
 	}
 	if set.Quick {
 		b.WriteString(" (**--quick**: not the issue's sizes)")

@@ -72,11 +72,9 @@ func TestNewPlan(t *testing.T) {
 				t.Errorf("profiles %q, want none", p.profiles)
 			}
 		}},
-		{"the servers' binary, knobs and directories come from the settings", func(s *Settings) {
-			s.Keep, s.Server = true, ServerTimes{HeartbeatPeriod: time.Second}
-		}, func(t *testing.T, p plan) {
-			if p.exe != "/bin/shoal" || p.serverExe != "/bin/shoal" || !p.keep || p.server.HeartbeatPeriod != time.Second {
-				t.Errorf("exe %q, server exe %q, keep %v, server %+v", p.exe, p.serverExe, p.keep, p.server)
+		{"the servers' binary and directories come from the settings", func(s *Settings) { s.Keep = true }, func(t *testing.T, p plan) {
+			if p.exe != "/bin/shoal" || p.serverExe != "/bin/shoal" || !p.keep {
+				t.Errorf("exe %q, server exe %q, keep %v", p.exe, p.serverExe, p.keep)
 			}
 		}},
 	}
@@ -103,7 +101,7 @@ func TestNewPlanErrors(t *testing.T) {
 		{"negative duration", func(s *Settings) { s.Duration = -time.Second }, "--workers, --runs and --duration must be positive"},
 		{"a time scale under 1", func(s *Settings) { s.TimeScale = 0.5 }, "--time-scale must be at least 1"},
 		{"a time scale that is not a number", func(s *Settings) { s.TimeScale = math.NaN() }, "--time-scale must be at least 1"},
-		{"an unknown scenario", func(s *Settings) { s.Scenarios = []string{"steady", "nope"} }, `unknown scenario "nope" (want steady,storm,ceiling,critical-section,durability)`},
+		{"an unknown scenario", func(s *Settings) { s.Scenarios = []string{"steady", "nope"} }, `unknown scenario "nope" (want steady,storm,ceiling,critical-section,durability,capacity)`},
 		{"no scenario", func(s *Settings) { s.Scenarios = nil }, "no scenario given"},
 	}
 	for _, tc := range tests {
@@ -111,6 +109,23 @@ func TestNewPlanErrors(t *testing.T) {
 		tc.change(&s)
 		if _, err := newPlan(s); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A server's time knobs follow the time scale it runs at, by config.Config.Compressed's rule.
+func TestServerTimesAt(t *testing.T) {
+	tests := []struct {
+		scale float64
+		want  ServerTimes
+	}{
+		{10, ServerTimes{12 * time.Second, 36 * time.Second, 6 * time.Second, 12 * time.Second}},
+		{100, ServerTimes{1200 * time.Millisecond, 5 * time.Second, 600 * time.Millisecond, 1200 * time.Millisecond}},
+		{1000, ServerTimes{120 * time.Millisecond, 5 * time.Second, 500 * time.Millisecond, 120 * time.Millisecond}},
+	}
+	for _, tc := range tests {
+		if got := ServerTimesAt(tc.scale); got != tc.want {
+			t.Errorf("ServerTimesAt(%g) = %+v, want %+v", tc.scale, got, tc.want)
 		}
 	}
 }

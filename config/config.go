@@ -166,6 +166,25 @@ func DefaultConfig() Config {
 	}
 }
 
+// Compressed is c with its time knobs divided by scale, for a simulation whose workers' clocks
+// run scale times faster (the demo, the bench): the heartbeat period and the duplicate-worker
+// window divided by scale, the dead-task timeout too but at least 5 s and the scavenge period at
+// least half a second, so that a busy machine's pause does not reclaim live tasks.
+//
+// task_duration is left as it is: the server sizes a task as task_duration divided by the
+// estimated length of one game at the run's TC, and that estimate is not compressed (the
+// simulated games are). Left at 1800 s, tasks keep fishtest's size in games and last
+// 1800/scale seconds of wall time; divided by scale they would shrink to one SPRT batch or two
+// games.
+func (c Config) Compressed(scale float64) Config {
+	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / scale) }
+	c.HeartbeatPeriod = div(c.HeartbeatPeriod)
+	c.DeadTaskTimeout = max(div(c.DeadTaskTimeout), 5*time.Second)
+	c.ScavengePeriod = max(div(c.ScavengePeriod), 500*time.Millisecond)
+	c.DuplicateWorkerWindow = div(c.DuplicateWorkerWindow)
+	return c
+}
+
 // Load builds a Config for a subcommand: defaults, then the TOML file named by --config (or
 // SHOAL_CONFIG if no --config flag), then SHOAL_* environment variables, then flags (see
 // Table.Load). fs is the subcommand's FlagSet; Load registers the config flags on it (plus

@@ -133,6 +133,36 @@ func TestDefaultConfig(t *testing.T) {
 	}
 }
 
+// Compressed divides the time knobs by the scale, with floors on the dead-task timeout and the
+// scavenge period, and leaves the rest (task_duration among them) alone.
+func TestCompressed(t *testing.T) {
+	tests := []struct {
+		scale                        float64
+		beat, dead, scavenge, window time.Duration
+	}{
+		{1, 120 * time.Second, 360 * time.Second, 60 * time.Second, 120 * time.Second},
+		{10, 12 * time.Second, 36 * time.Second, 6 * time.Second, 12 * time.Second},
+		{50, 2400 * time.Millisecond, 7200 * time.Millisecond, 1200 * time.Millisecond, 2400 * time.Millisecond},
+		// The floors: a dead task after 5 s, a scavenge every half second.
+		{240, 500 * time.Millisecond, 5 * time.Second, 500 * time.Millisecond, 500 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		c := DefaultConfig().Compressed(tc.scale)
+		if c.HeartbeatPeriod != tc.beat || c.DeadTaskTimeout != tc.dead || c.ScavengePeriod != tc.scavenge || c.DuplicateWorkerWindow != tc.window {
+			t.Errorf("scale %g: heartbeat %v, dead task %v, scavenge %v, duplicate window %v; want %v, %v, %v, %v", tc.scale,
+				c.HeartbeatPeriod, c.DeadTaskTimeout, c.ScavengePeriod, c.DuplicateWorkerWindow, tc.beat, tc.dead, tc.scavenge, tc.window)
+		}
+		want := DefaultConfig()
+		want.HeartbeatPeriod, want.DeadTaskTimeout, want.ScavengePeriod, want.DuplicateWorkerWindow = c.HeartbeatPeriod, c.DeadTaskTimeout, c.ScavengePeriod, c.DuplicateWorkerWindow
+		if !reflect.DeepEqual(c, want) {
+			t.Errorf("scale %g changed more than the four knobs: %+v", tc.scale, c)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("scale %g: %v", tc.scale, err)
+		}
+	}
+}
+
 func TestOptionTable(t *testing.T) {
 	opts := options()
 

@@ -14,7 +14,7 @@ import (
 	"github.com/shoal-chess/shoal/config"
 )
 
-const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability] [--out DIR] [--quick]
+const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability,capacity] [--out DIR] [--quick]
 
 Measures Shoal (issue 8): starts the server as a separate process on a temporary
 embedded database (or --mongo-uri, in a fresh database), drives it with a
@@ -29,6 +29,11 @@ simulated fleet from this process, and writes report.json and report.md to
   durability        rounds of steady four times, journal off, on, on, off: what storing
                     each acknowledged change before the reply costs, as the median of the
                     rounds' ratios (not in the default set)
+  capacity          steady on a fresh server at each of --capacity-scales in turn (the
+                    equivalent fleet workers x scale, the server's periods scaled alike)
+                    for --capacity-leg each, until a step breaks one of the issue's
+                    targets over its whole run: the largest equivalent fleet that held
+                    every target (not in the default set)
 
 Flags:
 `
@@ -36,7 +41,7 @@ Flags:
 // benchSettings are `shoal bench`'s settings: the bench's, and the lists given as text.
 type benchSettings struct {
 	bench.Settings
-	Scenarios, StormSizes string
+	Scenarios, StormSizes, CapacityScales string
 }
 
 // benchFlags is the table of `shoal bench`'s flags. Only the MongoDB URI also comes from the
@@ -67,6 +72,10 @@ func benchFlags() []config.Option[benchSettings] {
 			func(s *benchSettings) *int { return &s.DurabilityRounds }),
 		duration("durability_leg", "durability: how long the fleet works in each leg (0: 1m, quick 30s)",
 			func(s *benchSettings) *time.Duration { return &s.DurabilityLeg }),
+		str("capacity_scales", "capacity: comma-separated time scales, one step each, rising (default 10,20,30,50,75,100; quick 10,20)",
+			func(s *benchSettings) *string { return &s.CapacityScales }),
+		duration("capacity_leg", "capacity: how long the fleet works in each step (0: 2m, quick 30s)",
+			func(s *benchSettings) *time.Duration { return &s.CapacityLeg }),
 		config.Float("time_scale", "time compression of the server's knobs and the workers' clocks",
 			func(s *benchSettings) *float64 { return &s.TimeScale }, nil).FlagOnly(),
 		str("storm_workers", "storm: comma-separated fleet sizes, each arriving within a second (default 500,5000,20000; quick 500)",
@@ -120,9 +129,10 @@ func loadBench(args []string, getenv func(string) string, stderr io.Writer) (ben
 			set.StormSizes = append(set.StormSizes, n)
 		}
 	}
-	// The servers' time knobs are the demo's, at the bench's scale.
-	cfg := demoConfig("", set.TimeScale)
-	set.Server = bench.ServerTimes{HeartbeatPeriod: cfg.HeartbeatPeriod, DeadTaskTimeout: cfg.DeadTaskTimeout,
-		ScavengePeriod: cfg.ScavengePeriod, DuplicateWorkerWindow: cfg.DuplicateWorkerWindow}
+	if in.CapacityScales != "" {
+		if set.CapacityScales, err = bench.ParseScales(in.CapacityScales); err != nil {
+			return bench.Settings{}, fmt.Errorf("bench: %w", err)
+		}
+	}
 	return set, nil
 }

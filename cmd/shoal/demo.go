@@ -23,25 +23,14 @@ import (
 const demoTimeScale = 120
 
 // demoConfig is a server configuration for a simulation: an embedded database in dataDir, any
-// free port, and fishtest's time knobs divided by scale. The dead-task timeout stays at least
-// 5 s and the scavenge period at least half a second, so that a busy machine's pause does not
-// reclaim live tasks.
-//
-// task_duration is the exception: the server sizes a task as task_duration divided by the
-// estimated length of one game at the run's TC, and that estimate is not compressed (the
-// simulated games are). Left at 1800 s, tasks keep fishtest's size in games (58 games per core
-// at 10+0.1) and last 1800/scale seconds of wall time; divided by scale they would shrink to one
-// SPRT batch or two games.
+// free port, and fishtest's time knobs compressed by scale (config.Config.Compressed: the
+// dead-task timeout stays at least 5 s, the scavenge period at least half a second, and
+// task_duration keeps fishtest's size of a task in games).
 func demoConfig(dataDir string, scale float64) config.Config {
-	cfg := config.DefaultConfig()
+	cfg := config.DefaultConfig().Compressed(scale)
 	cfg.DataDir = dataDir
 	cfg.Addr = "127.0.0.1:0"
 	cfg.LogLevel = "warn"
-	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / scale) }
-	cfg.HeartbeatPeriod = div(cfg.HeartbeatPeriod)
-	cfg.DeadTaskTimeout = max(div(cfg.DeadTaskTimeout), 5*time.Second)
-	cfg.ScavengePeriod = max(div(cfg.ScavengePeriod), 500*time.Millisecond)
-	cfg.DuplicateWorkerWindow = div(cfg.DuplicateWorkerWindow)
 	return cfg
 }
 

@@ -43,7 +43,7 @@ var allowedImports = map[string][]string{
 	"templates":         {},
 	"static":            {},
 	"demo":              {"scheduler", "rundb", "worker", "protocol"},
-	"bench":             {"demo", "rundb", "worker", "protocol"},
+	"bench":             {"demo", "rundb", "worker", "protocol", "config"},
 }
 
 // testImports are the parts a part's test files may import besides allowedImports. The API's
