@@ -1,7 +1,6 @@
 package rundb
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -111,14 +110,21 @@ type fileSegments struct {
 	off   int64 // where the next frame goes in f
 	alloc int64 // f's size: allocated up to here
 	dirty bool  // written since the last fsync
-	stop  chan struct{}
-	done  chan struct{}
+	// frames is the buffer a batch's frames are laid out in, kept between batches: the
+	// journal appends thousands of batches a second.
+	frames []byte
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // frameHeader is the length and checksum before each record.
 const frameHeader = 8
+
+// maxKeptFrames bounds the frame buffer a segment writer keeps between batches; a rare larger
+// batch gets a buffer of its own.
+const maxKeptFrames = 1 << 20
 
 // allocChunk is how far ahead of its writes a segment file is allocated.
 const allocChunk = 1 << 20
@@ -196,25 +202,26 @@ func (s *fileSegments) read(_ context.Context, name string, each func([]byte) er
 }
 
 func (s *fileSegments) append(_ context.Context, name string, docs [][]byte) error {
-	var buf bytes.Buffer
-	var head [frameHeader]byte
-	for _, d := range docs {
-		binary.LittleEndian.PutUint32(head[:], uint32(len(d)))
-		binary.LittleEndian.PutUint32(head[4:], crc32.Checksum(d, castagnoli))
-		buf.Write(head[:])
-		buf.Write(d)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	buf := s.frames[:0]
+	for _, d := range docs {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(d)))
+		buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(d, castagnoli))
+		buf = append(buf, d...)
+	}
+	if cap(buf) <= maxKeptFrames {
+		s.frames = buf
+	}
 	if s.name != name {
 		if err := s.openLocked(name); err != nil {
 			return err
 		}
 	}
-	if end := s.off + int64(buf.Len()); end > s.alloc && preallocate(s.f, s.alloc, end+allocChunk-s.alloc) == nil {
+	if end := s.off + int64(len(buf)); end > s.alloc && preallocate(s.f, s.alloc, end+allocChunk-s.alloc) == nil {
 		s.alloc = end + allocChunk
 	}
-	_, err := s.f.WriteAt(buf.Bytes(), s.off)
+	_, err := s.f.WriteAt(buf, s.off)
 	switch {
 	case err != nil:
 	case s.syncEvery > 0:
@@ -226,7 +233,7 @@ func (s *fileSegments) append(_ context.Context, name string, docs [][]byte) err
 		s.closeLocked() // never append after a torn frame: see fileSegments
 		return fmt.Errorf("journal: write %s: %w", name, err)
 	}
-	s.off += int64(buf.Len())
+	s.off += int64(len(buf))
 	return nil
 }
 
