@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"regexp"
 	"slices"
 	"sync"
@@ -533,6 +535,10 @@ type credentialCache struct {
 	max     int
 	now     func() time.Time
 
+	// macs holds HMAC states under hmacKey, reset and reused: a key is computed on every
+	// API call, and a fresh HMAC allocates two SHA-256 states.
+	macs sync.Pool
+
 	mu      sync.Mutex
 	entries map[[32]byte]credentialEntry
 }
@@ -551,9 +557,13 @@ func newCredentialCache(ttl time.Duration, max int, now func() time.Time) *crede
 }
 
 func (c *credentialCache) key(username, secret, password string) [32]byte {
-	m := hmac.New(sha256.New, c.hmacKey[:])
+	m, _ := c.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, c.hmacKey[:])
+	}
+	defer func() { m.Reset(); c.macs.Put(m) }()
 	for _, part := range []string{username, secret, password} {
-		m.Write([]byte(part))
+		io.WriteString(m, part)
 		m.Write([]byte{0})
 	}
 	var k [32]byte

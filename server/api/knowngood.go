@@ -3,6 +3,8 @@ package api
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"hash"
+	"io"
 	"sync"
 	"time"
 
@@ -21,6 +23,9 @@ type knownGood struct {
 	ttl time.Duration
 	max int
 
+	// macs holds HMAC states under key, reset and reused: sum runs on every API call.
+	macs sync.Pool
+
 	mu   sync.Mutex
 	seen map[[32]byte]time.Time
 }
@@ -31,10 +36,14 @@ func newKnownGood(ttl time.Duration, max int) *knownGood {
 
 // sum identifies a username and password: computed once per call, for has and settle.
 func (k *knownGood) sum(username, password string) [32]byte {
-	h := hmac.New(sha256.New, k.key)
-	h.Write([]byte(username))
+	h, _ := k.macs.Get().(hash.Hash)
+	if h == nil {
+		h = hmac.New(sha256.New, k.key)
+	}
+	defer func() { h.Reset(); k.macs.Put(h) }()
+	io.WriteString(h, username)
 	h.Write([]byte{0})
-	h.Write([]byte(password))
+	io.WriteString(h, password)
 	var out [32]byte
 	h.Sum(out[:0])
 	return out

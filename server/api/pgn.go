@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -67,11 +68,24 @@ func decodePGNUpload(b64 string, maxBytes int) ([]byte, error) {
 	return data, nil
 }
 
+// gzipReaders are the readers checkPGNText inflates uploads with: each holds a 32 kB window,
+// which a fresh reader per upload would allocate anew.
+var gzipReaders sync.Pool
+
 // checkPGNText inflates gzip data as a stream, into nothing, and refuses it if it is not whole,
 // valid gzip or if it inflates to more than maxText bytes: nothing is stored that would
 // overwhelm whoever downloads and unpacks it.
 func checkPGNText(data []byte, maxText int64) error {
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(bytes.NewReader(data))
+	} else {
+		err = zr.Reset(bytes.NewReader(data))
+	}
+	if zr != nil {
+		defer gzipReaders.Put(zr) // Reset readies it for the next upload, whatever this one held
+	}
 	if err != nil {
 		return fmt.Errorf("pgn is not valid gzip data: %v", err)
 	}
