@@ -33,10 +33,30 @@ func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 // The error is ErrNotJSON or a *ValidationError. Unlike fishtest, the username is not matched
 // against the username pattern here: a malformed name simply fails authentication.
 func DecodeAccess(body []byte) (username, password string, err error) {
-	b, top, err := parseBody(body)
+	p, err := ParseBody(body)
 	if err != nil {
 		return "", "", err
 	}
+	return p.Access()
+}
+
+// Body is a request body checked to be JSON as fishtest's json.loads reads it, for the calls
+// that read one body twice (the credentials, then the whole request) to check it once.
+type Body struct {
+	b   []byte
+	top span
+}
+
+// ParseBody checks that body is JSON (UTF-8, an optional BOM); the error is ErrNotJSON. The
+// Body keeps body, which must not change while it is used.
+func ParseBody(body []byte) (Body, error) {
+	b, top, err := parseBody(body)
+	return Body{b: b, top: top}, err
+}
+
+// Access is DecodeAccess of a parsed body.
+func (p Body) Access() (username, password string, err error) {
+	b, top := p.b, p.top
 	d := decoder{b: b}
 	if err := d.object(top, fieldRequest); err != nil {
 		return "", "", err
@@ -78,10 +98,17 @@ func DecodeAccess(body []byte) (username, password string, err error) {
 // (vtjson reports missing keys first, then goes through the body in order); what is accepted does
 // not. It is safe for concurrent use if legacyUsername is.
 func DecodeRequest(body []byte, legacyUsername func(string) bool) (*Request, error) {
-	b, top, err := parseBody(body)
+	p, err := ParseBody(body)
 	if err != nil {
 		return nil, err
 	}
+	return p.Request(legacyUsername)
+}
+
+// Request is DecodeRequest of a parsed body.
+func (p Body) Request(legacyUsername func(string) bool) (*Request, error) {
+	b, top := p.b, p.top
+	var err error
 	d := decoder{b: b}
 	if err := d.object(top, fieldRequest); err != nil {
 		return nil, err

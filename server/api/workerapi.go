@@ -137,12 +137,23 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 	return b, true
 }
 
+// parseBody checks that a worker call's body is JSON, once for the credentials and the request;
+// a body that is not is a 400.
+func parseBody(c *gin.Context, body []byte) (protocol.Body, bool) {
+	p, err := protocol.ParseBody(body)
+	if err != nil {
+		Error(c, http.StatusBadRequest, err.Error())
+		return p, false
+	}
+	return p, true
+}
+
 // authenticate checks the credentials of a call (fishtest's validate_username_password): a body
 // without them is a 400, wrong ones a 401 with the reason. Failed logins are limited per client
 // address (reserveAPILogin): over the limit the call is a 429 with Retry-After, whatever its
 // password, as the password is not checked then.
-func (s *Server) authenticate(c *gin.Context, body []byte) (*rundb.User, bool) {
-	username, password, err := protocol.DecodeAccess(body)
+func (s *Server) authenticate(c *gin.Context, body protocol.Body) (*rundb.User, bool) {
+	username, password, err := body.Access()
 	if err != nil {
 		Error(c, http.StatusBadRequest, err.Error())
 		return nil, false
@@ -218,7 +229,11 @@ func (s *Server) RequestVersion(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if _, ok := s.authenticate(c, body); !ok {
+	parsed, ok := parseBody(c, body)
+	if !ok {
+		return
+	}
+	if _, ok := s.authenticate(c, parsed); !ok {
 		return
 	}
 	c.JSON(http.StatusOK, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
@@ -257,7 +272,11 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 	if !ok {
 		return
 	}
-	user, ok := s.authenticate(c, body)
+	parsed, ok := parseBody(c, body)
+	if !ok {
+		return
+	}
+	user, ok := s.authenticate(c, parsed)
 	if !ok {
 		return
 	}
@@ -269,7 +288,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 	if sched != nil {
 		legacy = sched.LegacyUsername
 	}
-	req, err := protocol.DecodeRequest(body, legacy)
+	req, err := parsed.Request(legacy)
 	if err != nil {
 		Error(c, http.StatusBadRequest, err.Error())
 		return
