@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
@@ -392,6 +393,13 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "bench: %s\n", set.Pinning)
+	if os.Getenv("GOGC") == "" {
+		// The fleet's garbage collector, not the server, was what made the tails vary from
+		// leg to leg: its goroutines' scheduling latency p99 ran from 134 to 940 ms with the
+		// server's alike. A lazier collector costs the bench process memory, which no target
+		// measures; the servers it starts keep the default.
+		debug.SetGCPercent(fleetGCPercent)
+	}
 	largest := set.Workers
 	if slices.Contains(set.Scenarios, "storm") {
 		largest = max(largest, slices.Max(set.StormSizes))
@@ -1190,6 +1198,36 @@ func pairedRatios(this1, base1, this2, base2 *scenarioReport) {
 	}
 }
 
+// fleetGCPercent is the bench process's GOGC unless the environment sets one.
+const fleetGCPercent = 400
+
+// stormLeg is one of a storm size's runs: what stdout calls it, its figures' label, its plan
+// (which binary serves), and its result.
+type stormLeg struct {
+	what, label string
+	set         plan
+	res         *stormResult
+}
+
+// stormRatios records this build's storm figures as ratios of the baseline's, each the
+// geometric mean of the two pairs' (this1/base1, where this build ran second, and
+// this2/base2, where the baseline did), as pairedRatios does for steady.
+func stormRatios(sc *scenarioReport, label string, this1, base1, this2, base2 *stormResult) {
+	for _, f := range []struct {
+		name string
+		of   func(*stormResult) float64
+	}{
+		{"too-busy replies per worker", (*stormResult).tooBusyPerWorker},
+		{"tasks handed out", func(r *stormResult) float64 { return float64(r.rep.TasksStarted) }},
+		{"request_task p99", func(r *stormResult) float64 { return r.requestTask().P99MS }},
+		{"server CPU", func(r *stormResult) float64 { return r.cpu }},
+	} {
+		if b1, b2 := f.of(base1), f.of(base2); b1 > 0 && b2 > 0 {
+			sc.figure(fmt.Sprintf("%s: ratio to the baseline: %s", label, f.name), math.Sqrt(f.of(this1)/b1*f.of(this2)/b2), "x")
+		}
+	}
+}
+
 // stormTargetUpTo is the largest storm the targets hold for; larger ones are reported.
 const stormTargetUpTo = 5000
 
@@ -1199,40 +1237,39 @@ const stormLimit = 60 * time.Second
 // benchStorm is the storm scenario: for each of set.StormSizes, that many workers arrive at once
 // (within a second) at a fresh server, and the figures say how the server absorbs them: the time
 // until 99 % of them hold a task, too-busy replies per worker, tasks handed out, request_task's
-// latency, the server's CPU, and the exactly-once check. With --baseline each size runs against
-// the baseline's server first, for this build's ratios to it.
+// latency, the server's CPU, and the exactly-once check. With --baseline each size runs four
+// times, alternating between the baseline's server and this build's, for this build's ratios
+// to it.
 func benchStorm(ctx context.Context, set plan, sc *scenarioReport, stdout, stderr io.Writer) error {
 	for _, w := range set.StormSizes {
 		label := fmt.Sprintf("storm %d", w)
-		var base *stormResult
+		// Against a baseline the storm runs four times, alternating as steady does (baseline,
+		// this build, this build again, baseline again), so that a leg's place in the run
+		// cancels out of the ratios; this build's figures and targets are its first leg's.
+		legs := []stormLeg{{"", label, set, nil}}
 		if set.Baseline != "" {
-			fmt.Fprintf(stdout, "bench: %s against the baseline...\n", label)
+			legs = []stormLeg{
+				{" against the baseline", label + " baseline", set.servedBy(set.Baseline, "baseline"), nil},
+				{"", label, set, nil},
+				{", again", label + " again", set.servedBy(set.serverExe, "again"), nil},
+				{" against the baseline, again", label + " baseline again", set.servedBy(set.Baseline, "baseline-again"), nil},
+			}
+		}
+		var r *stormResult
+		for i := range legs {
+			leg := &legs[i]
+			fmt.Fprintf(stdout, "bench: %s%s...\n", label, leg.what)
 			var err error
-			if base, err = stormOnce(ctx, set.servedBy(set.Baseline, "baseline"), w, stderr); err != nil {
-				return fmt.Errorf("%s, baseline: %w", label, err)
+			if leg.res, err = stormOnce(ctx, leg.set, w, stderr); err != nil {
+				return fmt.Errorf("%s: %w", leg.label, err)
 			}
-			base.figures(sc, label+" baseline")
-		}
-		fmt.Fprintf(stdout, "bench: %s...\n", label)
-		r, err := stormOnce(ctx, set, w, stderr)
-		if err != nil {
-			return fmt.Errorf("%s: %w", label, err)
-		}
-		r.figures(sc, label)
-		if base != nil {
-			for _, f := range []struct {
-				name      string
-				this, was float64
-			}{
-				{"too-busy replies per worker", r.tooBusyPerWorker(), base.tooBusyPerWorker()},
-				{"tasks handed out", float64(r.rep.TasksStarted), float64(base.rep.TasksStarted)},
-				{"request_task p99", r.requestTask().P99MS, base.requestTask().P99MS},
-				{"server CPU", r.cpu, base.cpu},
-			} {
-				if f.was > 0 {
-					sc.figure(fmt.Sprintf("%s: ratio to the baseline: %s", label, f.name), f.this/f.was, "x")
-				}
+			leg.res.figures(sc, leg.label)
+			if leg.label == label {
+				r = leg.res
 			}
+		}
+		if len(legs) == 4 {
+			stormRatios(sc, label, legs[1].res, legs[0].res, legs[2].res, legs[3].res)
 		}
 		if w > stormTargetUpTo {
 			continue
