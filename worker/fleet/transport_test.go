@@ -444,3 +444,18 @@ func TestLightTransportRefusesOtherSchemes(t *testing.T) {
 		t.Fatal("an https URL was accepted")
 	}
 }
+
+func TestNewClientPicksTheTransport(t *testing.T) {
+	// 127.0.0.1 is never sent through a proxy from the environment.
+	opts := Options{ServerURL: "http://127.0.0.1:6543", Workers: 10, IdleConnTimeout: time.Minute, HTTPTimeout: 7 * time.Second}
+	c, _ := newClient(opts)
+	lt, ok := c.Transport.(*lightTransport)
+	if !ok || c.Timeout != 0 || lt.timeout != 7*time.Second || lt.idleTimeout != time.Minute || lt.maxIdle != 26 {
+		t.Errorf("http: %T %+v, client timeout %v", c.Transport, c.Transport, c.Timeout)
+	}
+	opts.ServerURL = "https://127.0.0.1:6543"
+	c, _ = newClient(opts)
+	if ht, ok := c.Transport.(*http.Transport); !ok || c.Timeout != 7*time.Second || ht.IdleConnTimeout != time.Minute {
+		t.Errorf("https: %T, client timeout %v", c.Transport, c.Timeout)
+	}
+}
