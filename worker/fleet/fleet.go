@@ -109,9 +109,11 @@ type Options struct {
 	// worker).
 	HTTPTimeout time.Duration
 	// IdleConnTimeout is how long a kept-alive connection waits for reuse before the fleet
-	// closes it (default 60 s). It must be shorter than the server's idle timeout, so that the
-	// fleet, not the server, closes an idle connection: a request sent on a connection the
-	// server is closing at that moment fails.
+	// closes it (default 60 s; against an http:// server, an older one is closed when the pool
+	// is next used, never reused). It must be shorter than the server's idle timeout, so that
+	// the fleet, not the server, closes an idle connection: a request sent on a connection the
+	// server is closing at that moment fails (or, on the fleet's own transport, is sent once
+	// more, see lightTransport.RoundTrip).
 	IdleConnTimeout time.Duration
 	// Window asks for the report's Window section: the requests that start WindowFrom or later
 	// after the first arrival and end before the fleet begins to stop. It can leave out the
