@@ -72,10 +72,12 @@ var errBodyClosed = errors.New("fleet transport: read on a closed reply body")
 // (EOF, reset or broken pipe: the server closed the connection while it was idle) is sent once
 // more on a new connection, if its body can be had again (GetBody, which http.NewRequest sets
 // for a bytes.Reader) or it has none. Such a request may have reached a server that then closed
-// without reading or answering it, so the retry can deliver it twice; Shoal's worker API is safe
-// with that: update_task carries a task's cumulative stats, not an increment, and the worker
-// itself resends a call that got no reply. A request is never sent again once reply bytes
-// arrived, after a timeout or a cancelled context, or on a connection dialed for it.
+// without answering it (a crash in the handler), so the retry can deliver it twice. That is the
+// risk the worker already takes when it resends a call that got no reply, and update_task is
+// safe with it: it carries a task's cumulative stats, and the server acknowledges a repeat of
+// the stats it holds as a beat (scheduler/update.go); a repeated request_task can leave a task
+// for the dead-task reclaim. A request is never sent again once reply bytes arrived, after a
+// timeout or a cancelled context, or on a connection dialed for it.
 func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" {
