@@ -5,7 +5,9 @@
 // that send bad data), shows live progress, and ends with a Report: per-endpoint request counts
 // and latency percentiles, errors by kind, tasks started and abandoned, games reported, and the
 // exactly-once check of every run the fleet touched. Several fleets may run at once; each has
-// its own connection pool.
+// its own connection pool. Against a plain http:// server the pool is the fleet's own
+// lightTransport, which does each request in the worker's goroutine, so that the fleet's CPU and
+// scheduling delays stay small next to the server's.
 //
 // The package imports only the standard library, worker and protocol.
 package fleet
@@ -103,12 +105,15 @@ type Options struct {
 	// StopGrace is how long workers get, at the end, to finish and report the batch they are
 	// playing before they are cut off (default 30 s).
 	StopGrace time.Duration
-	// HTTPTimeout bounds each request (default 30 s, as fishtest's worker).
+	// HTTPTimeout bounds each request, its reply's body included (default 30 s, as fishtest's
+	// worker).
 	HTTPTimeout time.Duration
 	// IdleConnTimeout is how long a kept-alive connection waits for reuse before the fleet
-	// closes it (default 60 s). It must be shorter than the server's idle timeout, so that the
-	// fleet, not the server, closes an idle connection: a request sent on a connection the
-	// server is closing at that moment fails.
+	// closes it (default 60 s; against an http:// server, an older one is closed when the pool
+	// is next used, never reused). It must be shorter than the server's idle timeout, so that
+	// the fleet, not the server, closes an idle connection: a request sent on a connection the
+	// server is closing at that moment fails (or, on the fleet's own transport, is sent once
+	// more, see lightTransport.RoundTrip).
 	IdleConnTimeout time.Duration
 	// Window asks for the report's Window section: the requests that start WindowFrom or later
 	// after the first arrival and end before the fleet begins to stop. It can leave out the
@@ -217,17 +222,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConns = opts.Workers + 16
-	transport.MaxIdleConnsPerHost = opts.Workers + 16
-	transport.IdleConnTimeout = opts.IdleConnTimeout
+	client, closeIdle := newClient(opts)
 	f := &fleet{
 		opts:   opts,
 		rec:    newRecorder(),
-		client: &http.Client{Transport: transport, Timeout: opts.HTTPTimeout},
+		client: client,
 		stop:   make(chan struct{}),
 	}
-	defer transport.CloseIdleConnections()
+	defer closeIdle()
 	if err := f.preflight(ctx); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
@@ -308,6 +310,23 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	defer cancel()
 	rep.checkRuns(checkCtx, f.rec, f.client, opts.ServerURL, opts.UntilFinished)
 	return rep, nil
+}
+
+// newClient is the HTTP client the fleet's workers share, and what closes its idle connections.
+// A plain http:// server reached without a proxy gets lightTransport, which bounds each request
+// itself; https, or a proxy from the environment, keeps net/http's transport.
+func newClient(opts Options) (*http.Client, func()) {
+	if u, err := url.Parse(opts.ServerURL); err == nil && u.Scheme == "http" {
+		if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy == nil {
+			t := &lightTransport{idleTimeout: opts.IdleConnTimeout, maxIdle: opts.Workers + 16, timeout: opts.HTTPTimeout}
+			return &http.Client{Transport: t}, t.CloseIdleConnections
+		}
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = opts.Workers + 16
+	t.MaxIdleConnsPerHost = opts.Workers + 16
+	t.IdleConnTimeout = opts.IdleConnTimeout
+	return &http.Client{Transport: t, Timeout: opts.HTTPTimeout}, t.CloseIdleConnections
 }
 
 // preflight makes sure the server answers and accepts the credentials, and that every run to
