@@ -120,6 +120,9 @@ type plan struct {
 	profiles string
 	// keep leaves each server's directory (its log and embedded database) in place.
 	keep bool
+	// rampedStop has steady's fleet stop over its arrival ramp instead of all at once
+	// (fleet.Options.StopRamp): the capacity scenario judges the whole run, stop included.
+	rampedStop bool
 	// serveArgs are extra `shoal serve` flags (the durability scenario's --journal).
 	serveArgs []string
 	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).
@@ -1032,6 +1035,9 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	// Arrivals are spread over a fifth of the run (a minute of the default five), so that the
 	// first tasks end, and new ones are handed out, over a minute of the window too.
 	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, min(time.Minute, set.duration/5), set.duration
+	if set.rampedStop {
+		opts.StopRamp = opts.Ramp
+	}
 	// The targets are the steady state's: the window leaves out the arrival ramp and the first
 	// tasks' start, and the burst of final reports when the fleet stops.
 	opts.Window, opts.WindowFrom = true, min(opts.Ramp+20*time.Second, set.duration/3)

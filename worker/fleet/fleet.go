@@ -79,6 +79,11 @@ type Options struct {
 	// Arrival is Storm (default) or Ramp, over Ramp (required for Ramp).
 	Arrival Arrival
 	Ramp    time.Duration
+	// StopRamp spreads the fleet's stop: the workers are told to stop one after another, in
+	// the order they started, evenly over StopRamp, as workers of a real fleet stop at their
+	// own moments; each then finishes and reports its batch within StopGrace. 0 tells every
+	// worker at once, a burst of final reports no real fleet sends.
+	StopRamp time.Duration
 	// Vanish is the fraction of workers that vanish mid-task: each cancels its own context right
 	// after its first accepted update that leaves its task alive, and sends nothing more. Their
 	// tasks are left for the server to reclaim after its dead-task timeout.
@@ -155,7 +160,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid bad-data fraction %v: want 0 to 1", o.BadData)
 	case o.Vanish+o.BadData > 1:
 		return fmt.Errorf("vanish (%v) and bad-data (%v) fractions add up to more than 1", o.Vanish, o.BadData)
-	case o.Duration < 0 || o.Ramp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.IdleConnTimeout < 0 || o.WindowFrom < 0:
+	case o.Duration < 0 || o.Ramp < 0 || o.StopRamp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.IdleConnTimeout < 0 || o.WindowFrom < 0:
 		return errors.New("durations must not be negative")
 	}
 	for _, id := range o.UntilFinished {
@@ -287,7 +292,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.StoppedBecause = f.watch(ctx, start, allDone, launchDone)
 	stopAt := time.Now()
 	f.rec.winEnd.Store(stopAt.UnixNano())
-	f.stopAll()
+	f.stopAll(ctx)
 	grace := time.NewTimer(opts.StopGrace)
 	select {
 	case <-allDone:
@@ -411,15 +416,25 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 	return true
 }
 
-// stopAll asks every started worker to finish its batch and quit, and stops the launcher. It is
-// called once.
-func (f *fleet) stopAll() {
+// stopAll asks every started worker to finish its batch and quit, spread over Options.StopRamp
+// unless ctx has ended, and stops the launcher. It is called once.
+func (f *fleet) stopAll(ctx context.Context) {
 	close(f.stop)
 	f.mu.Lock()
 	f.stopping = true
 	started := f.started
 	f.mu.Unlock()
-	for _, w := range started {
+	start := time.Now()
+	for i, w := range started {
+		if ramp := f.opts.StopRamp; ramp > 0 && ctx.Err() == nil {
+			at := start.Add(time.Duration(float64(ramp) * float64(i) / float64(len(started))))
+			timer := time.NewTimer(time.Until(at))
+			select {
+			case <-timer.C:
+			case <-ctx.Done(): // interrupted: the rest stop at once
+				timer.Stop()
+			}
+		}
 		w.Stop()
 	}
 }

@@ -35,6 +35,7 @@ type fakeServer struct {
 	requests  int
 	finished  bool
 	deadTasks []int
+	released  []time.Time // when each failed_task came
 }
 
 type fakeTask struct {
@@ -144,6 +145,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(200, map[string]any{"task_alive": t.active})
 	case "failed_task":
 		f.inactive(t, now)
+		f.released = append(f.released, now)
 		reply(200, map[string]any{})
 	default:
 		reply(200, map[string]any{})
@@ -308,6 +310,36 @@ func TestRampStopsAtDurationAndWorkersStopGracefully(t *testing.T) {
 		if task.active {
 			t.Errorf("task %d still active: a gracefully stopped worker releases its task", i)
 		}
+	}
+	if !rep.ExactlyOnce || rep.GamesReported == 0 {
+		t.Errorf("exactly once %v with %d games, want a pass with games", rep.ExactlyOnce, rep.GamesReported)
+	}
+}
+
+// With a stop ramp the workers are told to stop one after another: their tasks are released
+// over the ramp, not in one burst, and nothing is lost.
+func TestStopRampSpreadsTheStop(t *testing.T) {
+	f := &fakeServer{password: "pw", numGames: 1 << 30, taskGames: 1000, deadAfter: time.Minute}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	const ramp = time.Second
+	rep, err := Run(context.Background(), Options{
+		ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: 20, TimeScale: 1000,
+		PairTime: 5 * time.Millisecond, Duration: 300 * time.Millisecond, StopRamp: ramp, StopGrace: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.released) != len(f.tasks) || len(f.tasks) < 10 {
+		t.Fatalf("%d tasks released of %d handed out, want every one of at least 10", len(f.released), len(f.tasks))
+	}
+	first, last := slices.MinFunc(f.released, time.Time.Compare), slices.MaxFunc(f.released, time.Time.Compare)
+	// The last of 20 workers is told to stop 19/20 of the ramp after the first; each then
+	// plays out a batch of a few milliseconds.
+	if spread := last.Sub(first); spread < ramp/2 {
+		t.Errorf("tasks released within %v of each other, want them spread over the %v ramp", spread, ramp)
 	}
 	if !rep.ExactlyOnce || rep.GamesReported == 0 {
 		t.Errorf("exactly once %v with %d games, want a pass with games", rep.ExactlyOnce, rep.GamesReported)
