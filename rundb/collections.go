@@ -172,7 +172,112 @@ type PGN struct {
 // PGNStore reads and writes the pgns collection. Safe for concurrent use.
 type PGNStore struct {
 	coll *mongo.Collection
+	// puts carries Put's documents to the writer goroutine (startWriter), which stores the
+	// ones that arrived together in one command; nil: each Put writes its own.
+	puts chan *pgnPut
+	life context.Context    // the writer's: ended by stopWriter
+	end  context.CancelFunc // ends life
+	done chan struct{}      // closed when the writer has returned
 }
+
+// pgnPut is one Put waiting for the writer: its document, and where the outcome goes.
+type pgnPut struct {
+	doc  pgnDoc
+	done chan error // buffered: the writer never waits for a caller that gave up
+}
+
+// maxPGNBatch bounds the PGNs one insert command carries.
+const maxPGNBatch = 256
+
+// pgnWriteTimeout bounds one batch's writes: its callers may have given up; the writer goes
+// on with the next batch.
+const pgnWriteTimeout = 30 * time.Second
+
+// startWriter starts the goroutine that writes Put's PGNs, many in one command. Every worker
+// uploads its task's PGN as the task ends, and at a run's end or a fleet's restart thousands
+// end together, each upload an insert of its own (a command and, on the embedded database, a
+// transaction of its own) queued behind the database's other work. The writer takes whatever
+// is waiting when it is free, so batches grow with the load and a lone upload waits for
+// nothing. stopWriter ends it.
+func (s *PGNStore) startWriter() {
+	s.puts, s.done = make(chan *pgnPut, maxPGNBatch), make(chan struct{})
+	s.life, s.end = context.WithCancel(context.Background())
+	go s.write() // joined by stopWriter
+}
+
+// stopWriter ends the writer once the batch it is writing is cut short; Puts from then on
+// fail. It does nothing without a writer.
+func (s *PGNStore) stopWriter() {
+	if s.end == nil {
+		return
+	}
+	s.end()
+	<-s.done
+}
+
+func (s *PGNStore) write() {
+	defer close(s.done)
+	batch := make([]*pgnPut, 0, maxPGNBatch)
+	for {
+		select {
+		case <-s.life.Done():
+			return
+		case p := <-s.puts:
+			batch = append(batch[:0], p)
+		}
+	gather:
+		for len(batch) < maxPGNBatch {
+			select {
+			case p := <-s.puts:
+				batch = append(batch, p)
+			default:
+				break gather
+			}
+		}
+		ctx, cancel := context.WithTimeout(s.life, pgnWriteTimeout)
+		errs := s.putMany(ctx, batch)
+		cancel()
+		for i, p := range batch {
+			p.done <- errs[i]
+		}
+	}
+}
+
+// putMany stores the batch's PGNs with one insert command; those whose task already had one
+// (a worker that uploaded again) replace it, one by one. It returns each PGN's error.
+func (s *PGNStore) putMany(ctx context.Context, batch []*pgnPut) []error {
+	errs := make([]error, len(batch))
+	docs := make([]any, len(batch))
+	for i, p := range batch {
+		docs[i] = p.doc
+	}
+	_, err := s.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	var bulk mongo.BulkWriteException
+	switch {
+	case err == nil:
+		return errs
+	case !errors.As(err, &bulk) || bulk.WriteConcernError != nil || len(bulk.WriteErrors) == 0:
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for _, we := range bulk.WriteErrors {
+		if we.Index < 0 || we.Index >= len(batch) {
+			continue
+		}
+		if we.HasErrorCode(duplicateKeyCode) {
+			doc := batch[we.Index].doc
+			_, errs[we.Index] = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, doc)
+			continue
+		}
+		errs[we.Index] = we
+	}
+	return errs
+}
+
+// duplicateKeyCode is the server's error code for a write refused by a unique index.
+const duplicateKeyCode = 11000
 
 // Insert stores one task's PGN as a new document, beside any the task already has. Workers'
 // uploads go through Put instead.
@@ -195,16 +300,52 @@ type pgnDoc struct {
 // uploads again does not add a copy. The first upload is an insert, which costs the same
 // however many PGNs are stored; only a repeat replaces the stored one (an upsert would look
 // for the document first, which the embedded database does by reading the whole collection).
+//
+// With the writer running (every DB opened by Open), PGNs put together share one insert.
 func (s *PGNStore) Put(ctx context.Context, p *PGN) error {
 	doc := pgnDoc{ID: p.RunID, PGN: *p}
-	_, err := s.coll.InsertOne(ctx, doc)
-	if mongo.IsDuplicateKeyError(err) {
-		_, err = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: p.RunID}}, doc)
+	var err error
+	if s.puts == nil {
+		_, err = s.coll.InsertOne(ctx, doc)
+		if mongo.IsDuplicateKeyError(err) {
+			_, err = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: p.RunID}}, doc)
+		}
+	} else {
+		err = s.putQueued(ctx, doc)
 	}
 	if err != nil {
 		return fmt.Errorf("put pgn %s: %w", p.RunID, mapError(err))
 	}
 	return nil
+}
+
+// errPGNWriterStopped is a Put after the database was closed.
+var errPGNWriterStopped = errors.New("the database is closed")
+
+// putQueued hands doc to the writer and waits for its batch's outcome. A caller that gives up
+// (ctx) leaves its PGN to be stored or not: an upload's retry replaces it either way.
+func (s *PGNStore) putQueued(ctx context.Context, doc pgnDoc) error {
+	p := &pgnPut{doc: doc, done: make(chan error, 1)}
+	select {
+	case s.puts <- p:
+	case <-s.life.Done():
+		return errPGNWriterStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-s.done:
+		select { // the writer may have answered just before it returned
+		case err := <-p.done:
+			return err
+		default:
+			return errPGNWriterStopped
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Get returns one task's PGN by "<run id>-<task id>": the one Put stored, or else (a database

@@ -145,6 +145,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	d.Actions = &ActionStore{coll: d.db.Collection("actions")}
 	d.Workers = &WorkerStore{coll: d.db.Collection("workers"), index: &workerIndex{ttl: UserCacheTTL, now: time.Now}}
 	d.PGNs = &PGNStore{coll: d.db.Collection("pgns")}
+	d.PGNs.startWriter()
 	d.NNs = &NNStore{coll: d.db.Collection("nns")}
 	d.KV = &KVStore{coll: d.db.Collection("kvstore")}
 	return d, nil
@@ -261,6 +262,9 @@ func (d *DB) Drop(ctx context.Context) error {
 // Close disconnects and, for the embedded database, stops it and releases its lock. It waits for
 // in-flight operations up to ctx's deadline.
 func (d *DB) Close(ctx context.Context) error {
+	if d.PGNs != nil {
+		d.PGNs.stopWriter()
+	}
 	err := d.client.Disconnect(ctx)
 	if d.embedded != nil {
 		d.embedded.Close()
