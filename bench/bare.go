@@ -97,12 +97,16 @@ func startBare(ctx context.Context, set plan) (*bareServer, error) {
 }
 
 // stop ends the bare server and waits for it.
-func (b *bareServer) stop() {
-	_ = b.cmd.Process.Signal(os.Interrupt)
+func (b *bareServer) stop() { stopChild(b.cmd.Process, b.done, 10*time.Second) }
+
+// stopChild interrupts a process the bench started, kills it if it has not exited (done
+// closed) within grace, and waits for it.
+func stopChild(p *os.Process, done <-chan struct{}, grace time.Duration) {
+	_ = p.Signal(os.Interrupt)
 	select {
-	case <-b.done:
-	case <-time.After(10 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-b.done
+	case <-done:
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-done
 	}
 }

@@ -581,13 +581,7 @@ func (s *benchServer) logTail() string {
 // stop ends the server with SIGTERM (SIGKILL after a minute) and removes its directory.
 func (s *benchServer) stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-s.done:
-		case <-time.After(60 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
+		stopChild(s.cmd.Process, s.done, time.Minute)
 	}
 	if s.log != nil {
 		s.log.Close()

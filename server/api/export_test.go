@@ -17,6 +17,8 @@ var (
 	DecodeStrict      = decodeStrict
 	NNAcceptsGzip     = nnAcceptsGzip
 	ActionFilterKeys  = actionFilterKeys
+	CheckPGNText      = checkPGNText
+	ReadBody          = readBody
 )
 
 type CreateRunBody = createRunBody

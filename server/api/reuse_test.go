@@ -1,29 +1,15 @@
-package api
+package api_test
 
 import (
-	"bytes"
-	"compress/gzip"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
-)
 
-func gzipped(t *testing.T, text string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	if _, err := io.WriteString(zw, text); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+	"github.com/shoal-chess/shoal/server/api"
+)
 
 // checkPGNText reuses its gzip readers: a reader that last saw a broken or oversized upload
 // must judge the next one on its own bytes.
@@ -36,7 +22,7 @@ func TestCheckPGNTextJudgesEachUploadAlone(t *testing.T) {
 		ok   bool
 	}{{good, true}, {[]byte("not gzip"), false}, {good, true}, {truncated, false}, {good, true},
 		{big, false}, {good, true}, {truncated, false}, {[]byte("not gzip"), false}, {good, true}} {
-		if err := checkPGNText(c.data, 1000); (err == nil) != c.ok {
+		if err := api.CheckPGNText(c.data, 1000); (err == nil) != c.ok {
 			t.Errorf("upload %d: %v, want ok %v", i, err, c.ok)
 		}
 	}
@@ -54,7 +40,7 @@ func TestReadBodyRefusesABodyShorterThanItsLength(t *testing.T) {
 		ctx, _ := gin.CreateTestContext(rec)
 		ctx.Request = httptest.NewRequest(http.MethodPost, "/api/beat", strings.NewReader(c.body))
 		ctx.Request.ContentLength = c.length
-		b, ok := readBody(ctx, 32)
+		b, ok := api.ReadBody(ctx, 32)
 		switch {
 		case ok != c.ok:
 			t.Errorf("body of %d bytes, Content-Length %d: ok %v (status %d), want %v", len(c.body), c.length, ok, rec.Code, c.ok)
