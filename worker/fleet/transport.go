@@ -95,7 +95,9 @@ func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	addr := hostPort(req)
 	out := req
 	for retried := false; ; retried = true {
-		c, reused, err := t.getConn(ctx, addr, deadline)
+		// The retry dials: when the server restarts or closes its idle connections, every
+		// pooled one may be dead, and a retry on the next would fail the same way.
+		c, reused, err := t.getConn(ctx, addr, deadline, retried)
 		if err != nil {
 			closeRequestBody(out)
 			return nil, t.wrapErr(ctx, err)
@@ -221,13 +223,14 @@ func (b *lightBody) release(ok bool) {
 	c.nc.Close()
 }
 
-// getConn takes the most recently used idle connection to addr, or dials one. Idle connections
-// older than idleTimeout are closed, and so is every one below them in the stack (older still).
-func (t *lightTransport) getConn(ctx context.Context, addr string, deadline time.Time) (c *lightConn, reused bool, err error) {
+// getConn takes the most recently used idle connection to addr, or dials one (always, if
+// fresh). Idle connections older than idleTimeout are closed, and so is every one below them in
+// the stack (older still).
+func (t *lightTransport) getConn(ctx context.Context, addr string, deadline time.Time, fresh bool) (c *lightConn, reused bool, err error) {
 	var stale []*lightConn
 	now := time.Now()
 	t.mu.Lock()
-	if s := t.idle[addr]; len(s) > 0 {
+	if s := t.idle[addr]; len(s) > 0 && !fresh {
 		top := s[len(s)-1]
 		if t.idleTimeout <= 0 || now.Sub(top.idleAt) < t.idleTimeout {
 			s[len(s)-1] = nil

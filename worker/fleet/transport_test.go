@@ -186,6 +186,43 @@ func TestLightTransportRetriesOnceOnAStaleConnection(t *testing.T) {
 	}
 }
 
+// When the server has closed every pooled connection (a restart, an idle timeout), the retry
+// dials instead of taking the next dead one from the pool.
+func TestLightTransportRetryDialsPastDeadPooledConnections(t *testing.T) {
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	s := newConnServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if string(body) == "pair" {
+			arrived.Done()
+			arrived.Wait() // the two requests hold two connections at once
+		}
+		w.Write(body)
+	}), 50*time.Millisecond)
+	tr := &lightTransport{idleTimeout: time.Minute}
+	c := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			resp, err := c.Post(s.URL, "application/json", strings.NewReader("pair"))
+			if err != nil {
+				t.Errorf("pair: %v", err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	waitFor(t, "the server to close both idle connections", func() bool { return s.closed.Load() == 2 })
+	if n := tr.idleConns(s.addr()); n != 2 {
+		t.Fatalf("%d pooled connections, want the 2 dead ones", n)
+	}
+	if _, got := post(t, c, s.URL, "after"); got != "after" {
+		t.Fatalf("request after the server closed every pooled connection: %q", got)
+	}
+}
+
 func TestLightTransportNoRetryAfterReplyBytes(t *testing.T) {
 	var calls atomic.Int64
 	s := newConnServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
