@@ -292,7 +292,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.StoppedBecause = f.watch(ctx, start, allDone, launchDone)
 	stopAt := time.Now()
 	f.rec.winEnd.Store(stopAt.UnixNano())
-	f.stopAll(ctx)
+	f.stopAll(ctx, allDone)
 	grace := time.NewTimer(opts.StopGrace)
 	select {
 	case <-allDone:
@@ -417,8 +417,9 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 }
 
 // stopAll asks every started worker to finish its batch and quit, spread over Options.StopRamp
-// unless ctx has ended, and stops the launcher. It is called once.
-func (f *fleet) stopAll(ctx context.Context) {
+// unless ctx has ended or every worker has quit already (allDone), and stops the launcher. It is
+// called once.
+func (f *fleet) stopAll(ctx context.Context, allDone <-chan struct{}) {
 	close(f.stop)
 	f.mu.Lock()
 	f.stopping = true
@@ -433,6 +434,9 @@ func (f *fleet) stopAll(ctx context.Context) {
 			case <-timer.C:
 			case <-ctx.Done(): // interrupted: the rest stop at once
 				timer.Stop()
+			case <-allDone: // every worker has quit: nothing is left to spread
+				timer.Stop()
+				return
 			}
 		}
 		w.Stop()
