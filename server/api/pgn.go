@@ -68,24 +68,38 @@ func decodePGNUpload(b64 string, maxBytes int) ([]byte, error) {
 	return data, nil
 }
 
-// gzipReaders are the readers checkPGNText inflates uploads with: each holds a 32 kB window,
-// which a fresh reader per upload would allocate anew.
+// gzipReaders are the readers checkPGNText inflates uploads with (*pooledGzip): each holds a
+// 32 kB window, which a fresh reader per upload would allocate anew.
 var gzipReaders sync.Pool
+
+// pooledGzip is a gzip reader and the reader of the bytes it inflates.
+type pooledGzip struct {
+	zr  *gzip.Reader
+	src bytes.Reader
+}
 
 // checkPGNText inflates gzip data as a stream, into nothing, and refuses it if it is not whole,
 // valid gzip or if it inflates to more than maxText bytes: nothing is stored that would
 // overwhelm whoever downloads and unpacks it.
 func checkPGNText(data []byte, maxText int64) error {
-	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	r, _ := gzipReaders.Get().(*pooledGzip)
+	if r == nil {
+		r = &pooledGzip{}
+	}
+	r.src.Reset(data)
 	var err error
-	if zr == nil {
-		zr, err = gzip.NewReader(bytes.NewReader(data))
+	if r.zr == nil {
+		r.zr, err = gzip.NewReader(&r.src)
 	} else {
-		err = zr.Reset(bytes.NewReader(data))
+		err = r.zr.Reset(&r.src)
 	}
-	if zr != nil {
-		defer gzipReaders.Put(zr) // Reset readies it for the next upload, whatever this one held
-	}
+	defer func() {
+		r.src.Reset(nil) // the pool must not keep this upload alive
+		if r.zr != nil {
+			gzipReaders.Put(r) // Reset readies it for the next upload, whatever this one held
+		}
+	}()
+	zr := r.zr
 	if err != nil {
 		return fmt.Errorf("pgn is not valid gzip data: %v", err)
 	}

@@ -111,15 +111,21 @@ func (w *workerRequest) message() string {
 	return *w.body.Message
 }
 
+// maxPresized is the largest body readBody reads into a buffer sized by its Content-Length:
+// every worker call but a PGN upload is far smaller.
+const maxPresized = 64 << 10
+
 // readBody reads the request body up to limit bytes; a longer body is a 400, not a truncation.
 func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 	r := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
 	var b []byte
 	var err error
-	if n := c.Request.ContentLength; n > 0 && n <= limit {
+	if n := c.Request.ContentLength; n > 0 && n <= min(limit, maxPresized) {
 		// The length is known (workers send it): one allocation of the right size instead of
 		// ReadAll's doublings. net/http ends the body at the length; a shorter one is an
-		// unexpected EOF, a body that could not be read.
+		// unexpected EOF, a body that could not be read. Only for a small length: a larger one
+		// is only a claim, and memory must grow with what a client sends, not with what it
+		// announces before it has logged in.
 		b = make([]byte, n)
 		_, err = io.ReadFull(r, b)
 	} else {
