@@ -189,8 +189,8 @@ type pgnPut struct {
 // maxPGNBatch bounds the PGNs one insert command carries.
 const maxPGNBatch = 256
 
-// pgnWriteTimeout bounds one batch's writes: its callers may have given up; the writer goes
-// on with the next batch.
+// pgnWriteTimeout bounds each of a batch's writes (its insert, each replace): its callers may
+// have given up; the writer goes on with the next batch.
 const pgnWriteTimeout = 30 * time.Second
 
 // startWriter starts the goroutine that writes Put's PGNs, many in one command. Every worker
@@ -205,8 +205,9 @@ func (s *PGNStore) startWriter() {
 	go s.write() // joined by stopWriter
 }
 
-// stopWriter ends the writer once the batch it is writing is cut short; Puts from then on
-// fail. It does nothing without a writer.
+// stopWriter ends the writer, cutting short the batch it is writing (those Puts fail; the
+// server has drained its requests before it closes the database), and answers what was queued
+// with an error; Puts from then on fail. It does nothing without a writer.
 func (s *PGNStore) stopWriter() {
 	if s.end == nil {
 		return
@@ -217,6 +218,16 @@ func (s *PGNStore) stopWriter() {
 
 func (s *PGNStore) write() {
 	defer close(s.done)
+	defer func() { // what was queued as the writer stopped is answered, not left in the buffer
+		for {
+			select {
+			case p := <-s.puts:
+				p.done <- errPGNWriterStopped
+			default:
+				return
+			}
+		}
+	}()
 	batch := make([]*pgnPut, 0, maxPGNBatch)
 	for {
 		select {
@@ -234,9 +245,7 @@ func (s *PGNStore) write() {
 				break gather
 			}
 		}
-		ctx, cancel := context.WithTimeout(s.life, pgnWriteTimeout)
-		errs := s.putMany(ctx, batch)
-		cancel()
+		errs := s.putMany(batch)
 		for i, p := range batch {
 			p.done <- errs[i]
 		}
@@ -244,34 +253,52 @@ func (s *PGNStore) write() {
 }
 
 // putMany stores the batch's PGNs with one insert command; those whose task already had one
-// (a worker that uploaded again) replace it, one by one. It returns each PGN's error.
-func (s *PGNStore) putMany(ctx context.Context, batch []*pgnPut) []error {
+// (a worker that uploaded again) replace it, one by one. A task twice in one batch (an upload
+// retried while the first was queued) is stored once, with its last upload, which both
+// callers are answered for. It returns each PGN's error.
+func (s *PGNStore) putMany(batch []*pgnPut) []error {
 	errs := make([]error, len(batch))
-	docs := make([]any, len(batch))
+	last := make(map[string]int, len(batch)) // a task's last place in the batch
 	for i, p := range batch {
-		docs[i] = p.doc
+		last[p.doc.ID] = i
 	}
+	var docs []any
+	var placed []int // the batch index of each of docs
+	for i, p := range batch {
+		if last[p.doc.ID] == i {
+			docs, placed = append(docs, p.doc), append(placed, i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(s.life, pgnWriteTimeout)
 	_, err := s.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	cancel()
 	var bulk mongo.BulkWriteException
 	switch {
 	case err == nil:
-		return errs
 	case !errors.As(err, &bulk) || bulk.WriteConcernError != nil || len(bulk.WriteErrors) == 0:
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
+	default:
+		for _, we := range bulk.WriteErrors {
+			if we.Index < 0 || we.Index >= len(placed) {
+				continue
+			}
+			i := placed[we.Index]
+			if !we.HasErrorCode(duplicateKeyCode) {
+				errs[i] = we
+				continue
+			}
+			// Each replace has a time of its own: after a fleet's restart many uploads are
+			// repeats, and they must not share the insert's.
+			ctx, cancel := context.WithTimeout(s.life, pgnWriteTimeout)
+			_, errs[i] = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: batch[i].doc.ID}}, batch[i].doc)
+			cancel()
+		}
 	}
-	for _, we := range bulk.WriteErrors {
-		if we.Index < 0 || we.Index >= len(batch) {
-			continue
-		}
-		if we.HasErrorCode(duplicateKeyCode) {
-			doc := batch[we.Index].doc
-			_, errs[we.Index] = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, doc)
-			continue
-		}
-		errs[we.Index] = we
+	for i, p := range batch {
+		errs[i] = errs[last[p.doc.ID]]
 	}
 	return errs
 }
@@ -325,6 +352,14 @@ var errPGNWriterStopped = errors.New("the database is closed")
 // putQueued hands doc to the writer and waits for its batch's outcome. A caller that gives up
 // (ctx) leaves its PGN to be stored or not: an upload's retry replaces it either way.
 func (s *PGNStore) putQueued(ctx context.Context, doc pgnDoc) error {
+	// Checked first: a select with several cases ready picks any, and a caller that gave up, or
+	// a closed database, must not have its PGN queued.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.life.Err() != nil {
+		return errPGNWriterStopped
+	}
 	p := &pgnPut{doc: doc, done: make(chan error, 1)}
 	select {
 	case s.puts <- p:

@@ -260,7 +260,8 @@ func (d *DB) Drop(ctx context.Context) error {
 }
 
 // Close disconnects and, for the embedded database, stops it and releases its lock. It waits for
-// in-flight operations up to ctx's deadline.
+// in-flight operations up to ctx's deadline, but for a batch of PGNs being written, which it
+// cuts short (PGNStore.stopWriter).
 func (d *DB) Close(ctx context.Context) error {
 	if d.PGNs != nil {
 		d.PGNs.stopWriter()
