@@ -5,8 +5,9 @@
 // capacity; Run runs those asked for.
 //
 // Run changes process-wide state for the bench's sake: it may pin this process to some CPUs
-// and raise its open-file limit, and its fleet profiles use the process's CPU profiler, so one
-// bench runs at a time in a process.
+// and raise its open-file limit, it sets the collector's GOGC to 400 while it runs (unless the
+// environment sets GOGC), and its fleet profiles use the process's CPU profiler, so one bench
+// runs at a time in a process.
 package bench
 
 import (
@@ -396,12 +397,12 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "bench: %s\n", set.Pinning)
-	if os.Getenv("GOGC") == "" {
+	if os.Getenv("GOGC") == "" { // restored when Run returns: tests run it in their process
 		// The fleet's garbage collector, not the server, was what made the tails vary from
 		// leg to leg: its goroutines' scheduling latency p99 ran from 134 to 940 ms with the
 		// server's alike. A lazier collector costs the bench process memory, which no target
 		// measures; the servers it starts keep the default.
-		debug.SetGCPercent(fleetGCPercent)
+		defer debug.SetGCPercent(debug.SetGCPercent(fleetGCPercent))
 	}
 	largest := set.Workers
 	if slices.Contains(set.Scenarios, "storm") {
@@ -1498,11 +1499,12 @@ func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.W
 		sc.figure("beat / bare ratio", r, "ratio")
 		ratio = &r
 	}
-	// CPU per request: /proc counts in hundredths of a second, well under a percent of the
-	// seconds a ceiling leg burns. The server's figure includes its CPU profile's sampling.
+	// CPU per request, failed ones counted (they cost CPU too): /proc counts in hundredths of a
+	// second, well under a percent of the seconds a ceiling leg burns. Shoal's figure includes
+	// its CPU profile's sampling and its embedded database's background work.
 	if bareOK > 0 && beatOK > 0 {
-		bareUS := (bareAfter.CPUSeconds - bareBefore.CPUSeconds) / float64(bareOK) * 1e6
-		beatUS := (after.CPUSeconds - before.CPUSeconds) / float64(beatOK) * 1e6
+		bareUS := (bareAfter.CPUSeconds - bareBefore.CPUSeconds) / float64(bareOK+bareErrs) * 1e6
+		beatUS := (after.CPUSeconds - before.CPUSeconds) / float64(beatOK+beatErrs) * 1e6
 		sc.figure("bare net/http CPU per request", bareUS, "µs")
 		sc.figure("shoal CPU per beat", beatUS, "µs")
 		if bareUS > 0 {
