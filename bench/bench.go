@@ -398,10 +398,11 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "bench: %s\n", set.Pinning)
 	if os.Getenv("GOGC") == "" { // restored when Run returns: tests run it in their process
-		// The fleet's garbage collector, not the server, was what made the tails vary from
-		// leg to leg: its goroutines' scheduling latency p99 ran from 134 to 940 ms with the
-		// server's alike. A lazier collector costs the bench process memory, which no target
-		// measures; the servers it starts keep the default.
+		// The fleet's process, not the server, made the tails vary from leg to leg: its
+		// goroutines' scheduling latency p99 ran from 134 to 940 ms with the server's alike
+		// (its HTTP transport was most of it, see fleet's transport.go). A lazier collector is
+		// one source of that delay less, at a cost in the bench process's memory, which no
+		// target measures; the servers it starts keep the default.
 		defer debug.SetGCPercent(debug.SetGCPercent(fleetGCPercent))
 	}
 	largest := set.Workers
