@@ -173,7 +173,7 @@ type PGN struct {
 type PGNStore struct {
 	coll *mongo.Collection
 	// puts carries Put's documents to the writer goroutine (startWriter), which stores the
-	// ones that arrived together in one command; nil: each Put writes its own.
+	// ones that arrived together in one command.
 	puts chan *pgnPut
 	life context.Context    // the writer's: ended by stopWriter
 	end  context.CancelFunc // ends life
@@ -207,11 +207,8 @@ func (s *PGNStore) startWriter() {
 
 // stopWriter ends the writer, cutting short the batch it is writing (those Puts fail; the
 // server has drained its requests before it closes the database), and answers what was queued
-// with an error; Puts from then on fail. It does nothing without a writer.
+// with an error; Puts from then on fail.
 func (s *PGNStore) stopWriter() {
-	if s.end == nil {
-		return
-	}
 	s.end()
 	<-s.done
 }
@@ -286,7 +283,7 @@ func (s *PGNStore) putMany(batch []*pgnPut) []error {
 				continue
 			}
 			i := placed[we.Index]
-			if !we.HasErrorCode(duplicateKeyCode) {
+			if !mongo.IsDuplicateKeyError(we) {
 				errs[i] = we
 				continue
 			}
@@ -302,9 +299,6 @@ func (s *PGNStore) putMany(batch []*pgnPut) []error {
 	}
 	return errs
 }
-
-// duplicateKeyCode is the server's error code for a write refused by a unique index.
-const duplicateKeyCode = 11000
 
 // Insert stores one task's PGN as a new document, beside any the task already has. Workers'
 // uploads go through Put instead.
@@ -327,20 +321,9 @@ type pgnDoc struct {
 // uploads again does not add a copy. The first upload is an insert, which costs the same
 // however many PGNs are stored; only a repeat replaces the stored one (an upsert would look
 // for the document first, which the embedded database does by reading the whole collection).
-//
-// With the writer running (every DB opened by Open), PGNs put together share one insert.
+// PGNs put together share one insert (startWriter).
 func (s *PGNStore) Put(ctx context.Context, p *PGN) error {
-	doc := pgnDoc{ID: p.RunID, PGN: *p}
-	var err error
-	if s.puts == nil {
-		_, err = s.coll.InsertOne(ctx, doc)
-		if mongo.IsDuplicateKeyError(err) {
-			_, err = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: p.RunID}}, doc)
-		}
-	} else {
-		err = s.putQueued(ctx, doc)
-	}
-	if err != nil {
+	if err := s.putQueued(ctx, pgnDoc{ID: p.RunID, PGN: *p}); err != nil {
 		return fmt.Errorf("put pgn %s: %w", p.RunID, mapError(err))
 	}
 	return nil
