@@ -1,6 +1,7 @@
 package rundb
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -61,6 +62,9 @@ func (id ObjectID) Hex() string { return hex.EncodeToString(id[:]) }
 
 // String returns the 24 hex digits of id.
 func (id ObjectID) String() string { return id.Hex() }
+
+// Compare orders IDs by their bytes (creation time first): -1, 0 or +1, for slices.SortFunc.
+func (id ObjectID) Compare(other ObjectID) int { return bytes.Compare(id[:], other[:]) }
 
 // IsZero reports whether id is the zero value (no ID assigned yet).
 func (id ObjectID) IsZero() bool { return id == ObjectID{} }

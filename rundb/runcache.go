@@ -1,7 +1,6 @@
 package rundb
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -343,7 +342,7 @@ func (c *RunCache) FlushOne(ctx context.Context) (ObjectID, bool, error) {
 			continue
 		}
 		at := e.lastSync.Add(-time.Duration(e.priority) * prioAge)
-		if best == nil || at.Before(bestAt) || (at.Equal(bestAt) && bytes.Compare(id[:], bestID[:]) < 0) {
+		if best == nil || at.Before(bestAt) || (at.Equal(bestAt) && id.Compare(bestID) < 0) {
 			bestID, best, bestAt = id, e, at
 		}
 	}

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -164,7 +163,7 @@ func add(totals map[string]*rundb.UserStats, sh *runShare, known map[string]stri
 	}
 }
 
-func byID(a, b *runShare) int { return bytes.Compare(a.id[:], b.id[:]) }
+func byID(a, b *runShare) int { return a.id.Compare(b.id) }
 
 // granted returns the CPU hours an administrator granted to the user of st: those recorded as
 // such, or all of an entry's CPU hours when it has neither games nor tests.

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -236,7 +235,7 @@ func (s *Scheduler) unfinishedIDs() []rundb.ObjectID {
 		ids = append(ids, id)
 	}
 	s.mu.Unlock()
-	slices.SortFunc(ids, func(a, b rundb.ObjectID) int { return bytes.Compare(a[:], b[:]) })
+	slices.SortFunc(ids, rundb.ObjectID.Compare)
 	return ids
 }
 
@@ -257,7 +256,7 @@ func (s *Scheduler) takeFinished() []rundb.ObjectID {
 	ids := slices.Collect(maps.Keys(s.finishedSince))
 	clear(s.finishedSince)
 	s.mu.Unlock()
-	slices.SortFunc(ids, func(a, b rundb.ObjectID) int { return bytes.Compare(a[:], b[:]) })
+	slices.SortFunc(ids, rundb.ObjectID.Compare)
 	return ids
 }
 
