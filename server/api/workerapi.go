@@ -143,33 +143,27 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 	return b, true
 }
 
-// parseBody checks that a worker call's body is JSON, once for the credentials and the request;
-// a body that is not is a 400.
-func parseBody(c *gin.Context, body []byte) (protocol.Body, bool) {
-	p, err := protocol.ParseBody(body)
-	if err != nil {
-		Error(c, http.StatusBadRequest, err.Error())
-		return p, false
-	}
-	return p, true
-}
-
 // authenticate checks the credentials of a call (fishtest's validate_username_password): a body
 // without them is a 400, wrong ones a 401 with the reason. Failed logins are limited per client
 // address (reserveAPILogin): over the limit the call is a 429 with Retry-After, whatever its
-// password, as the password is not checked then.
-func (s *Server) authenticate(c *gin.Context, body protocol.Body) (*rundb.User, bool) {
-	username, password, err := body.Access()
+// password, as the password is not checked then. It returns the body checked to be JSON, once
+// for the credentials and the request.
+func (s *Server) authenticate(c *gin.Context, raw []byte) (*rundb.User, protocol.Body, bool) {
+	var username, password string
+	body, err := protocol.ParseBody(raw)
+	if err == nil {
+		username, password, err = body.Access()
+	}
 	if err != nil {
 		Error(c, http.StatusBadRequest, err.Error())
-		return nil, false
+		return nil, body, false
 	}
 	creds := s.apiGood.sum(username, password)
 	var res *guard.Reservation
 	if !s.apiGood.has(creds, time.Now()) {
 		var ok bool
 		if res, ok = s.reserveAPILogin(c, username); !ok {
-			return nil, false
+			return nil, body, false
 		}
 		defer res.Release() // a panic must not keep the token held
 	}
@@ -186,12 +180,12 @@ func (s *Server) authenticate(c *gin.Context, body protocol.Body) (*rundb.User, 
 	switch {
 	case isAuthError(err):
 		Error(c, http.StatusUnauthorized, err.Error())
-		return nil, false
+		return nil, body, false
 	case err != nil:
 		s.internalError(c, err)
-		return nil, false
+		return nil, body, false
 	}
-	return u, true
+	return u, body, true
 }
 
 // apiTooManyLoginsText is the 429's message to an API call over the login limits.
@@ -235,11 +229,7 @@ func (s *Server) RequestVersion(c *gin.Context) {
 	if !ok {
 		return
 	}
-	parsed, ok := parseBody(c, body)
-	if !ok {
-		return
-	}
-	if _, ok := s.authenticate(c, parsed); !ok {
+	if _, _, ok := s.authenticate(c, body); !ok {
 		return
 	}
 	c.JSON(http.StatusOK, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
@@ -278,11 +268,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 	if !ok {
 		return
 	}
-	parsed, ok := parseBody(c, body)
-	if !ok {
-		return
-	}
-	user, ok := s.authenticate(c, parsed)
+	user, parsed, ok := s.authenticate(c, body)
 	if !ok {
 		return
 	}
