@@ -66,10 +66,7 @@ func startBare(ctx context.Context, set plan) (*bareServer, error) {
 	}
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	b := &bareServer{url: "http://" + addr + "/api/beat", done: make(chan struct{})}
-	b.cmd = exec.Command(set.exe, BareCommand, addr)
-	if set.taskset != "" {
-		b.cmd = exec.Command(set.taskset, "-c", "0", set.exe, BareCommand, addr)
-	}
+	b.cmd = set.onServerCore(set.exe, BareCommand, addr)
 	var out strings.Builder
 	b.cmd.Stdout, b.cmd.Stderr = &out, &out
 	if err := b.cmd.Start(); err != nil {

@@ -130,6 +130,15 @@ type plan struct {
 	taskset string
 }
 
+// onServerCore is the command that runs exe with args on the servers' CPU when the bench is
+// pinned (taskset execs exe in its place: the process, and its pid, are exe's).
+func (p plan) onServerCore(exe string, args ...string) *exec.Cmd {
+	if p.taskset == "" {
+		return exec.Command(exe, args...)
+	}
+	return exec.Command(p.taskset, append([]string{"-c", "0", exe}, args...)...)
+}
+
 // servedBy is p for a leg served by exe, its profiles (if any are taken) in the subdirectory
 // dir of p's, so that they do not overwrite another leg's.
 func (p plan) servedBy(exe, dir string) plan {
@@ -526,11 +535,7 @@ func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io
 		"--scavenge-period", times.ScavengePeriod.String(), "--duplicate-worker-window", times.DuplicateWorkerWindow.String()}, db...)
 	args = append(args, set.serveArgs...)
 	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
-	s.cmd = exec.Command(set.serverExe, args...)
-	if set.taskset != "" {
-		// taskset execs the server in its place: the process (and its pid) is the server's.
-		s.cmd = exec.Command(set.taskset, append([]string{"-c", "0", set.serverExe}, args...)...)
-	}
+	s.cmd = set.onServerCore(set.serverExe, args...)
 	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr, s.cmd.Dir = env, s.log, s.log, dir
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start shoal serve: %w", err)
