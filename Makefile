@@ -44,8 +44,8 @@ fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
 # `make bench BASELINE=<git ref>` also builds that commit (bin/shoal-baseline) and runs steady
-# against it and this build alternately (four legs) and the storms against it first, in the
-# same run, for this build's ratios to it.
+# and each storm against it and this build alternately (four legs each), in the same run, for
+# this build's ratios to it.
 BASELINE  ?=
 bench: build $(if $(BASELINE),bin/shoal-baseline) ## the performance report (docs/benchmarks/report.{md,json}), the journal's cost and a takeover included; QUICK=1 for small sizes, BASELINE=<ref> to compare
 	$(BIN) bench $(if $(QUICK),--quick) $(if $(BASELINE),--baseline bin/shoal-baseline) --scenarios steady,storm,ceiling,critical-section,durability --out docs/benchmarks
