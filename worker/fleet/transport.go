@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -224,23 +225,14 @@ func (b *lightBody) release(ok bool) {
 }
 
 // getConn takes the most recently used idle connection to addr, or dials one (always, if
-// fresh). Idle connections older than idleTimeout are closed, and so is every one below them in
-// the stack (older still).
+// fresh). Idle connections that have waited idleTimeout or longer are closed (pruneLocked).
 func (t *lightTransport) getConn(ctx context.Context, addr string, deadline time.Time, fresh bool) (c *lightConn, reused bool, err error) {
-	var stale []*lightConn
-	now := time.Now()
 	t.mu.Lock()
+	stale := t.pruneLocked(addr, time.Now())
 	if s := t.idle[addr]; len(s) > 0 && !fresh {
-		top := s[len(s)-1]
-		if t.idleTimeout <= 0 || now.Sub(top.idleAt) < t.idleTimeout {
-			s[len(s)-1] = nil
-			t.idle[addr] = s[:len(s)-1]
-			c = top
-		} else {
-			stale = append(stale, s...)
-			clear(s)
-			t.idle[addr] = s[:0]
-		}
+		c = s[len(s)-1]
+		s[len(s)-1] = nil
+		t.idle[addr] = s[:len(s)-1]
 	}
 	t.mu.Unlock()
 	for _, sc := range stale {
@@ -265,28 +257,16 @@ func (t *lightTransport) getConn(ctx context.Context, addr string, deadline time
 	return &lightConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc), addr: addr}, false, nil
 }
 
-// putIdle puts c on top of its pool, unless the pool is full. Connections at the bottom that
-// have waited longer than idleTimeout are closed on the way.
+// putIdle puts c on top of its pool, unless the pool is full. Connections that have waited
+// idleTimeout or longer are closed on the way (pruneLocked).
 func (t *lightTransport) putIdle(c *lightConn) {
-	now := time.Now()
-	c.idleAt = now
-	var drop []*lightConn
+	c.idleAt = time.Now()
 	t.mu.Lock()
 	if t.idle == nil {
 		t.idle = make(map[string][]*lightConn)
 	}
+	drop := t.pruneLocked(c.addr, c.idleAt)
 	s := t.idle[c.addr]
-	if t.idleTimeout > 0 {
-		i := 0
-		for i < len(s) && now.Sub(s[i].idleAt) >= t.idleTimeout {
-			i++
-		}
-		if i > 0 {
-			drop = append(drop, s[:i]...)
-			clear(s[:i])
-			s = s[i:]
-		}
-	}
 	if t.maxIdle > 0 && len(s) >= t.maxIdle {
 		drop = append(drop, c)
 	} else {
@@ -297,6 +277,23 @@ func (t *lightTransport) putIdle(c *lightConn) {
 	for _, dc := range drop {
 		dc.nc.Close()
 	}
+}
+
+// pruneLocked takes out of addr's pool the connections that have waited idleTimeout or longer
+// (the oldest, at the bottom of the stack) and returns them, to be closed once t.mu is released.
+func (t *lightTransport) pruneLocked(addr string, now time.Time) []*lightConn {
+	s := t.idle[addr]
+	i := 0
+	for t.idleTimeout > 0 && i < len(s) && now.Sub(s[i].idleAt) >= t.idleTimeout {
+		i++
+	}
+	if i == 0 {
+		return nil
+	}
+	stale := slices.Clone(s[:i])
+	clear(s[:i])
+	t.idle[addr] = s[i:]
+	return stale
 }
 
 // CloseIdleConnections closes every idle connection. Connections in use stay open, and go back
