@@ -71,9 +71,26 @@ type Action struct {
 // ActionStore appends to and reads the actions collection. Safe for concurrent use.
 type ActionStore struct {
 	coll *mongo.Collection
+	// inserts stores Insert's actions, those that arrived together with one command: a fleet
+	// that stops together logs a failed_task for each of its workers.
+	inserts *batcher[*Action]
+}
+
+// newActionStore starts the store's writer; DB.Close stops it.
+func newActionStore(coll *mongo.Collection) *ActionStore {
+	s := &ActionStore{coll: coll}
+	s.inserts = newBatcher(func(ctx context.Context, batch []*Action) []error {
+		docs := make([]any, len(batch))
+		for i, a := range batch {
+			docs[i] = a
+		}
+		return insertEach(ctx, s.coll, docs)
+	})
+	return s
 }
 
 // Insert appends a to the log, stamping its ID and time if unset and truncating its message.
+// It returns once a is stored, with the actions inserted alongside it.
 func (s *ActionStore) Insert(ctx context.Context, a *Action) error {
 	if a.ID.IsZero() {
 		a.ID = NewObjectID()
@@ -84,7 +101,7 @@ func (s *ActionStore) Insert(ctx context.Context, a *Action) error {
 	if len(a.Message) > maxActionMessage {
 		a.Message = a.Message[:maxActionMessage]
 	}
-	if _, err := s.coll.InsertOne(ctx, a); err != nil {
+	if err := s.inserts.put(ctx, a); err != nil {
 		return fmt.Errorf("insert %s action: %w", a.Action, mapError(err))
 	}
 	return nil
@@ -172,130 +189,49 @@ type PGN struct {
 // PGNStore reads and writes the pgns collection. Safe for concurrent use.
 type PGNStore struct {
 	coll *mongo.Collection
-	// puts carries Put's documents to the writer goroutine (startWriter), which stores the
-	// ones that arrived together in one command.
-	puts chan *pgnPut
-	life context.Context    // the writer's: ended by stopWriter
-	end  context.CancelFunc // ends life
-	done chan struct{}      // closed when the writer has returned
+	// puts stores Put's documents, those that arrived together with one command.
+	puts *batcher[pgnDoc]
 }
 
-// pgnPut is one Put waiting for the writer: its document, and where the outcome goes.
-type pgnPut struct {
-	doc  pgnDoc
-	done chan error // buffered: the writer never waits for a caller that gave up
-}
-
-// maxPGNBatch bounds the PGNs one insert command carries.
-const maxPGNBatch = 256
-
-// pgnWriteTimeout bounds each of a batch's writes (its insert, each replace): its callers may
-// have given up; the writer goes on with the next batch.
-const pgnWriteTimeout = 30 * time.Second
-
-// startWriter starts the goroutine that writes Put's PGNs, many in one command. Every worker
-// uploads its task's PGN as the task ends, and at a run's end or a fleet's restart thousands
-// end together, each upload an insert of its own (a command and, on the embedded database, a
-// transaction of its own) queued behind the database's other work. The writer takes whatever
-// is waiting when it is free, so batches grow with the load and a lone upload waits for
-// nothing. stopWriter ends it.
-func (s *PGNStore) startWriter() {
-	s.puts, s.done = make(chan *pgnPut, maxPGNBatch), make(chan struct{})
-	s.life, s.end = context.WithCancel(context.Background())
-	go s.write() // joined by stopWriter
-}
-
-// stopWriter ends the writer, cutting short the batch it is writing (those Puts fail; the
-// server has drained its requests before it closes the database), and answers what was queued
-// with an error; Puts from then on fail.
-func (s *PGNStore) stopWriter() {
-	s.end()
-	<-s.done
-}
-
-func (s *PGNStore) write() {
-	defer close(s.done)
-	defer func() { // what was queued as the writer stopped is answered, not left in the buffer
-		for {
-			select {
-			case p := <-s.puts:
-				p.done <- errPGNWriterStopped
-			default:
-				return
-			}
-		}
-	}()
-	batch := make([]*pgnPut, 0, maxPGNBatch)
-	for {
-		select {
-		case <-s.life.Done():
-			return
-		case p := <-s.puts:
-			batch = append(batch[:0], p)
-		}
-	gather:
-		for len(batch) < maxPGNBatch {
-			select {
-			case p := <-s.puts:
-				batch = append(batch, p)
-			default:
-				break gather
-			}
-		}
-		errs := s.putMany(batch)
-		for i, p := range batch {
-			p.done <- errs[i]
-		}
-	}
+// newPGNStore starts the store's writer; DB.Close stops it.
+func newPGNStore(coll *mongo.Collection) *PGNStore {
+	s := &PGNStore{coll: coll}
+	s.puts = newBatcher(s.putMany)
+	return s
 }
 
 // putMany stores the batch's PGNs with one insert command; those whose task already had one
 // (a worker that uploaded again) replace it, one by one. A task twice in one batch (an upload
 // retried while the first was queued) is stored once, with its last upload, which both
 // callers are answered for. It returns each PGN's error.
-func (s *PGNStore) putMany(batch []*pgnPut) []error {
-	errs := make([]error, len(batch))
+func (s *PGNStore) putMany(ctx context.Context, batch []pgnDoc) []error {
 	last := make(map[string]int, len(batch)) // a task's last place in the batch
-	for i, p := range batch {
-		last[p.doc.ID] = i
+	for i, d := range batch {
+		last[d.ID] = i
 	}
 	var docs []any
 	var placed []int // the batch index of each of docs
-	for i, p := range batch {
-		if last[p.doc.ID] == i {
-			docs, placed = append(docs, p.doc), append(placed, i)
+	for i, d := range batch {
+		if last[d.ID] == i {
+			docs, placed = append(docs, d), append(placed, i)
 		}
 	}
-	ctx, cancel := context.WithTimeout(s.life, pgnWriteTimeout)
-	_, err := s.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	cancel()
-	var bulk mongo.BulkWriteException
-	switch {
-	case err == nil:
-	case !errors.As(err, &bulk) || bulk.WriteConcernError != nil || len(bulk.WriteErrors) == 0:
-		for i := range errs {
+	inserted := insertEach(ctx, s.coll, docs)
+	errs := make([]error, len(batch))
+	for j, err := range inserted {
+		i := placed[j]
+		if !mongo.IsDuplicateKeyError(err) {
 			errs[i] = err
+			continue
 		}
-		return errs
-	default:
-		for _, we := range bulk.WriteErrors {
-			if we.Index < 0 || we.Index >= len(placed) {
-				continue
-			}
-			i := placed[we.Index]
-			if !mongo.IsDuplicateKeyError(we) {
-				errs[i] = we
-				continue
-			}
-			// Each replace has a time of its own: after a fleet's restart many uploads are
-			// repeats, and they must not share the insert's.
-			ctx, cancel := context.WithTimeout(s.life, pgnWriteTimeout)
-			_, errs[i] = s.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: batch[i].doc.ID}}, batch[i].doc)
-			cancel()
-		}
+		// Each replace has a time of its own: after a fleet's restart many uploads are
+		// repeats, and they must not share the insert's.
+		rctx, cancel := context.WithTimeout(ctx, batchWriteTimeout)
+		_, errs[i] = s.coll.ReplaceOne(rctx, idFilter(batch[i].ID), batch[i])
+		cancel()
 	}
-	for i, p := range batch {
-		errs[i] = errs[last[p.doc.ID]]
+	for i, d := range batch {
+		errs[i] = errs[last[d.ID]]
 	}
 	return errs
 }
@@ -321,49 +257,13 @@ type pgnDoc struct {
 // uploads again does not add a copy. The first upload is an insert, which costs the same
 // however many PGNs are stored; only a repeat replaces the stored one (an upsert would look
 // for the document first, which the embedded database does by reading the whole collection).
-// PGNs put together share one insert (startWriter).
+// PGNs put together share one insert (batcher). A caller that gives up (ctx) leaves its PGN to
+// be stored or not: an upload's retry replaces it either way.
 func (s *PGNStore) Put(ctx context.Context, p *PGN) error {
-	if err := s.putQueued(ctx, pgnDoc{ID: p.RunID, PGN: *p}); err != nil {
+	if err := s.puts.put(ctx, pgnDoc{ID: p.RunID, PGN: *p}); err != nil {
 		return fmt.Errorf("put pgn %s: %w", p.RunID, mapError(err))
 	}
 	return nil
-}
-
-// errPGNWriterStopped is a Put after the database was closed.
-var errPGNWriterStopped = errors.New("the database is closed")
-
-// putQueued hands doc to the writer and waits for its batch's outcome. A caller that gives up
-// (ctx) leaves its PGN to be stored or not: an upload's retry replaces it either way.
-func (s *PGNStore) putQueued(ctx context.Context, doc pgnDoc) error {
-	// Checked first: a select with several cases ready picks any, and a caller that gave up, or
-	// a closed database, must not have its PGN queued.
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if s.life.Err() != nil {
-		return errPGNWriterStopped
-	}
-	p := &pgnPut{doc: doc, done: make(chan error, 1)}
-	select {
-	case s.puts <- p:
-	case <-s.life.Done():
-		return errPGNWriterStopped
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-s.done:
-		select { // the writer may have answered just before it returned
-		case err := <-p.done:
-			return err
-		default:
-			return errPGNWriterStopped
-		}
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Get returns one task's PGN by "<run id>-<task id>": the one Put stored, or else (a database

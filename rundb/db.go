@@ -142,10 +142,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	d.Users = newUserStore(d.db.Collection("users"), opts.PasswordHashCost)
 	opts.Metrics.WatchPasswordChecks(d.Users.SlowChecks)
 	d.UserCache = &UserCacheStore{coll: d.db.Collection("user_cache")}
-	d.Actions = &ActionStore{coll: d.db.Collection("actions")}
+	d.Actions = newActionStore(d.db.Collection("actions"))
 	d.Workers = &WorkerStore{coll: d.db.Collection("workers"), index: &workerIndex{ttl: UserCacheTTL, now: time.Now}}
-	d.PGNs = &PGNStore{coll: d.db.Collection("pgns")}
-	d.PGNs.startWriter()
+	d.PGNs = newPGNStore(d.db.Collection("pgns"))
 	d.NNs = &NNStore{coll: d.db.Collection("nns")}
 	d.KV = &KVStore{coll: d.db.Collection("kvstore")}
 	return d, nil
@@ -260,11 +259,12 @@ func (d *DB) Drop(ctx context.Context) error {
 }
 
 // Close disconnects and, for the embedded database, stops it and releases its lock. It waits for
-// in-flight operations up to ctx's deadline, but for a batch of PGNs being written, which it
-// cuts short (PGNStore.stopWriter).
+// in-flight operations up to ctx's deadline, but for a batch of PGNs or actions being written,
+// which it cuts short (batcher.stop).
 func (d *DB) Close(ctx context.Context) error {
 	if d.PGNs != nil {
-		d.PGNs.stopWriter()
+		d.PGNs.puts.stop()
+		d.Actions.inserts.stop()
 	}
 	err := d.client.Disconnect(ctx)
 	if d.embedded != nil {
