@@ -24,24 +24,16 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	s.unfinished = make(map[rundb.ObjectID]bool)
 	s.wtt = make(map[string]taskRef)
 	s.connections = make(map[string]int)
+	s.workerRuns = make(map[string]map[string]bool)
+	s.lastRun = make(map[string]string)
 	s.mu.Unlock()
-	var workerRuns map[string]map[string]any
-	if err := s.db.kv.Get(ctx, "worker_runs", &workerRuns); err == nil {
-		s.mu.Lock()
-		for name, m := range workerRuns {
-			s.workerRuns[name] = map[string]bool{}
-			for k, v := range m {
-				if k == "last_run" {
-					if last, ok := v.(string); ok {
-						s.lastRun[name] = last
-					}
-					continue
-				}
-				s.workerRuns[name][k] = true
-			}
-		}
-		s.mu.Unlock()
+	// latest is each worker's most recent task in the runs loaded so far, for lastRun: its
+	// active task if it has one, else the one updated last.
+	type taskSeen struct {
+		active  bool
+		updated time.Time
 	}
+	latest := make(map[string]taskSeen)
 	var legacy []string
 	if err := s.db.kv.Get(ctx, "legacy_usernames", &legacy); err == nil {
 		s.mu.Lock()
@@ -103,6 +95,19 @@ func (s *Scheduler) Load(ctx context.Context) error {
 			s.unfinished[id] = true
 			for _, a := range active {
 				s.connections[r.Tasks[a.ref.task].WorkerInfo.RemoteAddr]++
+			}
+			// Which runs each worker has built: those it has a task in (see CleanWorkerRuns).
+			for _, t := range r.Tasks {
+				name := t.WorkerInfo.ShortName()
+				if s.workerRuns[name] == nil {
+					s.workerRuns[name] = make(map[string]bool)
+				}
+				s.workerRuns[name][id.Hex()] = true
+				seen := taskSeen{t.Active, t.LastUpdated}
+				if prev, ok := latest[name]; !ok || seen.active && !prev.active || seen.active == prev.active && seen.updated.After(prev.updated) {
+					latest[name] = seen
+					s.lastRun[name] = id.Hex()
+				}
 			}
 			s.mu.Unlock()
 			if !undecided(r) {
@@ -277,43 +282,42 @@ func (s *Scheduler) CleanWtt(ctx context.Context) {
 	}
 }
 
-// SaveWorkerRuns drops finished runs from the record of which runs each worker has built and
-// stores it, so that a restart keeps the GitHub-limit filter working.
-func (s *Scheduler) SaveWorkerRuns(ctx context.Context) error {
+// CleanWorkerRuns drops finished runs from the record of which runs each worker has built
+// (workerRuns, which request_task consults for a worker near the GitHub API limit) and of each
+// worker's last run.
+//
+// The record is not stored: Load rebuilds it from the unfinished runs' tasks, which hold the
+// same facts, since a worker has built exactly the runs it was given a task in. fishtest
+// stores it whole in the kvstore every five scavenge periods; a fleet of hundreds of thousands
+// of workers would make that one document of tens of megabytes (past MongoDB's 16 MiB limit),
+// rewritten while the worker path waits on the database.
+func (s *Scheduler) CleanWorkerRuns() {
 	s.mu.Lock()
-	out := make(map[string]map[string]any, len(s.workerRuns))
+	defer s.mu.Unlock()
 	live := func(id string) bool {
 		oid, err := rundb.ParseObjectID(id)
 		return err == nil && s.unfinished[oid]
 	}
 	for name, m := range s.workerRuns {
-		keep := map[string]any{}
 		for id := range m {
-			if live(id) {
-				keep[id] = true
-			} else {
+			if !live(id) {
 				delete(m, id)
 			}
 		}
 		if len(m) == 0 {
 			delete(s.workerRuns, name)
 		}
-		if last, ok := s.lastRun[name]; ok && live(last) {
-			keep["last_run"] = last
-		} else {
+	}
+	for name, last := range s.lastRun {
+		if !live(last) {
 			delete(s.lastRun, name)
 		}
-		if len(keep) > 0 {
-			out[name] = keep
-		}
 	}
-	s.mu.Unlock()
-	return s.db.kv.Put(ctx, "worker_runs", out)
 }
 
 // Jobs are the scheduler's periodic jobs, with fishtest's periods scaled to the configured
 // scavenge period (60 s by default): scavenging, itp and nps every period, the worker map every
-// three, the worker_runs record every five, the books' metadata and the contributors'
+// three, the worker_runs record cleaned every five, the books' metadata and the contributors'
 // statistics every fifteen.
 func (s *Scheduler) Jobs() []Job {
 	p := s.cfg.ScavengePeriod
@@ -325,7 +329,7 @@ func (s *Scheduler) Jobs() []Job {
 		{Name: "update itp", Period: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.UpdateITP(ctx); return nil }},
 		{Name: "update nps", Period: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.UpdateNPS(ctx); return nil }},
 		{Name: "clean worker map", Period: 3 * p, Initial: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.CleanWtt(ctx); return nil }},
-		{Name: "save worker runs", Period: 5 * p, Initial: p, Jitter: 0.05, Run: s.SaveWorkerRuns},
+		{Name: "clean worker runs", Period: 5 * p, Initial: p, Jitter: 0.05, Run: func(context.Context) error { s.CleanWorkerRuns(); return nil }},
 		{Name: "refresh books", Period: 15 * p, Initial: time.Second, Jitter: 0.05, Run: s.RefreshBooks},
 		{Name: "update contributors", Period: 15 * p, Initial: p, Jitter: 0.05, Run: newContributors(s).update},
 		{Name: "recount cores", Period: 5 * p, Initial: p, Jitter: 0.05, Run: func(ctx context.Context) error { s.RecountCores(ctx); return nil }},

@@ -166,16 +166,15 @@ func (p *Primary) RunCache() *rundb.RunCache { return p.runs.Load() }
 
 // Stop takes the primary down: it turns away new scheduler calls that would change something
 // and waits for those in progress (at most stopCallsGrace), stops every goroutine Start began
-// and waits for them, then writes the worker_runs record and every dirty run, retrying failed
-// run writes while ctx allows. Once Stop returns, nothing of the Primary writes to the
-// database. Its error joins the runs it could not write (lost when the process exits) and the
-// calls that did not end in time; a worker_runs that cannot be written is only logged, as it
-// is rebuilt as workers come back. Stop may be called more than once, and on a Primary that
-// never started; only the first call does anything.
+// and waits for them, then writes every dirty run, retrying failed run writes while ctx allows.
+// Once Stop returns, nothing of the Primary writes to the database. Its error joins the runs it
+// could not write (lost when the process exits) and the calls that did not end in time. Stop
+// may be called more than once, and on a Primary that never started; only the first call does
+// anything.
 func (p *Primary) Stop(ctx context.Context) error { return p.stop(ctx, true) }
 
 // Abandon is Stop for a primary that lost its lease: it stops every call and goroutine the same
-// way but writes nothing, since its successor owns the runs (what it acknowledged is in the
+// way but writes no run, since its successor owns the runs (what it acknowledged is in the
 // journal the successor replayed; its writes would be refused anyway).
 func (p *Primary) Abandon(ctx context.Context) error { return p.stop(ctx, false) }
 
@@ -205,9 +204,6 @@ func (p *Primary) stop(ctx context.Context, write bool) error {
 		return errors.Join(errs...)
 	}
 
-	if err := sched.SaveWorkerRuns(ctx); err != nil {
-		p.logger.Warn("save worker_runs", "err", err)
-	}
 	// A failed write keeps its run dirty; try again while the deadline allows, since whatever
 	// is still dirty when the process exits is lost.
 	for attempt := 1; ; attempt++ {

@@ -104,10 +104,10 @@ func TestPrimaryStartLoadsUnfinishedRunsAndServes(t *testing.T) {
 }
 
 // Stop ends every goroutine Start began, and writes what only the cache held: a fresh Primary
-// on the same database finds the task Stop wrote, and the worker_runs record.
+// on the same database finds the task Stop wrote, and knows from it which run the worker built.
 func TestPrimaryStopEndsGoroutinesAndWritesDirtyRuns(t *testing.T) {
 	db := rundbtest.Open(t)
-	run := insertRun(t, db, runSpec{numGames: 1000, approved: true})
+	run := insertRun(t, db, runSpec{numGames: 1 << 20, approved: true})
 	p := newTestPrimary(t, db)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -129,11 +129,6 @@ func TestPrimaryStopEndsGoroutinesAndWritesDirtyRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNoPrimaryGoroutines(t)
-	var workerRuns map[string]map[string]any
-	if err := db.KV.Get(ctx, "worker_runs", &workerRuns); err != nil || workerRuns[w.ShortName()]["last_run"] != run.ID.Hex() {
-		t.Errorf("worker_runs after Stop: %v, %v; want %s's last run %s", workerRuns, err, w.ShortName(), run.ID.Hex())
-	}
-
 	next := newTestPrimary(t, db)
 	if err := next.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -141,6 +136,15 @@ func TestPrimaryStopEndsGoroutinesAndWritesDirtyRuns(t *testing.T) {
 	r := snapshot(t, next.Scheduler(), run.ID)
 	if len(r.Tasks) != 1 || !r.Tasks[0].Active || r.Workers != 1 || r.Tasks[0].WorkerInfo.UniqueKey != w.UniqueKey {
 		t.Fatalf("the next primary sees %d tasks, %d workers; want the active task Stop wrote", len(r.Tasks), r.Workers)
+	}
+	// Near the GitHub API limit a worker only gets runs it has built: the one it had a task in
+	// before the restart, and none for a worker that built nothing.
+	limited := func(w rundb.WorkerInfo) rundb.WorkerInfo { w.NearGithubAPILimit = true; return w }
+	if got := request(t, next.Scheduler(), limited(worker(2))); !got.Waiting {
+		t.Errorf("a worker near the GitHub limit that built nothing got %+v, want a refusal", got)
+	}
+	if got := request(t, next.Scheduler(), limited(w)); got.Waiting || got.RunID != run.ID {
+		t.Errorf("after a restart, a worker near the GitHub limit got %+v, want the run it built", got)
 	}
 	if err := next.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -266,7 +270,7 @@ func TestPrimaryAfterStopChangesNothing(t *testing.T) {
 }
 
 // Abandon, for a primary that lost its lease, ends the Primary's calls and goroutines as Stop
-// does but writes nothing: neither the dirty run nor worker_runs.
+// does but writes nothing: not the dirty run.
 func TestPrimaryAbandonWritesNothing(t *testing.T) {
 	db := rundbtest.Open(t)
 	run := insertRun(t, db, runSpec{numGames: 1000, approved: true})
@@ -284,10 +288,6 @@ func TestPrimaryAbandonWritesNothing(t *testing.T) {
 	waitNoPrimaryGoroutines(t)
 	if stored, err := db.Runs.Get(ctx, run.ID); err != nil || len(stored.Tasks) != 0 {
 		t.Errorf("after Abandon the stored run has %d tasks (%v), want the document as it was", len(stored.Tasks), err)
-	}
-	var workerRuns map[string]map[string]any
-	if err := db.KV.Get(ctx, "worker_runs", &workerRuns); !errors.Is(err, rundb.ErrNotFound) {
-		t.Errorf("worker_runs after Abandon: %v, %v; want none written", workerRuns, err)
 	}
 	if _, err := p.Scheduler().RequestTask(ctx, rundb.WorkerInfo{}, 10, ""); !errors.Is(err, ErrStopped) {
 		t.Errorf("request_task after Abandon: %v, want ErrStopped", err)

@@ -164,7 +164,7 @@ func (s *Scheduler) choose(ctx context.Context, wi rundb.WorkerInfo, name string
 	lastRun := s.lastRun[name]
 	var built map[string]bool
 	if wi.NearGithubAPILimit {
-		built = maps.Clone(s.workerRuns[name]) // SaveWorkerRuns prunes the original
+		built = maps.Clone(s.workerRuns[name]) // CleanWorkerRuns prunes the original
 	}
 	s.mu.Unlock()
 	if known {

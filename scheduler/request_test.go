@@ -325,7 +325,7 @@ func TestGitHubLimitedWorkersDuringWorkerRunsCleanup(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for range 50 {
-			_ = s.SaveWorkerRuns(context.Background())
+			s.CleanWorkerRuns()
 		}
 	}()
 	for range 50 {
