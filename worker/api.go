@@ -139,4 +139,9 @@ type Config struct {
 	StopFile string
 	// MaxTasks bounds the tasks the worker takes; 0 means unlimited.
 	MaxTasks int
+	// PGNCompression is the gzip level of the PGN upload, from gzip.HuffmanOnly to
+	// gzip.BestCompression; 0 means gzip.DefaultCompression (gzip.NoCompression cannot be
+	// chosen). A fleet of simulated workers, whose compression is its generator's cost, uses
+	// gzip.BestSpeed.
+	PGNCompression int
 }

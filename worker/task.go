@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -358,10 +359,19 @@ func (t *taskRun) uploadPGN(ctx context.Context) error {
 		return nil
 	}
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	level := t.w.cfg.PGNCompression
+	pool := &pgnZippers[level-gzip.HuffmanOnly]
+	zw, _ := pool.Get().(*gzip.Writer)
+	if zw == nil {
+		zw, _ = gzip.NewWriterLevel(&buf, level) // New checked the level
+	} else {
+		zw.Reset(&buf)
+	}
 	zw.Name = fmt.Sprintf("%s-%d.pgn.gz", t.task.RunID, t.task.TaskID)
 	_, _ = zw.Write([]byte(text)) // a bytes.Buffer does not fail
 	_ = zw.Close()
+	zw.Reset(nil) // the pool keeps no upload alive
+	pool.Put(zw)
 	pgn := base64.StdEncoding.EncodeToString(buf.Bytes())
 	req := t.w.taskRequest(t.task.RunID, t.task.TaskID)
 	empty := ""
@@ -371,6 +381,12 @@ func (t *taskRun) uploadPGN(ctx context.Context) error {
 	_, _ = t.w.postRetrying(ctx, "upload_pgn", req)
 	return ctx.Err()
 }
+
+// pgnZippers keeps gzip writers between PGN uploads, a pool per level (index: level minus
+// gzip.HuffmanOnly): a writer's compressor takes hundreds of kilobytes to set up, more work
+// than a task's PGN takes to compress, which a fleet of thousands of simulated workers in one
+// process pays at every task's end.
+var pgnZippers [gzip.BestCompression - gzip.HuffmanOnly + 1]sync.Pool
 
 // taskRequest is the body shared by the calls about a task.
 func (w *Worker) taskRequest(runID string, taskID int) protocol.Request {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -103,6 +104,11 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 		return nil, fmt.Errorf("new worker: invalid time scale %v: must be a positive number", cfg.TimeScale)
 	case cfg.MaxTasks < 0:
 		return nil, fmt.Errorf("new worker: invalid max tasks %d: must not be negative", cfg.MaxTasks)
+	case cfg.PGNCompression < gzip.HuffmanOnly || cfg.PGNCompression > gzip.BestCompression:
+		return nil, fmt.Errorf("new worker: invalid PGN compression %d: want a gzip level from %d to %d", cfg.PGNCompression, gzip.HuffmanOnly, gzip.BestCompression)
+	}
+	if cfg.PGNCompression == gzip.NoCompression {
+		cfg.PGNCompression = gzip.DefaultCompression
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 1

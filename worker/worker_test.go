@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,8 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"unknown compiler", func(c *Config) { c.Compiler = "tcc" }, "compiler"},
 		{"negative time scale", func(c *Config) { c.TimeScale = -2 }, "time scale"},
 		{"negative max tasks", func(c *Config) { c.MaxTasks = -1 }, "max tasks"},
+		{"PGN compression above gzip's", func(c *Config) { c.PGNCompression = gzip.BestCompression + 1 }, "PGN compression"},
+		{"PGN compression below gzip's", func(c *Config) { c.PGNCompression = gzip.HuffmanOnly - 1 }, "PGN compression"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,11 +292,12 @@ func TestPlaysTaskInBatches(t *testing.T) {
 		numGames    int
 		initial     *protocol.Stats
 		wantPairs   []int
+		pgnLevel    int // Config.PGNCompression: each level's upload decodes to the games
 	}{
-		{"SPRT in batches of 2*batch_size games", 2, sprtArgs(4), 24, nil, []int{4, 4, 4}},
-		{"fixed games, 4 games per core", 3, nil, 30, nil, []int{6, 6, 3}},
-		{"fixed games with 2 threads per game", 4, map[string]any{"threads": 2}, 20, nil, []int{4, 4, 2}},
-		{"a resumed task plays what is left", 2, sprtArgs(4), 24, &resumed, []int{4, 4}},
+		{"SPRT in batches of 2*batch_size games", 2, sprtArgs(4), 24, nil, []int{4, 4, 4}, 0},
+		{"fixed games, 4 games per core", 3, nil, 30, nil, []int{6, 6, 3}, gzip.BestSpeed},
+		{"fixed games with 2 threads per game", 4, map[string]any{"threads": 2}, 20, nil, []int{4, 4, 2}, gzip.BestCompression},
+		{"a resumed task plays what is left", 2, sprtArgs(4), 24, &resumed, []int{4, 4}, gzip.BestSpeed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,6 +314,7 @@ func TestPlaysTaskInBatches(t *testing.T) {
 			cfg := testConfig(st, &syncBuffer{})
 			cfg.Concurrency = tt.concurrency
 			cfg.MaxTasks = 1
+			cfg.PGNCompression = tt.pgnLevel
 			obs := &recordingObserver{}
 			cfg.Observer = obs
 			src := newRecordingSource(7)

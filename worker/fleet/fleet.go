@@ -14,6 +14,7 @@ package fleet
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -389,6 +390,8 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 		Concurrency: o.Concurrency, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("fl%06d", i)),
 		WorkerArch: "x86-64-avx2", ARCH: "x86-64-avx2", Uname: "Linux shoal-fleet",
 		TimeScale: o.TimeScale, RetryDelay: o.RetryDelay, HTTPClient: client, Logger: o.Logger, Observer: obs,
+		// The fleet's compression is the bench generator's cost, not the server's.
+		PGNCompression: gzip.BestSpeed,
 	}, src)
 	if err != nil {
 		vanish()
