@@ -7,3 +7,10 @@ import "syscall"
 func childProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// yieldToServer lowers the calling thread's scheduling priority to embeddedNice, so that the
+// embedded database's process, started from it, inherits the priority in every thread it makes.
+// startEmbeddedProcess calls it on the thread it locked for the child and ends with it.
+func yieldToServer() error {
+	return syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), embeddedNice)
+}

@@ -364,6 +364,29 @@ func TestServeRunsItsDatabaseInAProcess(t *testing.T) {
 	if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:])); f[1] != strconv.Itoa(os.Getpid()) {
 		t.Errorf("the database's process has parent %s, want this server (%d)", f[1], os.Getpid())
 	}
+	// It yields the processor to the server: every one of its threads is niced, where the
+	// server's main thread is not (the one thread that started it and waits for it is); and it
+	// collects garbage less often than Go's default.
+	nices := func(glob string) map[string]bool {
+		t.Helper()
+		stats, _ := filepath.Glob(glob)
+		seen := map[string]bool{}
+		for _, p := range stats {
+			if st, err := os.ReadFile(p); err == nil {
+				seen[strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))[16]] = true
+			}
+		}
+		return seen
+	}
+	if server := nices("/proc/self/stat"); len(server) != 1 || !server["0"] {
+		t.Logf("the server runs at nice %v, not 0: the database's nice is not checked", server)
+	} else if got := nices(fmt.Sprintf("/proc/%d/task/*/stat", pid)); len(got) != 1 || !got["10"] {
+		t.Errorf("the database's threads have nice values %v, want 10 alone (the server's are 0)", got)
+	}
+	if environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil && os.Getenv("GOGC") == "" &&
+		!bytes.Contains(environ, []byte("\x00GOGC=400\x00")) {
+		t.Errorf("the database's environment has no GOGC=400")
+	}
 
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
