@@ -17,9 +17,9 @@ import (
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
-// PGNs uploaded together are stored together, in fewer insert commands than uploads; each task
-// still holds exactly one PGN, the one uploaded last when a task's worker uploads again.
-func TestPGNsPutTogetherShareInserts(t *testing.T) {
+// openCounted opens a fresh database whose commands are counted in the returned registry.
+func openCounted(t *testing.T) (*rundb.DB, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	ctx := context.Background()
 	db, err := rundb.Open(ctx, rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t), Metrics: metrics.New(reg)})
@@ -34,6 +34,27 @@ func TestPGNsPutTogetherShareInserts(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	return db, reg
+}
+
+// closedDB opens a database and closes it, for the writes that must then fail at once.
+func closedDB(t *testing.T) *rundb.DB {
+	t.Helper()
+	closed, err := rundb.Open(context.Background(), rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closed.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return closed
+}
+
+// PGNs uploaded together are stored together, in fewer insert commands than uploads; each task
+// still holds exactly one PGN, the one uploaded last when a task's worker uploads again.
+func TestPGNsPutTogetherShareInserts(t *testing.T) {
+	ctx := context.Background()
+	db, reg := openCounted(t)
 	const run, uploads = "6b02abe9707638b5fd2b68ca", 64
 	put := func(round int) {
 		var wg sync.WaitGroup
@@ -64,13 +85,7 @@ func TestPGNsPutTogetherShareInserts(t *testing.T) {
 		}
 	}
 
-	closed, err := rundb.Open(ctx, rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := closed.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	closed := closedDB(t)
 	putCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := closed.PGNs.Put(putCtx, &rundb.PGN{RunID: run + "-0"}); err == nil || putCtx.Err() != nil {
@@ -82,20 +97,8 @@ func TestPGNsPutTogetherShareInserts(t *testing.T) {
 // worker; those logged together share an insert command, each is stored once, and one refused
 // (an ID already stored) fails alone.
 func TestActionsInsertedTogetherShareInserts(t *testing.T) {
-	reg := prometheus.NewRegistry()
 	ctx := context.Background()
-	db, err := rundb.Open(ctx, rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t), Metrics: metrics.New(reg)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := db.Drop(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := db.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	db, reg := openCounted(t)
 	taken := &rundb.Action{Action: "failed_task", Username: "u", Message: "first"}
 	if err := db.Actions.Insert(ctx, taken); err != nil {
 		t.Fatal(err)
@@ -135,13 +138,7 @@ func TestActionsInsertedTogetherShareInserts(t *testing.T) {
 		t.Errorf("the stored action under the reused ID: %+v %v, want the first, unchanged", first, err)
 	}
 
-	closed, err := rundb.Open(ctx, rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := closed.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	closed := closedDB(t)
 	insCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := closed.Actions.Insert(insCtx, &rundb.Action{Action: "failed_task"}); err == nil || insCtx.Err() != nil {
