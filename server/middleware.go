@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -22,10 +23,14 @@ func (s *Server) stamp(c *gin.Context) {
 }
 
 // accessLog logs each request at debug level and each 5xx at error level, with the context
-// known here.
+// known here. Below 500, with debug off (the default), it builds nothing: every worker call
+// passes here, and the record's attributes were 5 of a beat's 69 allocations.
 func (s *Server) accessLog(c *gin.Context) {
 	c.Next()
 	status := c.Writer.Status()
+	if status < 500 && !s.logger.Enabled(c.Request.Context(), slog.LevelDebug) {
+		return
+	}
 	attrs := []any{"method", c.Request.Method, "path", c.Request.URL.Path, "status", status,
 		"duration", guard.SinceStart(c).Seconds(), "remote", c.ClientIP()}
 	if status == http.StatusServiceUnavailable && s.shuttingDown.Load() {
