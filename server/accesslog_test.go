@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -14,33 +13,15 @@ import (
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
-// lockedBuffer is a log destination the handler's goroutines may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // The access log records every request at debug level and a 5xx at error level whatever the
 // level: an operator who turns debug on sees each request, and one who does not still sees
 // each failure.
 func TestAccessLogLevels(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelWarn} {
 		t.Run(level.String(), func(t *testing.T) {
-			out := &lockedBuffer{}
+			var out bytes.Buffer // servertest.Do serves in this goroutine
 			s, err := New(Deps{
-				Logger: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})),
+				Logger: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level})),
 				Tokens: tokenpool.New(4), Version: "test", Database: "the test database",
 			})
 			if err != nil {
