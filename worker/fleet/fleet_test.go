@@ -184,7 +184,12 @@ func add(total, now, before protocol.Stats) protocol.Stats {
 }
 
 func TestRunAgainstFakeServer(t *testing.T) {
-	f := &fakeServer{password: "pw", numGames: 4000, taskGames: 40, deadAfter: 300 * time.Millisecond, busyEvery: 4}
+	// Enough games that the run outlasts every worker's first backoffs (15, 30, 60 ms... at
+	// time scale 1000 after each refusal in a row): the test wants each worker to have held a
+	// task, and with 4,000 games a worker turned away a few times found the run finished
+	// about once in twenty runs under the race detector.
+	const games = 8000
+	f := &fakeServer{password: "pw", numGames: games, taskGames: 40, deadAfter: 300 * time.Millisecond, busyEvery: 4}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	var progress bytes.Buffer
@@ -205,11 +210,11 @@ func TestRunAgainstFakeServer(t *testing.T) {
 	if rep.StoppedBecause != "runs finished" || !f.finished {
 		t.Errorf("stopped because %q, run finished %v; want the run finished", rep.StoppedBecause, f.finished)
 	}
-	if !rep.ExactlyOnce || len(rep.Runs) != 1 || rep.Runs[0].ServerGames != 4000 || rep.Runs[0].FleetGames != 4000 {
-		t.Errorf("exactly-once check: %+v, want a pass with 4000 games on both sides", rep.Runs)
+	if !rep.ExactlyOnce || len(rep.Runs) != 1 || rep.Runs[0].ServerGames != games || rep.Runs[0].FleetGames != games {
+		t.Errorf("exactly-once check: %+v, want a pass with %d games on both sides", rep.Runs, games)
 	}
-	if rep.GamesReported != 4000 {
-		t.Errorf("games reported %d, want 4000", rep.GamesReported)
+	if rep.GamesReported != games {
+		t.Errorf("games reported %d, want %d", rep.GamesReported, games)
 	}
 	if rep.WorkersVanished != 4 || rep.TasksReclaimed != 4 {
 		t.Errorf("%d workers vanished holding %d tasks, want 4 and 4", rep.WorkersVanished, rep.TasksReclaimed)
