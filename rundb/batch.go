@@ -136,7 +136,7 @@ func (b *batcher[T]) put(ctx context.Context, doc T) error {
 // insertEach inserts docs into coll with one unordered command, bounded by batchWriteTimeout,
 // and returns each document's error: one refused (a duplicate key) does not keep the others
 // out.
-func insertEach(ctx context.Context, coll *mongo.Collection, docs []any) []error {
+func insertEach[T any](ctx context.Context, coll *mongo.Collection, docs []T) []error {
 	errs := make([]error, len(docs))
 	ctx, cancel := context.WithTimeout(ctx, batchWriteTimeout)
 	_, err := coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))

@@ -79,13 +79,7 @@ type ActionStore struct {
 // newActionStore starts the store's writer; DB.Close stops it.
 func newActionStore(coll *mongo.Collection) *ActionStore {
 	s := &ActionStore{coll: coll}
-	s.inserts = newBatcher(func(ctx context.Context, batch []*Action) []error {
-		docs := make([]any, len(batch))
-		for i, a := range batch {
-			docs[i] = a
-		}
-		return insertEach(ctx, s.coll, docs)
-	})
+	s.inserts = newBatcher(func(ctx context.Context, batch []*Action) []error { return insertEach(ctx, coll, batch) })
 	return s
 }
 
@@ -209,7 +203,7 @@ func (s *PGNStore) putMany(ctx context.Context, batch []pgnDoc) []error {
 	for i, d := range batch {
 		last[d.ID] = i
 	}
-	var docs []any
+	var docs []pgnDoc
 	var placed []int // the batch index of each of docs
 	for i, d := range batch {
 		if last[d.ID] == i {

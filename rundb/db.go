@@ -264,6 +264,8 @@ func (d *DB) Drop(ctx context.Context) error {
 func (d *DB) Close(ctx context.Context) error {
 	if d.PGNs != nil {
 		d.PGNs.puts.stop()
+	}
+	if d.Actions != nil {
 		d.Actions.inserts.stop()
 	}
 	err := d.client.Disconnect(ctx)
