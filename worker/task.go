@@ -7,7 +7,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strings"
+	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -354,8 +355,7 @@ func (w *Worker) failTask(ctx context.Context, endpoint, runID string, taskID in
 // gzip, as fishtest's upload_pgn_data, retried while the server is away (postRetrying). Its
 // failure is only logged; the error is ctx's.
 func (t *taskRun) uploadPGN(ctx context.Context) error {
-	text := strings.Join(t.pgn, "")
-	if t.spsa || text == "" {
+	if t.spsa || !slices.ContainsFunc(t.pgn, func(p string) bool { return p != "" }) {
 		return nil
 	}
 	var buf bytes.Buffer
@@ -363,12 +363,13 @@ func (t *taskRun) uploadPGN(ctx context.Context) error {
 	pool := &pgnZippers[level-gzip.HuffmanOnly]
 	zw, _ := pool.Get().(*gzip.Writer)
 	if zw == nil {
-		zw, _ = gzip.NewWriterLevel(&buf, level) // New checked the level
-	} else {
-		zw.Reset(&buf)
+		zw, _ = gzip.NewWriterLevel(nil, level) // New checked the level
 	}
+	zw.Reset(&buf)
 	zw.Name = fmt.Sprintf("%s-%d.pgn.gz", t.task.RunID, t.task.TaskID)
-	_, _ = zw.Write([]byte(text)) // a bytes.Buffer does not fail
+	for _, p := range t.pgn { // batch by batch: the PGN is not copied whole first
+		_, _ = io.WriteString(zw, p) // a bytes.Buffer does not fail
+	}
 	_ = zw.Close()
 	zw.Reset(nil) // the pool keeps no upload alive
 	pool.Put(zw)
