@@ -27,12 +27,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	s.workerRuns = make(map[string]map[string]bool)
 	s.lastRun = make(map[string]string)
 	s.mu.Unlock()
-	// latest is each worker's most recent task in the runs loaded so far, for lastRun: its
-	// active task if it has one, else the one updated last.
-	type taskSeen struct {
-		active  bool
-		updated time.Time
-	}
+	// latest is each worker's most recent task in the runs loaded so far, for lastRun.
 	latest := make(map[string]taskSeen)
 	var legacy []string
 	if err := s.db.kv.Get(ctx, "legacy_usernames", &legacy); err == nil {
@@ -104,7 +99,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 				}
 				s.workerRuns[name][id.Hex()] = true
 				seen := taskSeen{t.Active, t.LastUpdated}
-				if prev, ok := latest[name]; !ok || seen.active && !prev.active || seen.active == prev.active && seen.updated.After(prev.updated) {
+				if prev, ok := latest[name]; !ok || seen.later(prev) {
 					latest[name] = seen
 					s.lastRun[name] = id.Hex()
 				}
@@ -132,6 +127,21 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	s.UpdateITP(ctx)
 	s.UpdateNPS(ctx)
 	return nil
+}
+
+// taskSeen is what Load compares of a worker's tasks to find its last run.
+type taskSeen struct {
+	active  bool
+	updated time.Time
+}
+
+// later reports whether a is the worker's more recent task than b: its active task (a worker
+// holds at most one), else the one updated last.
+func (a taskSeen) later(b taskSeen) bool {
+	if a.active != b.active {
+		return a.active
+	}
+	return a.updated.After(b.updated)
 }
 
 func sameResults(a, b rundb.Results) bool {
