@@ -361,7 +361,9 @@ func TestServeRunsItsDatabaseInAProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the database's process %d: %v", pid, err)
 	}
-	if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:])); f[1] != strconv.Itoa(os.Getpid()) {
+	// statFields are a /proc stat line's fields after the command name: state, parent, ...
+	statFields := func(stat []byte) []string { return strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:])) }
+	if f := statFields(stat); f[1] != strconv.Itoa(os.Getpid()) {
 		t.Errorf("the database's process has parent %s, want this server (%d)", f[1], os.Getpid())
 	}
 	// It yields the processor to the server: every one of its threads is niced, where the
@@ -373,7 +375,7 @@ func TestServeRunsItsDatabaseInAProcess(t *testing.T) {
 		seen := map[string]bool{}
 		for _, p := range stats {
 			if st, err := os.ReadFile(p); err == nil {
-				seen[strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))[16]] = true
+				seen[statFields(st)[16]] = true
 			}
 		}
 		return seen
