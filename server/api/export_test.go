@@ -19,6 +19,8 @@ var (
 	ActionFilterKeys  = actionFilterKeys
 	CheckPGNText      = checkPGNText
 	ReadBody          = readBody
+	ToWorkerInfo      = toWorkerInfo
+	TaskResults       = taskResults
 )
 
 type CreateRunBody = createRunBody

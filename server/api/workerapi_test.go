@@ -830,3 +830,24 @@ func TestWorkerAPIStoppedSchedulerSaysRetry(t *testing.T) {
 		}
 	}
 }
+
+// What a task keeps of a worker call, its worker_info and its stats, is its own: not slices of
+// the decoded request, which would keep the whole request (every string of it) for as long as
+// the task lives. Changing the request afterwards changes nothing the task holds.
+func TestTaskKeepsNoPartOfTheRequest(t *testing.T) {
+	req := &protocol.Request{
+		WorkerInfo: protocol.WorkerInfo{Architecture: [2]string{"64bit", "ELF"}, PythonVersion: [3]int{3, 12, 1}, GCCVersion: [3]int{13, 2, 0}},
+		Stats:      &protocol.Stats{Wins: 3, Losses: 2, Draws: 5, Pentanomial: [5]int{0, 1, 2, 1, 1}},
+	}
+	info := api.ToWorkerInfo(&req.WorkerInfo)
+	results := api.TaskResults(req.Stats)
+
+	req.WorkerInfo.Architecture[0], req.WorkerInfo.PythonVersion[1], req.WorkerInfo.GCCVersion[0] = "32bit", 9, 99
+	req.Stats.Pentanomial[2] = 40
+	if info.Architecture[0] != "64bit" || info.PythonVersion[1] != 12 || info.GCCVersion[0] != 13 {
+		t.Errorf("the task's worker_info follows the request: %v %v %v", info.Architecture, info.PythonVersion, info.GCCVersion)
+	}
+	if results.Pentanomial[2] != 2 || results.Wins != 3 || len(results.Pentanomial) != 5 {
+		t.Errorf("the task's stats follow the request: %+v", results)
+	}
+}
