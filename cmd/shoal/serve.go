@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 
@@ -27,6 +28,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("serve: unexpected arguments %q", rest)
 	}
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	if os.Getenv("GOGC") == "" { // the runtime's own reading of it; restored for a test's process
+		defer debug.SetGCPercent(debug.SetGCPercent(serveGCPercent))
+	}
 	// SIGHUP is caught before the instance says it is ready: one sent as soon as it does must
 	// reload, not end the process (SIGHUP's default action).
 	hup := make(chan os.Signal, 1)
@@ -69,6 +73,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reloads.Wait()
 	return errors.Join(served, inst.Shutdown())
 }
+
+// serveGCPercent is the server's GOGC unless the environment sets one. Most of a busy server's
+// memory is not its heap but its connections (a goroutine's stack and two buffers each), so the
+// collector can let the heap grow twice as far before a cycle for little more memory in all.
+// At 500,000 equivalent workers on one core, every wait of a goroutine for the processor longer
+// than 20 ms in a trace fell in a mark phase, when marking takes a quarter of the processor and
+// more. At 200 (and with tasks no longer keeping their requests) the cycles came 0.53 a second
+// instead of 1.4, the collector took 4.3 % of the server's CPU instead of 8.8 %, and the peak
+// resident memory of eight runs stayed between 483 and 570 MiB (517 in one before).
+const serveGCPercent = 200
 
 // browseAddr is the address a person on this machine types: a wildcard listen address becomes
 // the loopback one.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,6 +348,13 @@ func TestServeRunsItsDatabaseInAProcess(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	env := map[string]string{"SHOAL_DATA_DIR": data, "SHOAL_LOG_LEVEL": "info"}
 	_, out, stop := startServe(t, env, "--addr", "127.0.0.1:0")
+	// The server collects garbage half as often as Go's default (serveGCPercent) unless the
+	// environment sets GOGC. Reading the setting sets it; to what it already was if it is right.
+	if os.Getenv("GOGC") == "" {
+		if p := debug.SetGCPercent(serveGCPercent); p != serveGCPercent {
+			t.Errorf("the serving process collects at GOGC %d, want %d", p, serveGCPercent)
+		}
+	}
 	dbPid := func(out string) int {
 		t.Helper()
 		m := regexp.MustCompile(`SQLite; process (\d+)\)`).FindStringSubmatch(out)
