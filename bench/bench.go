@@ -124,6 +124,9 @@ type plan struct {
 	// rampedStop has steady's fleet stop over its arrival ramp instead of all at once
 	// (fleet.Options.StopRamp): the capacity scenario judges the whole run, stop included.
 	rampedStop bool
+	// noTrace leaves the execution traces out of the profiles: the capacity scenario judges the
+	// whole run, and a trace stalls both processes (see traceFor).
+	noTrace bool
 	// serveArgs are extra `shoal serve` flags (the durability scenario's --journal).
 	serveArgs []string
 	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).

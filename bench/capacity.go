@@ -168,6 +168,7 @@ func benchCapacity(ctx context.Context, set plan, sc *scenarioReport, rep *bench
 		// over the ramp: every worker's final reports and PGN in the same second is a burst of
 		// the bench's making, which would decide the verdict.
 		lset.rampedStop = true
+		lset.noTrace = true
 		if set.profiles != "" {
 			lset.profiles = filepath.Join(set.profiles, name)
 		}

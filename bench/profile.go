@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -40,12 +41,12 @@ const profileTop = 25
 
 // captureProfiles records, from the server's pprof listener, a CPU profile for d (at least a
 // second) and, over the same time, its block and mutex profiles (what goroutines waited for, and
-// on which locks) and an execution trace of the first traceFor of it; then its allocation
-// profile. They go into dir as <name>-cpu.pprof, <name>-block.pprof, <name>-mutex.pprof,
+// on which locks) and, if traced, an execution trace of the first traceFor of it; then its
+// allocation profile. They go into dir as <name>-cpu.pprof, <name>-block.pprof, <name>-mutex.pprof,
 // <name>.trace and <name>-allocs.pprof; the CPU profile is summarised. It blocks for d. Failures
 // are recorded in the summary, not returned: a missing profile costs the report a section, not
 // the scenario.
-func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d time.Duration) *profileSummary {
+func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d time.Duration, traced bool) *profileSummary {
 	d = max(d, time.Second)
 	sum := &profileSummary{Seconds: d.Seconds()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -63,8 +64,10 @@ func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d ti
 	}
 	side(name+"-block.pprof", fmt.Sprintf("%s/debug/pprof/block?seconds=%d", s.pprof, secs), d+30*time.Second)
 	side(name+"-mutex.pprof", fmt.Sprintf("%s/debug/pprof/mutex?seconds=%d", s.pprof, secs), d+30*time.Second)
-	tsecs := int(min(traceFor, d).Round(time.Second) / time.Second)
-	side(name+".trace", fmt.Sprintf("%s/debug/pprof/trace?seconds=%d", s.pprof, tsecs), d+30*time.Second)
+	if traced {
+		tsecs := int(min(traceFor, d).Round(time.Second) / time.Second)
+		side(name+".trace", fmt.Sprintf("%s/debug/pprof/trace?seconds=%d", s.pprof, tsecs), d+30*time.Second)
+	}
 	cpu, err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.pprof, secs), d+30*time.Second)
 	wg.Wait()
 	if err != nil {
@@ -82,13 +85,19 @@ func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d ti
 }
 
 // traceFor bounds the execution trace captureProfiles takes: a trace of a busy server grows
-// by megabytes a second and costs it some of its speed while it runs.
+// by megabytes a second and costs it some of its speed while it runs. More than speed: at
+// 500,000 equivalent workers its start and its stop each held back the requests of the next
+// 100 ms (1,249 of them over 25 ms after one stop), and once a second it walks every goroutine
+// (14 ms of the fleet's core at 10,000 workers). A run judged whole is traced no more.
 const traceFor = 5 * time.Second
 
 // captureFleet records a CPU profile of this process (the fleet and the load generator) for d,
 // into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the latencies the
-// fleet measures. Like captureProfiles it records failures in the summary.
-func captureFleet(ctx context.Context, dir, name string, d time.Duration) *profileSummary {
+// fleet measures. If traceOn, over the first traceFor of it, the window of the server's trace,
+// it records an execution trace as <name>-fleet.trace, so that a pause in the server's arrivals
+// can be looked for in the fleet that sends them. Like captureProfiles it records failures in
+// the summary.
+func captureFleet(ctx context.Context, dir, name string, d time.Duration, traceOn bool) *profileSummary {
 	sum := &profileSummary{Seconds: d.Seconds()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		sum.Error = err.Error()
@@ -99,11 +108,24 @@ func captureFleet(ctx context.Context, dir, name string, d time.Duration) *profi
 		sum.Error = err.Error()
 		return sum
 	}
+	var tbuf bytes.Buffer
+	traced := traceOn && trace.Start(&tbuf) == nil // fails only while another trace runs
 	select {
 	case <-ctx.Done():
-	case <-time.After(d):
+	case <-time.After(min(traceFor, d)):
+		if traced {
+			trace.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(d - min(traceFor, d)):
+		}
 	}
 	pprof.StopCPUProfile()
+	if traced {
+		trace.Stop() // a no-op when the window ran its course
+		_ = os.WriteFile(filepath.Join(dir, name+"-fleet.trace"), tbuf.Bytes(), 0o644)
+	}
 	summariseCPU(sum, filepath.Join(dir, name+"-fleet-cpu.pprof"), buf.Bytes())
 	return sum
 }
@@ -125,12 +147,12 @@ func summariseCPU(sum *profileSummary, file string, cpu []byte) {
 
 // profileDuring runs captureProfiles for d after a delay, in the background (profileLater).
 func profileDuring(ctx context.Context, s *benchServer, set plan, name string, after, d time.Duration) <-chan *profileSummary {
-	return profileLater(ctx, set, after, func() *profileSummary { return captureProfiles(ctx, s, set.profiles, name, d) })
+	return profileLater(ctx, set, after, func() *profileSummary { return captureProfiles(ctx, s, set.profiles, name, d, !set.noTrace) })
 }
 
 // profileFleet runs captureFleet for d after a delay, in the background (profileLater).
 func profileFleet(ctx context.Context, set plan, name string, after, d time.Duration) <-chan *profileSummary {
-	return profileLater(ctx, set, after, func() *profileSummary { return captureFleet(ctx, set.profiles, name, d) })
+	return profileLater(ctx, set, after, func() *profileSummary { return captureFleet(ctx, set.profiles, name, d, !set.noTrace) })
 }
 
 // profileLater runs capture after a delay, in the background; the channel delivers its

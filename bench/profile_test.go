@@ -130,3 +130,27 @@ func TestProfileLaterWithoutProfiles(t *testing.T) {
 		t.Errorf("profileLater delivered %+v, want the capture's summary", got)
 	}
 }
+
+// The fleet's profiles hold a CPU profile and, unless the scenario is judged over its whole
+// run, an execution trace of the same window as the server's, to line the two up.
+func TestCaptureFleet(t *testing.T) {
+	for _, traced := range []bool{true, false} {
+		dir := t.TempDir()
+		sum := captureFleet(context.Background(), dir, "steady", 200*time.Millisecond, traced)
+		if sum.Error != "" {
+			t.Fatalf("traced %v: %s", traced, sum.Error)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "steady-fleet-cpu.pprof")); err != nil {
+			t.Errorf("traced %v: no CPU profile: %v", traced, err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "steady-fleet.trace"))
+		switch {
+		case traced && err != nil:
+			t.Errorf("no fleet trace: %v", err)
+		case traced && !bytes.HasPrefix(data, []byte("go 1.")):
+			t.Errorf("the fleet trace is not an execution trace: %q", data[:min(len(data), 16)])
+		case !traced && err == nil:
+			t.Errorf("a fleet trace was taken where none was asked for")
+		}
+	}
+}
