@@ -1050,6 +1050,10 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, profiledFor)
 	fleetProfiled := profileFleet(ctx, set, "steady", opts.WindowFrom, profiledFor)
 	watched := watchProc(ctx, s, opts.WindowFrom, set.duration)
+	// Each leg's fleet starts from a collected heap, as the first leg's does: the last leg's
+	// garbage (most of a gigabyte at 10,000 workers) would otherwise bring the fleet's first
+	// collection, a pause of every worker, into this leg's run.
+	runtime.GC()
 	rep, err := fleet.Run(ctx, opts)
 	sc.Profile = <-profiled
 	sc.FleetProfile = <-fleetProfiled
