@@ -121,12 +121,11 @@ type plan struct {
 	profiles string
 	// keep leaves each server's directory (its log and embedded database) in place.
 	keep bool
-	// rampedStop has steady's fleet stop over its arrival ramp instead of all at once
-	// (fleet.Options.StopRamp): the capacity scenario judges the whole run, stop included.
-	rampedStop bool
-	// noTrace leaves the execution traces out of the profiles: the capacity scenario judges the
-	// whole run, and a trace stalls both processes (see traceFor).
-	noTrace bool
+	// wholeRun marks a run judged whole, stop included (the capacity scenario's steps): its
+	// fleet stops over its arrival ramp instead of all at once (fleet.Options.StopRamp), since
+	// every worker's final reports and PGN in the same second would be a burst of the bench's
+	// making, and its profiles take no execution trace, which stalls both processes (traceFor).
+	wholeRun bool
 	// serveArgs are extra `shoal serve` flags (the durability scenario's --journal).
 	serveArgs []string
 	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).
@@ -1039,7 +1038,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	// Arrivals are spread over a fifth of the run (a minute of the default five), so that the
 	// first tasks end, and new ones are handed out, over a minute of the window too.
 	opts.Arrival, opts.Ramp, opts.Duration = fleet.Ramp, min(time.Minute, set.duration/5), set.duration
-	if set.rampedStop {
+	if set.wholeRun {
 		opts.StopRamp = opts.Ramp
 	}
 	// The targets are the steady state's: the window leaves out the arrival ramp and the first

@@ -164,11 +164,7 @@ func benchCapacity(ctx context.Context, set plan, sc *scenarioReport, rep *bench
 		fmt.Fprintf(stdout, "bench: capacity step %d of %d: %d workers at time scale %g (equivalent %d)...\n", i+1, n, set.Workers, k, eq)
 		lset := set
 		lset.TimeScale, lset.duration = k, set.capacityLeg
-		// Judged over the whole run, a step's fleet stops as it arrived, worker after worker
-		// over the ramp: every worker's final reports and PGN in the same second is a burst of
-		// the bench's making, which would decide the verdict.
-		lset.rampedStop = true
-		lset.noTrace = true
+		lset.wholeRun = true
 		if set.profiles != "" {
 			lset.profiles = filepath.Join(set.profiles, name)
 		}

@@ -41,12 +41,12 @@ const profileTop = 25
 
 // captureProfiles records, from the server's pprof listener, a CPU profile for d (at least a
 // second) and, over the same time, its block and mutex profiles (what goroutines waited for, and
-// on which locks) and, if traced, an execution trace of the first traceFor of it; then its
+// on which locks) and, if withTrace, an execution trace of the first traceFor of it; then its
 // allocation profile. They go into dir as <name>-cpu.pprof, <name>-block.pprof, <name>-mutex.pprof,
 // <name>.trace and <name>-allocs.pprof; the CPU profile is summarised. It blocks for d. Failures
 // are recorded in the summary, not returned: a missing profile costs the report a section, not
 // the scenario.
-func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d time.Duration, traced bool) *profileSummary {
+func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d time.Duration, withTrace bool) *profileSummary {
 	d = max(d, time.Second)
 	sum := &profileSummary{Seconds: d.Seconds()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -64,7 +64,7 @@ func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d ti
 	}
 	side(name+"-block.pprof", fmt.Sprintf("%s/debug/pprof/block?seconds=%d", s.pprof, secs), d+30*time.Second)
 	side(name+"-mutex.pprof", fmt.Sprintf("%s/debug/pprof/mutex?seconds=%d", s.pprof, secs), d+30*time.Second)
-	if traced {
+	if withTrace {
 		tsecs := int(min(traceFor, d).Round(time.Second) / time.Second)
 		side(name+".trace", fmt.Sprintf("%s/debug/pprof/trace?seconds=%d", s.pprof, tsecs), d+30*time.Second)
 	}
@@ -93,11 +93,11 @@ const traceFor = 5 * time.Second
 
 // captureFleet records a CPU profile of this process (the fleet and the load generator) for d,
 // into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the latencies the
-// fleet measures. If traceOn, over the first traceFor of it, the window of the server's trace,
+// fleet measures. If withTrace, over the first traceFor of it, the window of the server's trace,
 // it records an execution trace as <name>-fleet.trace, so that a pause in the server's arrivals
 // can be looked for in the fleet that sends them. Like captureProfiles it records failures in
 // the summary.
-func captureFleet(ctx context.Context, dir, name string, d time.Duration, traceOn bool) *profileSummary {
+func captureFleet(ctx context.Context, dir, name string, d time.Duration, withTrace bool) *profileSummary {
 	sum := &profileSummary{Seconds: d.Seconds()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		sum.Error = err.Error()
@@ -108,24 +108,21 @@ func captureFleet(ctx context.Context, dir, name string, d time.Duration, traceO
 		sum.Error = err.Error()
 		return sum
 	}
-	var tbuf bytes.Buffer
-	traced := traceOn && trace.Start(&tbuf) == nil // fails only while another trace runs
-	select {
-	case <-ctx.Done():
-	case <-time.After(min(traceFor, d)):
-		if traced {
-			trace.Stop()
-		}
+	wait := func(d time.Duration) { // at once once ctx has ended
 		select {
 		case <-ctx.Done():
-		case <-time.After(d - min(traceFor, d)):
+		case <-time.After(d):
 		}
 	}
-	pprof.StopCPUProfile()
+	var tbuf bytes.Buffer
+	traced := withTrace && trace.Start(&tbuf) == nil // fails only while another trace runs
+	wait(min(traceFor, d))
 	if traced {
-		trace.Stop() // a no-op when the window ran its course
+		trace.Stop()
 		_ = os.WriteFile(filepath.Join(dir, name+"-fleet.trace"), tbuf.Bytes(), 0o644)
 	}
+	wait(d - min(traceFor, d))
+	pprof.StopCPUProfile()
 	summariseCPU(sum, filepath.Join(dir, name+"-fleet-cpu.pprof"), buf.Bytes())
 	return sum
 }
@@ -147,12 +144,12 @@ func summariseCPU(sum *profileSummary, file string, cpu []byte) {
 
 // profileDuring runs captureProfiles for d after a delay, in the background (profileLater).
 func profileDuring(ctx context.Context, s *benchServer, set plan, name string, after, d time.Duration) <-chan *profileSummary {
-	return profileLater(ctx, set, after, func() *profileSummary { return captureProfiles(ctx, s, set.profiles, name, d, !set.noTrace) })
+	return profileLater(ctx, set, after, func() *profileSummary { return captureProfiles(ctx, s, set.profiles, name, d, !set.wholeRun) })
 }
 
 // profileFleet runs captureFleet for d after a delay, in the background (profileLater).
 func profileFleet(ctx context.Context, set plan, name string, after, d time.Duration) <-chan *profileSummary {
-	return profileLater(ctx, set, after, func() *profileSummary { return captureFleet(ctx, set.profiles, name, d, !set.noTrace) })
+	return profileLater(ctx, set, after, func() *profileSummary { return captureFleet(ctx, set.profiles, name, d, !set.wholeRun) })
 }
 
 // profileLater runs capture after a delay, in the background; the channel delivers its
