@@ -93,7 +93,7 @@ const traceFor = 5 * time.Second
 
 // captureFleet records a CPU profile of this process (the fleet and the load generator) for d,
 // into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the latencies the
-// fleet measures. If withTrace, over the first traceFor of it, the window of the server's trace,
+// fleet measures. At its end it writes the process's heap profile as <name>-fleet-heap.pprof. If withTrace, over the first traceFor of it, the window of the server's trace,
 // it records an execution trace as <name>-fleet.trace, so that a pause in the server's arrivals
 // can be looked for in the fleet that sends them. Like captureProfiles it records failures in
 // the summary.
@@ -123,6 +123,11 @@ func captureFleet(ctx context.Context, dir, name string, d time.Duration, withTr
 	}
 	wait(d - min(traceFor, d))
 	pprof.StopCPUProfile()
+	// The heap as of the last collection: what each of the fleet's collector cycles has to mark.
+	var heap bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&heap, 0); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, name+"-fleet-heap.pprof"), heap.Bytes(), 0o644)
+	}
 	summariseCPU(sum, filepath.Join(dir, name+"-fleet-cpu.pprof"), buf.Bytes())
 	return sum
 }

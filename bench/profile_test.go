@@ -131,7 +131,7 @@ func TestProfileLaterWithoutProfiles(t *testing.T) {
 	}
 }
 
-// The fleet's profiles hold a CPU profile and, unless the scenario is judged over its whole
+// The fleet's profiles hold a CPU profile, its heap and, unless the scenario is judged over its whole
 // run, an execution trace of the same window as the server's, to line the two up.
 func TestCaptureFleet(t *testing.T) {
 	for _, traced := range []bool{true, false} {
@@ -142,6 +142,11 @@ func TestCaptureFleet(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, "steady-fleet-cpu.pprof")); err != nil {
 			t.Errorf("traced %v: no CPU profile: %v", traced, err)
+		}
+		if heap, err := os.ReadFile(filepath.Join(dir, "steady-fleet-heap.pprof")); err != nil {
+			t.Errorf("traced %v: no heap profile: %v", traced, err)
+		} else if _, err := profile.ParseData(heap); err != nil {
+			t.Errorf("traced %v: the heap profile does not parse: %v", traced, err)
 		}
 		data, err := os.ReadFile(filepath.Join(dir, "steady-fleet.trace"))
 		switch {
