@@ -317,7 +317,7 @@ func options() []Option[Config] {
 				}
 				return nil
 			}),
-		Duration("journal_group_wait", "how long a journal batch gathers changes before it is written: changes arriving meanwhile share one write and one fsync, for at most this much longer before each is acknowledged; 0 writes at once",
+		Duration("journal_group_wait", "how long a journal batch gathers changes before it is written, while they arrive fast enough for it to bring four or more: changes arriving meanwhile share one write and one fsync, for at most this much longer before each is acknowledged; sparser changes, and 0, are written at once",
 			func(c *Config) *time.Duration { return &c.JournalGroupWait }, func(d time.Duration) error {
 				if d < 0 || d > 100*time.Millisecond {
 					return errors.New("from 0 (write at once) to 100ms")

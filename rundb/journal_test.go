@@ -141,6 +141,55 @@ func segmentStores(t *testing.T, test func(t *testing.T, dir string)) {
 	t.Run("files", func(t *testing.T) { test(t, t.TempDir()) })
 }
 
+// A steady stream of changes gathers: forty changes 5 ms apart, under a gather of 300 ms, share
+// a few writes. Written as they came, each would have had its own.
+func TestJournalGathersAStream(t *testing.T) {
+	const changes = 40
+	writes := journalWritesFor(t, 300*time.Millisecond, changes, 5*time.Millisecond)
+	if writes > changes/2 {
+		t.Errorf("%d changes 5 ms apart took %d journal writes under a gather of 300 ms, want at most %d", changes, writes, changes/2)
+	}
+}
+
+// Sparse changes are not held back to gather: four changes 500 ms apart, under a gather of a
+// second, get a write each, at once, instead of waiting for the next ones.
+func TestJournalWritesSparseChangesAtOnce(t *testing.T) {
+	const changes = 4
+	if writes := journalWritesFor(t, time.Second, changes, 500*time.Millisecond); writes != changes {
+		t.Errorf("%d changes 500 ms apart took %d journal writes under a gather of a second, want one each", changes, writes)
+	}
+}
+
+// journalWritesFor starts n changes to one run, every interval, without waiting for one before
+// the next, on a journal in files gathering for groupWait; it checks that all are kept and
+// returns how many writes the journal made.
+func journalWritesFor(t *testing.T, groupWait time.Duration, n int, interval time.Duration) int {
+	t.Helper()
+	ctx := context.Background()
+	db := rundbtest.Open(t)
+	id := journalRun(t, db)
+	var writes atomic.Int32
+	p := startPrimary(t, db, rundb.JournalOptions{Dir: t.TempDir(), GroupWait: groupWait,
+		BeforeWrite: func() { writes.Add(1) }})
+	before := cachedState(t, p.cache, id)
+	var wg sync.WaitGroup
+	for i := range n {
+		if i > 0 {
+			time.Sleep(interval)
+		}
+		wg.Go(func() {
+			if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := cachedState(t, p.cache, id); got.Iter != before.Iter+n {
+		t.Fatalf("the run holds %d SPSA iterations, want %d", got.Iter, before.Iter+n)
+	}
+	return int(writes.Load())
+}
+
 // A change ModifyDurable acknowledged survives a crash that leaves the run's document behind:
 // the next primary finds it in the journal; and replaying again (a crash during that start, or
 // after it) changes nothing more.
@@ -417,8 +466,8 @@ func TestFileJournalAcknowledgesOnceWritten(t *testing.T) {
 	}
 }
 
-// Changes arriving within GroupWait of a batch's first share its write: ten workers reporting
-// at once cost the journal one or two writes, not ten, and every change is kept.
+// Changes arriving together share a write: ten workers reporting at once cost the journal one
+// or two writes, not ten, and every change is kept.
 func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
 	segmentStores(t, func(t *testing.T, dir string) {
 		ctx := context.Background()
