@@ -130,6 +130,11 @@ type Config struct {
 	// HTTPClient is used for every call and may be shared by a fleet; default: a client with a
 	// 30 s timeout, as fishtest's worker.
 	HTTPClient *http.Client
+	// RoundTripper, if set, takes every call instead of HTTPClient, as a single round trip: no
+	// redirect is followed, no cookie kept and no timeout added, so it must bound each call
+	// itself. A fleet of simulated workers sets its own transport here, saving each call the
+	// copies of header and URL an http.Client makes for redirects.
+	RoundTripper http.RoundTripper
 	// Logger gets the worker's log; default: slog.Default().
 	Logger *slog.Logger
 	// Observer sees every call; may be nil.

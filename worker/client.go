@@ -108,9 +108,9 @@ func (w *Worker) postRetrying(ctx context.Context, endpoint string, payload any)
 	}
 }
 
-// jsonHeader is every call's header when the client has no cookie jar. The calls share it: a
-// transport does not write to a request's header, nor does http.Client but to add a jar's
-// cookies, and one map less per call is garbage a fleet of thousands of workers on one core
+// jsonHeader is every call's header unless an http.Client with a cookie jar makes it. The calls
+// share it: a transport does not write to a request's header, nor does http.Client but to add a
+// jar's cookies, and one map less per call is garbage a fleet of thousands of workers on one core
 // does not make.
 var jsonHeader = http.Header{"Content-Type": {"application/json"}}
 
@@ -136,12 +136,18 @@ func (w *Worker) do(ctx context.Context, endpoint string, payload any) (*reply, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", endpoint, err)
 	}
-	if w.client.Jar == nil {
+	var resp *http.Response
+	switch {
+	case w.rt != nil:
 		req.Header = jsonHeader
-	} else { // the client adds the jar's cookies to the request's own header
+		resp, err = w.rt.RoundTrip(req)
+	case w.client.Jar == nil:
+		req.Header = jsonHeader
+		resp, err = w.client.Do(req)
+	default: // the client adds the jar's cookies to the request's own header
 		req.Header.Set("Content-Type", "application/json")
+		resp, err = w.client.Do(req)
 	}
-	resp, err := w.client.Do(req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", endpoint, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -20,19 +21,60 @@ func BenchmarkPost(b *testing.B) {
 		io.WriteString(w, `{"duration":0.001,"task_alive":true}`)
 	}))
 	defer s.Close()
-	w, err := New(Config{ServerURL: s.URL, Username: "alice", Password: "secret", Concurrency: 3, UniqueKey: NewUniqueKey("ab12")}, &SimSource{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		r, err := w.post(ctx, "beat", w.taskRequest("0123456789abcdef01234567", 3))
-		if err != nil || !r.taskAlive(false) {
-			b.Fatalf("beat: %v", err)
-		}
+	for _, bc := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"client", nil}, {"round_tripper", http.DefaultTransport}} {
+		b.Run(bc.name, func(b *testing.B) {
+			w, err := New(Config{ServerURL: s.URL, Username: "alice", Password: "secret", Concurrency: 3,
+				UniqueKey: NewUniqueKey("ab12"), RoundTripper: bc.rt}, &SimSource{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := w.post(ctx, "beat", w.taskRequest("0123456789abcdef01234567", 3))
+				if err != nil || !r.taskAlive(false) {
+					b.Fatalf("beat: %v", err)
+				}
+			}
+		})
 	}
 }
+
+// A worker given a RoundTripper makes every call on it, none through its HTTPClient.
+func TestPostThroughARoundTripper(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"duration":0.001,"task_alive":true}`)
+	}))
+	defer s.Close()
+	var through, around atomic.Int32
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		through.Add(1)
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		around.Add(1)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	w, err := New(Config{ServerURL: s.URL, Username: "alice", Password: "secret", HTTPClient: client, RoundTripper: rt}, &SimSource{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if r, err := w.post(context.Background(), "beat", w.taskRequest("0123456789abcdef01234567", 3)); err != nil || !r.taskAlive(false) {
+			t.Fatalf("beat: %v", err)
+		}
+	}
+	if through.Load() != 3 || around.Load() != 0 {
+		t.Errorf("3 calls: %d on the RoundTripper and %d through the HTTPClient, want 3 and 0", through.Load(), around.Load())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A worker whose client keeps cookies sends them, each call with its own header, so that calls
 // in parallel do not write one map (the race detector watches); and every call says it is JSON.

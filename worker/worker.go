@@ -51,6 +51,7 @@ type Worker struct {
 	src    GameSource
 	info   protocol.WorkerInfo
 	client *http.Client
+	rt     http.RoundTripper // Config.RoundTripper: when set, used instead of client
 	log    *slog.Logger
 	obs    Observer
 	base   string // ServerURL without a trailing slash
@@ -159,6 +160,7 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 		cfg:    cfg,
 		src:    src,
 		client: client,
+		rt:     cfg.RoundTripper,
 		obs:    cfg.Observer,
 		base:   strings.TrimRight(cfg.ServerURL, "/"),
 		scale:  cfg.TimeScale,

@@ -380,16 +380,21 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 	if role == 'v' {
 		obs.vanish = vanish
 	}
-	client := f.client
+	client, rt := f.client, http.RoundTripper(nil)
 	if role == 'b' {
 		client = &http.Client{Timeout: f.client.Timeout, Transport: &spoiler{
 			base: f.client.Transport, rec: f.rec, rand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1<<32))}}
+	}
+	if _, light := f.client.Transport.(*lightTransport); light {
+		// It bounds each call itself, and the server redirects no worker call.
+		rt = client.Transport
 	}
 	w, err := worker.New(worker.Config{
 		ServerURL: o.ServerURL, Username: o.Username, Password: o.Password,
 		Concurrency: o.Concurrency, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("fl%06d", i)),
 		WorkerArch: "x86-64-avx2", ARCH: "x86-64-avx2", Uname: "Linux shoal-fleet",
-		TimeScale: o.TimeScale, RetryDelay: o.RetryDelay, HTTPClient: client, Logger: o.Logger, Observer: obs,
+		TimeScale: o.TimeScale, RetryDelay: o.RetryDelay, HTTPClient: client, RoundTripper: rt,
+		Logger: o.Logger, Observer: obs,
 		// The fleet's compression is the bench generator's cost, not the server's.
 		PGNCompression: gzip.BestSpeed,
 	}, src)
