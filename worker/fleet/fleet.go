@@ -121,6 +121,9 @@ type Options struct {
 	// server is closing at that moment fails (or, on the fleet's own transport, is sent once
 	// more, see lightTransport.RoundTrip).
 	IdleConnTimeout time.Duration
+	// SlowBeat, if positive, asks for the report's Timeline: second by second, the beats and
+	// those that took longer than SlowBeat or failed. It needs a Duration.
+	SlowBeat time.Duration
 	// Window asks for the report's Window section: the requests that start WindowFrom or later
 	// after the first arrival and end before the fleet begins to stop. It can leave out the
 	// arrival burst (WindowFrom past the ramp), and always leaves out the burst of final
@@ -161,7 +164,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid bad-data fraction %v: want 0 to 1", o.BadData)
 	case o.Vanish+o.BadData > 1:
 		return fmt.Errorf("vanish (%v) and bad-data (%v) fractions add up to more than 1", o.Vanish, o.BadData)
-	case o.Duration < 0 || o.Ramp < 0 || o.StopRamp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.IdleConnTimeout < 0 || o.WindowFrom < 0:
+	case o.SlowBeat > 0 && o.Duration == 0:
+		return errors.New("a timeline (slow beat) needs a duration")
+	case o.SlowBeat < 0 || o.Duration < 0 || o.Ramp < 0 || o.StopRamp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.IdleConnTimeout < 0 || o.WindowFrom < 0:
 		return errors.New("durations must not be negative")
 	}
 	for _, id := range o.UntilFinished {
@@ -265,6 +270,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Window {
 		f.rec.winStart.Store(start.Add(opts.WindowFrom).UnixNano())
 	}
+	if opts.SlowBeat > 0 { // the run, its stop and grace, and a second to spare
+		f.rec.timeline = newTimeline(start, opts.SlowBeat, int((opts.Duration+opts.StopRamp+opts.StopGrace)/time.Second)+2)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	launchDone := make(chan struct{})
@@ -311,6 +319,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.fill(f.rec, elapsed, started)
 	if opts.Window && stopAt.Sub(start) > opts.WindowFrom {
 		rep.fillWindow(f.rec, opts.WindowFrom, stopAt.Sub(start))
+	}
+	if f.rec.timeline != nil {
+		rep.Timeline = f.rec.timeline.seconds(elapsed)
 	}
 	checkCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()

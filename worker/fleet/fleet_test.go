@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type fakeServer struct {
 	deadAfter           time.Duration
 	// busyEvery makes every n-th request_task answer "too busy" (0: never).
 	busyEvery int
+	// failBeats, while true, answers beats with 503.
+	failBeats atomic.Bool
 
 	mu        sync.Mutex
 	committed int
@@ -139,6 +142,10 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(200, map[string]any{"task_alive": t.active})
 		}
 	case "beat":
+		if f.failBeats.Load() {
+			reply(503, map[string]any{"error": "down for a moment"})
+			return
+		}
 		if t.active {
 			t.last = now
 		}
@@ -348,6 +355,43 @@ func TestStopRampSpreadsTheStop(t *testing.T) {
 	}
 	if !rep.ExactlyOnce || rep.GamesReported == 0 {
 		t.Errorf("exactly once %v with %d games, want a pass with games", rep.ExactlyOnce, rep.GamesReported)
+	}
+}
+
+// The timeline counts the beats second by second, and those that failed: beats answered with
+// 503 from 1.5 to 2.5 s into the run show in seconds 1 and 2, none before or after, and the
+// fleet is steady again at the end of second 2.
+func TestTimelineShowsWhenBeatsFailed(t *testing.T) {
+	f := &fakeServer{password: "pw", numGames: 1 << 30, taskGames: 100000, deadAfter: time.Minute}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	const workers = 10
+	time.AfterFunc(1500*time.Millisecond, func() { f.failBeats.Store(true) })
+	time.AfterFunc(2500*time.Millisecond, func() { f.failBeats.Store(false) })
+	// A batch of pairs of half a second each outlasts the heartbeat period (120 s / 1000, at
+	// least 100 ms): the workers beat while they play.
+	rep, err := Run(context.Background(), Options{
+		ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: workers, TimeScale: 1000,
+		PairTime: 500 * time.Millisecond, Duration: 4 * time.Second, SlowBeat: time.Second, StopGrace: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := rep.Timeline
+	if len(tl) < 4 {
+		t.Fatalf("a timeline of %d seconds for a 4 s run: %+v", len(tl), tl)
+	}
+	if tl[0].Beats == 0 || tl[0].SlowBeats != 0 || tl[3].Beats == 0 || tl[3].SlowBeats != 0 {
+		t.Errorf("seconds 0 and 3 are %+v and %+v, want beats and none failed", tl[0], tl[3])
+	}
+	if tl[1].SlowBeats == 0 || tl[2].SlowBeats == 0 {
+		t.Errorf("seconds 1 and 2 are %+v and %+v, want failed beats in each", tl[1], tl[2])
+	}
+	if tl[3].Busy != workers {
+		t.Errorf("%d workers held a task in second 3, want all %d", tl[3].Busy, workers)
+	}
+	if secs, ok := RecoveredAfter(tl, 1, 4, 0.01); !ok || secs != 2 {
+		t.Errorf("recovered %d s after second 1 (ok %v), want 2: the end of second 2", secs, ok)
 	}
 }
 

@@ -58,6 +58,8 @@ type recorder struct {
 	// ended before winEnd (0: not yet closed) count in it too. winStart 0: no window.
 	winStart, winEnd atomic.Int64
 	winTooBusy       atomic.Int64
+	// timeline, if set (Options.SlowBeat), counts each second's beats.
+	timeline *timeline
 
 	mu               sync.Mutex
 	endpoints        map[string]*endpointStats
@@ -117,6 +119,9 @@ func (r *recorder) request(endpoint string, took time.Duration, status int, repl
 	e := r.endpoint(endpoint)
 	e.requests.Add(1)
 	e.lat.record(took)
+	if endpoint == "beat" && r.timeline != nil {
+		r.timeline.beat(took, status == 200 && err == nil && reply != nil, r.busy.Load())
+	}
 	inWindow := r.inWindow(took)
 	if inWindow {
 		e.winRequests.Add(1)

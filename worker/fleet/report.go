@@ -96,6 +96,8 @@ type Report struct {
 
 	// Window covers the requests of Options.Window, or is nil.
 	Window *WindowReport `json:"window,omitempty"`
+	// Timeline is the run second by second (Options.SlowBeat), or nil.
+	Timeline []TimelineSecond `json:"timeline,omitempty"`
 }
 
 // WindowReport covers the requests that started in the window, FromSeconds to

@@ -1,0 +1,78 @@
+package fleet
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// timeline counts, second by second from the fleet's start, the beats that ended in that second
+// and those among them that were slow (took longer than slow) or failed (no reply, a status
+// other than 200, a reply that was not a JSON object with a duration), and samples how many
+// workers held a task. The beat is every worker's steadiest call, one per heartbeat period while
+// it holds a task, so a second's share of slow beats says how the server was doing then: what
+// the percentiles over a whole run cannot say, such as when it recovered from a restart. Safe
+// for concurrent use.
+type timeline struct {
+	start           time.Time
+	slow            time.Duration
+	beats, slowBeat []atomic.Int64
+	busy            []atomic.Int64
+}
+
+// newTimeline is a timeline of seconds seconds from start; beats after them are not counted.
+func newTimeline(start time.Time, slow time.Duration, seconds int) *timeline {
+	return &timeline{start: start, slow: slow, beats: make([]atomic.Int64, seconds),
+		slowBeat: make([]atomic.Int64, seconds), busy: make([]atomic.Int64, seconds)}
+}
+
+// beat counts one beat that ended now after took; ok says it got a proper reply. busy is the
+// number of workers holding a task.
+func (t *timeline) beat(took time.Duration, ok bool, busy int64) {
+	s := int(time.Since(t.start) / time.Second)
+	if s < 0 || s >= len(t.beats) {
+		return
+	}
+	t.beats[s].Add(1)
+	if !ok || took > t.slow {
+		t.slowBeat[s].Add(1)
+	}
+	t.busy[s].Store(busy)
+}
+
+// seconds is the timeline up to elapsed, for the report.
+func (t *timeline) seconds(elapsed time.Duration) []TimelineSecond {
+	n := min(int(elapsed/time.Second)+1, len(t.beats))
+	out := make([]TimelineSecond, n)
+	for i := range out {
+		out[i] = TimelineSecond{Beats: t.beats[i].Load(), SlowBeats: t.slowBeat[i].Load(), Busy: t.busy[i].Load()}
+	}
+	return out
+}
+
+// TimelineSecond is one second of the fleet's run (Report.Timeline): the beats that ended in it,
+// those of them slower than Options.SlowBeat or without a proper reply, and how many workers held
+// a task at its last beat (0 when no beat ended in it).
+type TimelineSecond struct {
+	Beats     int64 `json:"beats"`
+	SlowBeats int64 `json:"slow_beats"`
+	Busy      int64 `json:"busy"`
+}
+
+// RecoveredAfter is when, from second from of timeline, the beats were steady again: the end of
+// the last second, from then until second until (excluded), in which more than share of the
+// beats were slow, counted from the start of second from (0 if there was none). ok is false when
+// no second of the span had a beat.
+func RecoveredAfter(timeline []TimelineSecond, from, until int, share float64) (secs int, ok bool) {
+	until = min(until, len(timeline))
+	for i := max(from, 0); i < until; i++ {
+		s := timeline[i]
+		if s.Beats == 0 {
+			continue
+		}
+		ok = true
+		if float64(s.SlowBeats) > share*float64(s.Beats) {
+			secs = i + 1 - from
+		}
+	}
+	return secs, ok
+}
