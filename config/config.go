@@ -302,7 +302,7 @@ func options() []Option[Config] {
 			func(c *Config) *int { return &c.TaskSemaphoreSize }),
 		durationOption("heartbeat_period", "how often workers report that they are alive (fishtest's worker: 120 s); the per-user and per-address request_task limits scale with it, and dead_task_timeout must exceed it",
 			func(c *Config) *time.Duration { return &c.HeartbeatPeriod }),
-		durationOption("dead_task_timeout", "time without a heartbeat after which a task is reclaimed",
+		durationOption("dead_task_timeout", "time without a heartbeat after which a task is reclaimed; only time the primary serves counts (a task last heard of before a start or takeover gets this long from it)",
 			func(c *Config) *time.Duration { return &c.DeadTaskTimeout }),
 		durationOption("scavenge_period", "how often dead tasks are looked for",
 			func(c *Config) *time.Duration { return &c.ScavengePeriod }),

@@ -26,6 +26,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	s.connections = make(map[string]int)
 	s.workerRuns = make(map[string]map[string]bool)
 	s.lastRun = make(map[string]string)
+	s.loadedAt = s.now()
 	s.mu.Unlock()
 	// latest is each worker's most recent task in the runs loaded so far, for lastRun.
 	latest := make(map[string]taskSeen)
@@ -158,9 +159,20 @@ func sameResults(a, b rundb.Results) bool {
 
 // Scavenge ends the tasks whose worker has sent neither a result nor a beat for
 // DeadTaskTimeout, and logs each as a dead task. It returns how many it ended.
+//
+// Only the time this scheduler has served counts: a worker cannot report to a server that is
+// down, nor while a standby takes over, so for DeadTaskTimeout after Load no task is dead, and a
+// task last heard of before the start gets that long from the start. Otherwise a restart that
+// took longer than the timeout would end every task of a fleet that kept playing through it.
 func (s *Scheduler) Scavenge(ctx context.Context) int {
 	now := s.now()
 	cutoff := now.Add(-s.cfg.DeadTaskTimeout)
+	s.mu.Lock()
+	serving := s.loadedAt
+	s.mu.Unlock()
+	if cutoff.Before(serving) {
+		return 0
+	}
 	ev := &events{}
 	n := 0
 	for _, id := range s.unfinishedIDs() {

@@ -89,6 +89,9 @@ type Scheduler struct {
 	// finishedSince holds the runs that were finished after a change since the contributors'
 	// last update took the set (see noteFinished).
 	finishedSince map[rundb.ObjectID]bool
+	// loadedAt is when Load last loaded the runs: from then on the scheduler serves, and a
+	// task's silence counts against its worker (Scavenge).
+	loadedAt time.Time
 }
 
 // New returns a scheduler over the run cache, and over db for the rest. Call Load before

@@ -145,6 +145,31 @@ func TestSPRTRunStopsWhenDecided(t *testing.T) {
 	}
 }
 
+// A task's silence counts only while the scheduler serves: after a start (Load) that came
+// longer than the dead-task timeout after its last report, as a restart that slow would, the task
+// lives on, and is dead once it has been silent for the timeout after the start.
+func TestDeadTaskTimeoutCountsFromTheStart(t *testing.T) {
+	s, clk := newTestScheduler(t)
+	id := addRun(t, s, runSpec{sprt: true, approved: true})
+	task := request(t, s, worker(1))
+	update(t, s, worker(1), id, task.TaskID, pairs(16, 1))
+	if _, _, err := s.runs.FlushOne(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(400 * time.Second) // the server was down, and the worker could not report
+	if err := s.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(300 * time.Second)
+	if n := s.Scavenge(context.Background()); n != 0 || !snapshot(t, s, id).Tasks[task.TaskID].Active {
+		t.Fatalf("300 s after the start, 700 s after its last report: %d tasks scavenged, want the task alive", n)
+	}
+	clk.advance(61 * time.Second)
+	if n := s.Scavenge(context.Background()); n != 1 || snapshot(t, s, id).Tasks[task.TaskID].Active {
+		t.Fatalf("361 s after the start: %d tasks scavenged, want the silent task dead", n)
+	}
+}
+
 func TestDeadTaskIsReclaimed(t *testing.T) {
 	s, clk := newTestScheduler(t)
 	id := addRun(t, s, runSpec{sprt: true, approved: true})
