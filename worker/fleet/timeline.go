@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// timeline counts, second by second from the fleet's start, the beats that ended in that second
-// and those among them that were slow (took longer than slow) or failed (no reply, a status
+// timeline counts, second by second from the fleet's start, the beats that started in that
+// second and those among them that were slow (took longer than slow) or failed (no reply, a status
 // other than 200, a reply that was not a JSON object with a duration), and samples how many
 // workers held a task. The beat is every worker's steadiest call, one per heartbeat period while
 // it holds a task, so a second's share of slow beats says how the server was doing then: what
@@ -25,10 +25,11 @@ func newTimeline(start time.Time, slow time.Duration, seconds int) *timeline {
 		slowBeat: make([]atomic.Int64, seconds), busy: make([]atomic.Int64, seconds)}
 }
 
-// beat counts one beat that ended now after took; ok says it got a proper reply. busy is the
-// number of workers holding a task.
+// beat counts one beat that ended now after took, in the second it started: a beat sent while
+// the server was away belongs to that time, even if it took the connection's timeout to fail.
+// ok says it got a proper reply. busy is the number of workers holding a task.
 func (t *timeline) beat(took time.Duration, ok bool, busy int64) {
-	s := int(time.Since(t.start) / time.Second)
+	s := int((time.Since(t.start) - took) / time.Second)
 	if s < 0 || s >= len(t.beats) {
 		return
 	}
@@ -49,30 +50,37 @@ func (t *timeline) seconds(elapsed time.Duration) []TimelineSecond {
 	return out
 }
 
-// TimelineSecond is one second of the fleet's run (Report.Timeline): the beats that ended in it,
-// those of them slower than Options.SlowBeat or without a proper reply, and how many workers held
-// a task at its last beat (0 when no beat ended in it).
+// TimelineSecond is one second of the fleet's run (Report.Timeline): the beats that started in
+// it, those of them slower than Options.SlowBeat or without a proper reply, and how many workers
+// held a task when the last of them ended (0 when no beat started in it).
 type TimelineSecond struct {
 	Beats     int64 `json:"beats"`
 	SlowBeats int64 `json:"slow_beats"`
 	Busy      int64 `json:"busy"`
 }
 
-// RecoveredAfter is when, from second from of timeline, the beats were steady again: the end of
-// the last second, from then until second until (excluded), in which more than share of the
-// beats were slow, counted from the start of second from (0 if there was none). ok is false when
-// no second of the span had a beat.
+// steadyRun is how many consecutive steady seconds RecoveredAfter asks for.
+const steadyRun = 3
+
+// RecoveredAfter is how long after the start of second from of timeline the beats were steady
+// again: the first of steadyRun consecutive seconds with beats, before second until, in each of
+// which at most share of the beats were slow, counted in seconds from from. A lone quiet second
+// inside a recovery does not end it, and a lone burst after it (the bench fleet's own collector
+// holds its workers back for a few hundred milliseconds every dozen seconds) does not prolong
+// it. ok is false when there are no such seconds.
 func RecoveredAfter(timeline []TimelineSecond, from, until int, share float64) (secs int, ok bool) {
 	until = min(until, len(timeline))
-	for i := max(from, 0); i < until; i++ {
-		s := timeline[i]
-		if s.Beats == 0 {
+	from = max(from, 0)
+	run := 0
+	for t := from; t < until; t++ {
+		s := timeline[t]
+		if s.Beats == 0 || float64(s.SlowBeats) > share*float64(s.Beats) {
+			run = 0
 			continue
 		}
-		ok = true
-		if float64(s.SlowBeats) > share*float64(s.Beats) {
-			secs = i + 1 - from
+		if run++; run == steadyRun {
+			return t - steadyRun + 1 - from, true
 		}
 	}
-	return secs, ok
+	return 0, false
 }
