@@ -1,8 +1,8 @@
 // Package bench is the harness of `shoal bench` (issue 8's measurements): it starts the server
 // as a separate `shoal serve` process on a temporary embedded database (or a fresh database on
 // MongoDB), drives it with a simulated fleet from this process, and writes report.json and
-// report.md. Its scenarios are steady, storm, ceiling, critical-section, durability and
-// capacity; Run runs those asked for.
+// report.md. Its scenarios are steady, storm, ceiling, critical-section, durability, capacity
+// and reconnect; Run runs those asked for.
 //
 // Run changes process-wide state for the bench's sake: it may pin this process to some CPUs
 // and raise its open-file limit, it sets the collector's GOGC to 400 while it runs (unless the
@@ -49,12 +49,12 @@ import (
 // optionalScenarios those that run only when asked for (they take several steady runs).
 var (
 	benchScenarios    = []string{"steady", "storm", "ceiling", "critical-section"}
-	optionalScenarios = []string{"durability", "capacity"}
+	optionalScenarios = []string{"durability", "capacity", "reconnect"}
 )
 
 // reportedScenarios are the report's sections in order: the scenarios, and the baseline's run
 // of steady (--baseline) before steady.
-var reportedScenarios = []string{baselineScenario, "steady", steadyAgain, baselineAgain, "storm", "ceiling", "critical-section", "durability", "capacity"}
+var reportedScenarios = []string{baselineScenario, "steady", steadyAgain, baselineAgain, "storm", "ceiling", "critical-section", "durability", "capacity", "reconnect"}
 
 // legScenarios are the scenarios made of legs, each leg a section of its own named
 // <scenario>-<n>-... (durabilityLeg, capacityStep).
@@ -184,6 +184,9 @@ type scenarioReport struct {
 	Profile *profileSummary `json:"profile,omitempty"`
 	// FleetProfile is the bench process's own (the fleet's) CPU profile, over the same time.
 	FleetProfile *profileSummary `json:"fleet_profile,omitempty"`
+	// Timeline is the fleet's beats second by second, for a scenario judged by when they were
+	// steady (reconnect).
+	Timeline []fleet.TimelineSecond `json:"timeline,omitempty"`
 }
 
 // benchFigure is one measured number.
@@ -450,6 +453,8 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 			err = benchDurability(ctx, set, sc, rep, stdout, stderr)
 		case "capacity":
 			err = benchCapacity(ctx, set, sc, rep, stdout, stderr)
+		case "reconnect":
+			err = benchReconnect(ctx, set, sc, stderr)
 		}
 		if err != nil {
 			sc.Error = err.Error()
@@ -487,6 +492,8 @@ type benchServer struct {
 	stderr  io.Writer // where stop says it kept dir
 	done    chan struct{}
 	waitErr error
+	// start is the command that starts the server again (restart), the same each time.
+	start func() *exec.Cmd
 }
 
 // startBenchServer starts `shoal serve` as a child process on a fresh database, its time knobs
@@ -537,31 +544,83 @@ func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io
 		"--scavenge-period", times.ScavengePeriod.String(), "--duplicate-worker-window", times.DuplicateWorkerWindow.String()}, db...)
 	args = append(args, set.serveArgs...)
 	// Not CommandContext: the server is stopped with SIGTERM, gracefully, by stop.
-	s.cmd = set.onServerCore(set.serverExe, args...)
-	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr, s.cmd.Dir = env, s.log, s.log, dir
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start shoal serve: %w", err)
+	s.start = func() *exec.Cmd {
+		cmd := set.onServerCore(set.serverExe, args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = env, s.log, s.log, dir
+		return cmd
 	}
-	go func() { s.waitErr = s.cmd.Wait(); close(s.done) }() // joined by stop
 	s.base = "http://" + addr
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if serverReady(ctx, s.base) {
-			break
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("shoal serve exited before it was ready (%v): %s", s.waitErr, s.logTail())
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("shoal serve not ready after 90 s: %s", s.logTail())
-		}
+	if err := s.launch(ctx); err != nil {
+		return nil, err
 	}
 	ok = true
 	return s, nil
+}
+
+// launch starts the server's process and waits until it is ready.
+func (s *benchServer) launch(ctx context.Context) error {
+	s.cmd, s.done = s.start(), make(chan struct{})
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("start shoal serve: %w", err)
+	}
+	cmd, done := s.cmd, s.done
+	go func() { s.waitErr = cmd.Wait(); close(done) }() // joined by stop
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if serverReady(ctx, s.base) {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("shoal serve exited before it was ready (%v): %s", s.waitErr, s.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("shoal serve not ready after 90 s: %s", s.logTail())
+		}
+	}
+}
+
+// restart stops the server gracefully, as stop does, and starts it again on the same data and
+// address. down is when it was told to stop, up when it was ready again as the primary: a
+// server starting beside the lease of the one it replaces may be ready first as a standby, whose
+// worker API answers 503.
+func (s *benchServer) restart(ctx context.Context) (down, up time.Time, err error) {
+	down = time.Now()
+	stopChild(s.cmd.Process, s.done, time.Minute)
+	if err := s.launch(ctx); err != nil {
+		return down, time.Time{}, err
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		if role, _ := s.role(ctx); role == "primary" {
+			return down, time.Now(), nil
+		}
+		select {
+		case <-s.done:
+			return down, time.Time{}, fmt.Errorf("shoal serve exited before it was the primary (%v): %s", s.waitErr, s.logTail())
+		case <-ctx.Done():
+			return down, time.Time{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return down, time.Time{}, fmt.Errorf("shoal serve not the primary 90 s after it was ready: %s", s.logTail())
+		}
+	}
+}
+
+// role is the server's role as /readyz says it.
+func (s *benchServer) role(ctx context.Context) (string, error) {
+	body, err := httpGet(ctx, s.base+"/readyz")
+	if err != nil {
+		return "", err
+	}
+	var r protocol.ReadyReply
+	if err := json.Unmarshal(body, &r); err != nil {
+		return "", err
+	}
+	return r.Role, nil
 }
 
 // serverReady reports whether the server at base answers /readyz with 200.

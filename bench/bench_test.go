@@ -101,7 +101,7 @@ func TestNewPlanErrors(t *testing.T) {
 		{"negative duration", func(s *Settings) { s.Duration = -time.Second }, "--workers, --runs and --duration must be positive"},
 		{"a time scale under 1", func(s *Settings) { s.TimeScale = 0.5 }, "--time-scale must be at least 1"},
 		{"a time scale that is not a number", func(s *Settings) { s.TimeScale = math.NaN() }, "--time-scale must be at least 1"},
-		{"an unknown scenario", func(s *Settings) { s.Scenarios = []string{"steady", "nope"} }, `unknown scenario "nope" (want steady,storm,ceiling,critical-section,durability,capacity)`},
+		{"an unknown scenario", func(s *Settings) { s.Scenarios = []string{"steady", "nope"} }, `unknown scenario "nope" (want steady,storm,ceiling,critical-section,durability,capacity,reconnect)`},
 		{"no scenario", func(s *Settings) { s.Scenarios = nil }, "no scenario given"},
 	}
 	for _, tc := range tests {

@@ -14,7 +14,7 @@ import (
 	"github.com/shoal-chess/shoal/config"
 )
 
-const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability,capacity] [--out DIR] [--quick]
+const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability,capacity,reconnect] [--out DIR] [--quick]
 
 Measures Shoal (issue 8): starts the server as a separate process on a temporary
 embedded database (or --mongo-uri, in a fresh database), drives it with a
@@ -34,6 +34,10 @@ simulated fleet from this process, and writes report.json and report.md to
                     for --capacity-leg each, until a step breaks one of the issue's
                     targets over its whole run: the largest equivalent fleet that held
                     every target (not in the default set)
+  reconnect         N workers at time scale 50 (quick: k), every one holding a task, see
+                    the server restart (SIGTERM, then serve again on the same data): how
+                    long after it is ready their beats are steady again, in equivalent
+                    time, and no task lost or held twice (not in the default set)
 
 Flags:
 `

@@ -173,3 +173,75 @@ type benchProfileJSON struct {
 		CumPct   float64 `json:"cum_pct"`
 	} `json:"top_cumulative"`
 }
+
+// The reconnect scenario restarts the server under a fleet whose workers all hold tasks: the
+// restart loses nothing (every acknowledged game in the runs once, no task held twice, lost by
+// its worker or declared dead), and the report says how long the server was away and when the
+// beats were steady again.
+func TestE2EBenchReconnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	bin := buildBinary(t)
+	out := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "reconnect", "--workers", "60", "--out", out)
+	cmd.Dir = t.TempDir()
+	text, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("shoal bench: %v\n%s", err, text)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Scenarios map[string]struct {
+			Error   string `json:"error"`
+			Figures []struct {
+				Name  string  `json:"name"`
+				Value float64 `json:"value"`
+			} `json:"figures"`
+			Targets []struct {
+				Name   string   `json:"name"`
+				Figure *float64 `json:"figure"`
+				Met    bool     `json:"met"`
+			} `json:"targets"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v\n%s", err, data)
+	}
+	sc, ok := rep.Scenarios["reconnect"]
+	if !ok || sc.Error != "" {
+		t.Fatalf("reconnect: present %v, error %q\n%s", ok, sc.Error, text)
+	}
+	figures := map[string]float64{}
+	for _, f := range sc.Figures {
+		figures[f.Name] = f.Value
+	}
+	if v := figures["restart: the server away (told to stop to serving as the primary again)"]; v <= 0 {
+		t.Errorf("the server away for %v s, want a positive time: %v", v, figures)
+	}
+	if v := figures["workers holding a task the second before the restart"]; v != 60 {
+		t.Errorf("%v workers held a task before the restart, want all 60", v)
+	}
+	if _, ok := figures["beats steady again after the restart (equivalent time)"]; !ok {
+		t.Errorf("no recovery time: %v", figures)
+	}
+	// What a restart must not do, whatever the machine's speed.
+	for _, name := range []string{"exactly-once check", "tasks held by two workers",
+		"tasks lost by their workers (failed or abandoned)", "false dead tasks"} {
+		found := false
+		for _, tg := range sc.Targets {
+			if tg.Name == name {
+				found = true
+				if tg.Figure == nil || !tg.Met {
+					t.Errorf("%s: figure %v, met %v\n%s", name, tg.Figure, tg.Met, text)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no target %q", name)
+		}
+	}
+}
