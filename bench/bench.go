@@ -565,22 +565,7 @@ func (s *benchServer) launch(ctx context.Context) error {
 	}
 	cmd, done := s.cmd, s.done
 	go func() { s.waitErr = cmd.Wait(); close(done) }() // joined by stop
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if serverReady(ctx, s.base) {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("shoal serve exited before it was ready (%v): %s", s.waitErr, s.logTail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("shoal serve not ready after 90 s: %s", s.logTail())
-		}
-	}
+	return s.waitUntil(ctx, "ready", 100*time.Millisecond, func() bool { return serverReady(ctx, s.base) })
 }
 
 // restart stops the server gracefully, as stop does, and starts it again on the same data and
@@ -593,19 +578,32 @@ func (s *benchServer) restart(ctx context.Context) (down, up time.Time, err erro
 	if err := s.launch(ctx); err != nil {
 		return down, time.Time{}, err
 	}
+	err = s.waitUntil(ctx, "the primary", 20*time.Millisecond, func() bool {
+		role, _ := s.role(ctx)
+		return role == "primary"
+	})
+	if err != nil {
+		return down, time.Time{}, err
+	}
+	return down, time.Now(), nil
+}
+
+// waitUntil polls the running server every period until ok says it is what names, and fails
+// once its process exits, ctx ends or 90 s have passed.
+func (s *benchServer) waitUntil(ctx context.Context, what string, period time.Duration, ok func() bool) error {
 	for deadline := time.Now().Add(90 * time.Second); ; {
-		if role, _ := s.role(ctx); role == "primary" {
-			return down, time.Now(), nil
+		if ok() {
+			return nil
 		}
 		select {
 		case <-s.done:
-			return down, time.Time{}, fmt.Errorf("shoal serve exited before it was the primary (%v): %s", s.waitErr, s.logTail())
+			return fmt.Errorf("shoal serve exited before it was %s (%v): %s", what, s.waitErr, s.logTail())
 		case <-ctx.Done():
-			return down, time.Time{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+			return ctx.Err()
+		case <-time.After(period):
 		}
 		if time.Now().After(deadline) {
-			return down, time.Time{}, fmt.Errorf("shoal serve not the primary 90 s after it was ready: %s", s.logTail())
+			return fmt.Errorf("shoal serve not %s after 90 s: %s", what, s.logTail())
 		}
 	}
 }

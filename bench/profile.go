@@ -93,10 +93,10 @@ const traceFor = 5 * time.Second
 
 // captureFleet records a CPU profile of this process (the fleet and the load generator) for d,
 // into dir as <name>-fleet-cpu.pprof, and summarises it: the client side of the latencies the
-// fleet measures. At its end it writes the process's heap profile as <name>-fleet-heap.pprof. If withTrace, over the first traceFor of it, the window of the server's trace,
+// fleet measures. If withTrace, over the first traceFor of it, the window of the server's trace,
 // it records an execution trace as <name>-fleet.trace, so that a pause in the server's arrivals
-// can be looked for in the fleet that sends them. Like captureProfiles it records failures in
-// the summary.
+// can be looked for in the fleet that sends them. At its end it writes the process's heap
+// profile as <name>-fleet-heap.pprof. Like captureProfiles it records failures in the summary.
 func captureFleet(ctx context.Context, dir, name string, d time.Duration, withTrace bool) *profileSummary {
 	sum := &profileSummary{Seconds: d.Seconds()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

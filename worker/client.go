@@ -136,18 +136,12 @@ func (w *Worker) do(ctx context.Context, endpoint string, payload any) (*reply, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", endpoint, err)
 	}
-	var resp *http.Response
-	switch {
-	case w.rt != nil:
-		req.Header = jsonHeader
-		resp, err = w.rt.RoundTrip(req)
-	case w.client.Jar == nil:
-		req.Header = jsonHeader
-		resp, err = w.client.Do(req)
-	default: // the client adds the jar's cookies to the request's own header
+	if w.ownHeader {
 		req.Header.Set("Content-Type", "application/json")
-		resp, err = w.client.Do(req)
+	} else {
+		req.Header = jsonHeader
 	}
+	resp, err := w.send(req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", endpoint, err)
 	}

@@ -47,15 +47,18 @@ var errAbandoned = errors.New("task abandoned: the server no longer needs it")
 // Worker is one fishtest-protocol worker. Run may be called once; Stop and Info are safe for
 // concurrent use, also while Run runs.
 type Worker struct {
-	cfg    Config
-	src    GameSource
-	info   protocol.WorkerInfo
-	client *http.Client
-	rt     http.RoundTripper // Config.RoundTripper: when set, used instead of client
-	log    *slog.Logger
-	obs    Observer
-	base   string // ServerURL without a trailing slash
-	scale  float64
+	cfg  Config
+	src  GameSource
+	info protocol.WorkerInfo
+	// send makes one HTTP call: Config.RoundTripper's RoundTrip, or the client's Do. ownHeader
+	// says that each call needs a header of its own (a client with a cookie jar writes to it)
+	// instead of the shared jsonHeader.
+	send      func(*http.Request) (*http.Response, error)
+	ownHeader bool
+	log       *slog.Logger
+	obs       Observer
+	base      string // ServerURL without a trailing slash
+	scale     float64
 
 	running  atomic.Bool
 	stopOnce sync.Once
@@ -156,15 +159,19 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	send, ownHeader := client.Do, client.Jar != nil
+	if cfg.RoundTripper != nil {
+		send, ownHeader = cfg.RoundTripper.RoundTrip, false
+	}
 	w := &Worker{
-		cfg:    cfg,
-		src:    src,
-		client: client,
-		rt:     cfg.RoundTripper,
-		obs:    cfg.Observer,
-		base:   strings.TrimRight(cfg.ServerURL, "/"),
-		scale:  cfg.TimeScale,
-		stopCh: make(chan struct{}),
+		cfg:       cfg,
+		src:       src,
+		send:      send,
+		ownHeader: ownHeader,
+		obs:       cfg.Observer,
+		base:      strings.TrimRight(cfg.ServerURL, "/"),
+		scale:     cfg.TimeScale,
+		stopCh:    make(chan struct{}),
 		info: protocol.WorkerInfo{
 			Uname:        cfg.Uname,
 			Architecture: [2]string{strconv.Itoa(strconv.IntSize) + "bit", binaryFormat()},

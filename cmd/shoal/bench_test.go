@@ -30,29 +30,7 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 	t.Logf("shoal bench:\n%s", text)
 
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		Machine struct {
-			Cores int `json:"cores"`
-		} `json:"machine"`
-		Commit    string `json:"commit"`
-		Scenarios map[string]struct {
-			Error   string `json:"error"`
-			Figures []struct {
-				Name  string  `json:"name"`
-				Value float64 `json:"value"`
-			} `json:"figures"`
-			Targets      []map[string]json.RawMessage `json:"targets"`
-			Profile      *benchProfileJSON            `json:"profile"`
-			FleetProfile *benchProfileJSON            `json:"fleet_profile"`
-		} `json:"scenarios"`
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report.json: %v\n%s", err, data)
-	}
+	rep := readBenchReport(t, out)
 	if rep.Machine.Cores < 1 || rep.Commit == "" {
 		t.Errorf("machine or commit missing: %+v %q", rep.Machine, rep.Commit)
 	}
@@ -94,10 +72,7 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 	// The storm, against the baseline and this build: every worker got a task, and the
 	// waits, too-busy replies and ratios are reported.
-	storm := map[string]float64{}
-	for _, f := range rep.Scenarios["storm"].Figures {
-		storm[f.Name] = f.Value
-	}
+	storm := rep.Scenarios["storm"].figures()
 	// Against the baseline each size runs four times, alternating.
 	for _, label := range []string{"storm 60", "storm 60 baseline", "storm 60 again", "storm 60 baseline again"} {
 		if v, ok := storm[label+": time until 99 % of the workers hold a task"]; !ok || v <= 0 {
@@ -120,10 +95,7 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	if _, ok := storm["storm 60: ratio to the baseline: tasks handed out"]; !ok {
 		t.Errorf("storm: no ratio to the baseline in %v", storm)
 	}
-	figures := map[string]float64{}
-	for _, f := range rep.Scenarios["steady"].Figures {
-		figures[f.Name] = f.Value
-	}
+	figures := rep.Scenarios["steady"].figures()
 	for _, name := range []string{"beat p99", "server CPU", "server resident memory (peak over the whole run, VmHWM)",
 		"steady: server resident memory (peak, sampled every 0.5 s)", "tasks assigned",
 		"ratio to the baseline: beat p99", "ratio to the baseline: update_task p99", "ratio to the baseline: server CPU per wall second",
@@ -134,10 +106,7 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 		}
 	}
 	// The ceiling's CPU per request, of Shoal's beat and of the bare handler in its own process.
-	ceiling := map[string]float64{}
-	for _, f := range rep.Scenarios["ceiling"].Figures {
-		ceiling[f.Name] = f.Value
-	}
+	ceiling := rep.Scenarios["ceiling"].figures()
 	for _, name := range []string{"bare net/http CPU per request", "shoal CPU per beat", "shoal CPU per beat / bare CPU per request"} {
 		if ceiling[name] <= 0 {
 			t.Errorf("ceiling: figure %q = %v, want positive", name, ceiling[name])
@@ -165,6 +134,65 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 }
 
+// benchReportJSON is what the tests read of report.json.
+type benchReportJSON struct {
+	Machine struct {
+		Cores int `json:"cores"`
+	} `json:"machine"`
+	Commit    string                       `json:"commit"`
+	Scenarios map[string]benchScenarioJSON `json:"scenarios"`
+}
+
+// benchScenarioJSON is one scenario of report.json. Its targets are kept as written, for a test
+// of their shape.
+type benchScenarioJSON struct {
+	Error   string `json:"error"`
+	Figures []struct {
+		Name  string  `json:"name"`
+		Value float64 `json:"value"`
+	} `json:"figures"`
+	Targets      []map[string]json.RawMessage `json:"targets"`
+	Profile      *benchProfileJSON            `json:"profile"`
+	FleetProfile *benchProfileJSON            `json:"fleet_profile"`
+}
+
+// figures are the scenario's figures by name.
+func (sc benchScenarioJSON) figures() map[string]float64 {
+	m := make(map[string]float64, len(sc.Figures))
+	for _, f := range sc.Figures {
+		m[f.Name] = f.Value
+	}
+	return m
+}
+
+// target is the scenario's target named name: its figure (nil if not measured) and whether it
+// was met; found is false when there is none.
+func (sc benchScenarioJSON) target(name string) (figure *float64, met, found bool) {
+	for _, tg := range sc.Targets {
+		var n string
+		if json.Unmarshal(tg["name"], &n) == nil && n == name {
+			_ = json.Unmarshal(tg["figure"], &figure)
+			_ = json.Unmarshal(tg["met"], &met)
+			return figure, met, true
+		}
+	}
+	return nil, false, false
+}
+
+// readBenchReport reads report.json from the bench's output directory.
+func readBenchReport(t *testing.T, out string) benchReportJSON {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep benchReportJSON
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v\n%s", err, data)
+	}
+	return rep
+}
+
 // benchProfileJSON is a profile summary of report.json.
 type benchProfileJSON struct {
 	CPUFile string `json:"cpu_file"`
@@ -190,35 +218,12 @@ func TestE2EBenchReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shoal bench: %v\n%s", err, text)
 	}
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		Scenarios map[string]struct {
-			Error   string `json:"error"`
-			Figures []struct {
-				Name  string  `json:"name"`
-				Value float64 `json:"value"`
-			} `json:"figures"`
-			Targets []struct {
-				Name   string   `json:"name"`
-				Figure *float64 `json:"figure"`
-				Met    bool     `json:"met"`
-			} `json:"targets"`
-		} `json:"scenarios"`
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report.json: %v\n%s", err, data)
-	}
+	rep := readBenchReport(t, out)
 	sc, ok := rep.Scenarios["reconnect"]
 	if !ok || sc.Error != "" {
 		t.Fatalf("reconnect: present %v, error %q\n%s", ok, sc.Error, text)
 	}
-	figures := map[string]float64{}
-	for _, f := range sc.Figures {
-		figures[f.Name] = f.Value
-	}
+	figures := sc.figures()
 	if v := figures["restart: the server away (told to stop to serving as the primary again)"]; v <= 0 {
 		t.Errorf("the server away for %v s, want a positive time: %v", v, figures)
 	}
@@ -231,17 +236,11 @@ func TestE2EBenchReconnect(t *testing.T) {
 	// What a restart must not do, whatever the machine's speed.
 	for _, name := range []string{"exactly-once check", "tasks held by two workers",
 		"tasks lost by their workers (failed or abandoned)", "false dead tasks"} {
-		found := false
-		for _, tg := range sc.Targets {
-			if tg.Name == name {
-				found = true
-				if tg.Figure == nil || !tg.Met {
-					t.Errorf("%s: figure %v, met %v\n%s", name, tg.Figure, tg.Met, text)
-				}
-			}
-		}
+		figure, met, found := sc.target(name)
 		if !found {
 			t.Errorf("no target %q", name)
+		} else if figure == nil || !met {
+			t.Errorf("%s: figure %v, met %v\n%s", name, figure, met, text)
 		}
 	}
 }

@@ -213,6 +213,10 @@ type fleet struct {
 	opts   Options
 	rec    *recorder
 	client *http.Client // shared by every well-behaved worker
+	// direct is the fleet's own transport when client has it (nil with net/http's): it bounds
+	// each call itself, and the server redirects no worker call, so the workers call it
+	// directly (worker.Config.RoundTripper).
+	direct http.RoundTripper
 
 	stop chan struct{} // closed when the fleet starts stopping
 
@@ -239,6 +243,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		rec:    newRecorder(),
 		client: client,
 		stop:   make(chan struct{}),
+	}
+	if _, light := client.Transport.(*lightTransport); light {
+		f.direct = client.Transport
 	}
 	defer closeIdle()
 	if err := f.preflight(ctx); err != nil {
@@ -391,14 +398,14 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 	if role == 'v' {
 		obs.vanish = vanish
 	}
-	client, rt := f.client, http.RoundTripper(nil)
+	client, rt := f.client, f.direct
 	if role == 'b' {
-		client = &http.Client{Timeout: f.client.Timeout, Transport: &spoiler{
-			base: f.client.Transport, rec: f.rec, rand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1<<32))}}
-	}
-	if _, light := f.client.Transport.(*lightTransport); light {
-		// It bounds each call itself, and the server redirects no worker call.
-		rt = client.Transport
+		spoil := &spoiler{base: f.client.Transport, rec: f.rec, rand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1<<32))}
+		if rt != nil {
+			rt = spoil
+		} else {
+			client = &http.Client{Timeout: f.client.Timeout, Transport: spoil}
+		}
 	}
 	w, err := worker.New(worker.Config{
 		ServerURL: o.ServerURL, Username: o.Username, Password: o.Password,
