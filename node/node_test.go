@@ -208,3 +208,72 @@ func TestAdminPasswordIgnoredWithUsers(t *testing.T) {
 		t.Errorf("with users already there: %q, want a word that the password is ignored", second.String())
 	}
 }
+
+// A primary answers while it loads its runs, as "starting": workers are told to retry (503,
+// Retry-After) at once instead of waiting in the listen backlog, /readyz keeps load balancers
+// away, /healthz says what it is doing; once the runs are loaded it is the primary.
+func TestPrimaryAnswersWhileItLoadsItsRuns(t *testing.T) {
+	cfg := testConfig(filepath.Join(t.TempDir(), "data"))
+	cfg.Journal = true
+	loading, release := make(chan string, 1), make(chan struct{})
+	env := Env{Logger: quietLogger(), Getenv: envOf(map[string]string{"SHOAL_ADMIN_PASSWORD": "x"}), Stdout: io.Discard,
+		beforeLoad: func(addr string) { loading <- addr; <-release }}
+	type started struct {
+		inst *Instance
+		err  error
+	}
+	done := make(chan started, 1)
+	go func() {
+		inst, err := Start(context.Background(), cfg, env)
+		done <- started{inst, err}
+	}()
+	var base string
+	select {
+	case addr := <-loading:
+		base = "http://" + addr
+	case s := <-done:
+		t.Fatalf("Start returned before the runs were loaded: %v", s.err)
+	}
+
+	if h := healthOf(t, base); h.Role != "starting" {
+		t.Errorf("/healthz while loading: role %q, want starting", h.Role)
+	}
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "starting") {
+		t.Errorf("/readyz while loading: %d, Retry-After %q, %s; want 503 saying it is starting", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	resp, err = http.Post(base+"/api/request_version", "application/json", strings.NewReader(`{"password": "x", "worker_info": {"username": "admin"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "starting") {
+		t.Errorf("worker call while loading: %d, Retry-After %q, %s; want the retry 503 saying the primary is starting", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+
+	close(release)
+	s := <-done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	t.Cleanup(func() {
+		if err := s.inst.Shutdown(); err != nil {
+			t.Error(err)
+		}
+	})
+	if s.inst.Primary() == nil {
+		t.Fatal("no scheduler once Start returned")
+	}
+	if h := healthOf(t, base); h.Role != "primary" {
+		t.Errorf("/healthz once loaded: role %q, want primary", h.Role)
+	}
+	if !workerAPIAnswers(base, account{name: "admin", password: "x"}) {
+		t.Error("the worker API does not answer as the primary once the runs are loaded")
+	}
+}

@@ -15,10 +15,11 @@ import (
 // database.
 const readyTimeout = 2 * time.Second
 
-// healthz answers 200 while the process serves (liveness): requests are answered only once the
-// database is ready (connections made earlier wait in the listen backlog), and shutdownGuard
-// answers 503 once shutdown has begun. It says what this instance is now and, when the
-// database tells within a second, which instance holds the primary's lease.
+// healthz answers 200 while the process serves (liveness): requests are answered once the
+// database is open (connections made earlier wait in the listen backlog; a primary then
+// answers, as "starting", while it loads its runs), and shutdownGuard answers 503 once shutdown
+// has begun. It says what this instance is now and, when the database tells within a second,
+// which instance holds the primary's lease.
 func (s *Server) healthz(c *gin.Context) {
 	h := protocol.HealthReply{Status: "ok", Version: s.deps.Version, Role: s.Role(), Instance: s.instance()}
 	if l, ok := s.lease(c.Request.Context()); ok {
@@ -39,12 +40,18 @@ func (s *Server) lease(ctx context.Context) (LeaseInfo, bool) {
 }
 
 // readyz answers 200 when this instance should get traffic (readiness): its database answers,
-// its role is known, and it is not shutting down (shutdownGuard answers 503 then). A failed
-// check is a 503 naming it, so a load balancer takes the instance out until it recovers.
+// its role is known (a primary loading its runs is not ready yet), and it is not shutting down
+// (shutdownGuard answers 503 then). A failed check is a 503 naming it, so a load balancer takes
+// the instance out until it recovers.
 func (s *Server) readyz(c *gin.Context) {
 	role := s.Role()
 	if s.deps.DB == nil {
 		api.Error(c, http.StatusServiceUnavailable, "no database")
+		return
+	}
+	if role == "starting" {
+		c.Header("Retry-After", "5")
+		api.Error(c, http.StatusServiceUnavailable, "starting: the primary is loading its runs")
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), readyTimeout)

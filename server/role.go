@@ -14,7 +14,7 @@ import (
 // primary that lost its lease steps down, so handlers read the role once per request
 // (s.role()) rather than from Deps.
 type role struct {
-	name string // "primary", "secondary" or "standby"
+	name string // "primary", "starting", "secondary" or "standby"
 	// api and ui are the role as the API and the web UI read it: the primary's scheduler (nil
 	// otherwise), where runs come from (the primary's cache, or the database) and, for live
 	// pages, the primary's RunCache.Changed (nil otherwise: live pages then poll).
@@ -25,7 +25,7 @@ type role struct {
 // newRole is the role called name, scheduling with sched (nil: none) and serving runs from
 // runs, with changed for live pages.
 func newRole(name string, sched *scheduler.Scheduler, runs RunSource, changed func() <-chan struct{}) *role {
-	r := &role{name: name, api: api.Role{Runs: runs}, ui: ui.Role{Name: name, Runs: runs, Changed: changed}}
+	r := &role{name: name, api: api.Role{Runs: runs, Starting: name == "starting"}, ui: ui.Role{Name: name, Runs: runs, Changed: changed}}
 	if sched != nil { // a nil *Scheduler in an interface would not be nil
 		r.api.Scheduler, r.ui.Scheduler = sched, sched
 	}
@@ -33,13 +33,14 @@ func newRole(name string, sched *scheduler.Scheduler, runs RunSource, changed fu
 }
 
 // initialRole is the role Deps describe: the primary's if they hold a scheduler, otherwise the
-// one Deps.Instance names ("standby@..."), or a secondary.
+// one Deps.Instance names ("standby@..." or "starting@...", a primary loading its runs, which
+// Promote ends), or a secondary.
 func initialRole(d Deps) *role {
 	name := "secondary"
 	switch n, _, _ := strings.Cut(d.Instance, "@"); {
 	case d.Scheduler != nil:
 		name = "primary"
-	case n == "standby":
+	case n == "standby", n == "starting":
 		name = n
 	}
 	return newRole(name, d.Scheduler, d.Runs, d.Changed)
@@ -62,8 +63,21 @@ func (s *Server) Demote(name string, runs RunSource) {
 	s.logger.Info("serving as " + name)
 }
 
-// Role is this instance's role now: "primary", "secondary" or "standby".
+// Role is this instance's role now: "primary", "starting" (the primary, loading its runs),
+// "secondary" or "standby".
 func (s *Server) Role() string { return s.role().name }
+
+// notPrimaryYet says why this instance sends what only the primary answers back to nginx, to
+// try the next upstream: it is a standby, or a primary still loading its runs. "" otherwise.
+func (s *Server) notPrimaryYet() string {
+	switch s.role().name {
+	case "standby":
+		return "a standby; the primary answers this"
+	case "starting":
+		return "the primary is starting; it answers this once its runs are loaded"
+	}
+	return ""
+}
 
 // instance is the X-Shoal-Instance name: the role now and the address of Deps.Instance.
 func (s *Server) instance() string {

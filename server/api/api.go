@@ -31,6 +31,9 @@ type Role struct {
 	Scheduler Scheduler
 	// Runs serves runs: the primary's run cache, or the database.
 	Runs RunSource
+	// Starting says that this instance is the primary, loading its runs: worker calls are
+	// told to retry, as on a secondary, but not sent elsewhere for good.
+	Starting bool
 }
 
 // What the API asks of the database and of the scheduler, method by method: *rundb.DB's stores

@@ -56,9 +56,14 @@ func (s *Server) uploadSlot(c *gin.Context) bool {
 // here, which its worker takes as final; behind nginx a 503 also sends the call on to the next
 // upstream.
 func (s *Server) PrimaryOnly(c *gin.Context) {
-	sched := s.scheduler()
+	role := s.deps.Role()
+	sched := role.Scheduler
 	if sched == nil {
-		RetryLater(c, primaryRequired)
+		why := primaryRequired
+		if role.Starting {
+			why = primaryStarting
+		}
+		RetryLater(c, why)
 		return
 	}
 	// The handler uses this scheduler even if the instance steps down meanwhile.
@@ -412,6 +417,9 @@ func (s *Server) requirePrimary(c *gin.Context, msg string) bool {
 
 // primaryRequired is why a secondary turns a worker call away, in fishtest's words.
 const primaryRequired = "primary instance required"
+
+// primaryStarting is why a primary that is still loading its runs turns a worker call away.
+const primaryStarting = "the primary is starting (loading its runs)"
 
 // needTask checks what the task endpoints share: a run_id and a task_id.
 func needTask(c *gin.Context, w *workerRequest) bool {

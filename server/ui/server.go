@@ -35,7 +35,7 @@ type RunSource interface {
 // Role is the part this instance plays for one request. A standby becomes the primary at run
 // time, and a primary that lost its lease steps down, so handlers read it once per request.
 type Role struct {
-	// Name is "primary", "secondary" or "standby".
+	// Name is "primary", "starting" (the primary, loading its runs), "secondary" or "standby".
 	Name string
 	// Scheduler is the primary's scheduler, nil on any other instance.
 	Scheduler Scheduler
