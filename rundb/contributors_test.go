@@ -25,52 +25,62 @@ func statsRun(finished, deleted bool, lastUpdated time.Time, worker string, game
 	}
 }
 
+// EachFinished answers alike with one query (MongoDB) and paced, a run at a time (the embedded
+// database's way, which the tests' database would take by itself).
 func TestEachFinishedReadsStatsFieldsOfRunsFinishedSince(t *testing.T) {
-	db := rundbtest.Open(t)
-	ctx := context.Background()
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	old := statsRun(true, false, now.Add(-48*time.Hour), "carol", 1)
-	recent := statsRun(true, false, now.Add(-time.Hour), "carol", 2)
-	deleted := statsRun(true, true, now.Add(-30*time.Minute), "dave", 3)
-	active := statsRun(false, false, now, "dave", 4)
-	for _, r := range []*rundb.Run{old, recent, deleted, active} {
-		if err := db.Runs.Insert(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	collect := func(since time.Time) []*rundb.Run {
-		t.Helper()
-		var out []*rundb.Run
-		if err := db.Runs.EachFinished(ctx, since, func(r *rundb.Run) error { out = append(out, r); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	got := collect(now.Add(-2 * time.Hour))
-	if len(got) != 2 || got[0].ID != deleted.ID || got[1].ID != recent.ID {
-		t.Fatalf("runs since two hours ago: %d, want the deleted and the recent run, newest first", len(got))
-	}
-	r := got[1]
-	if !r.StartTime.Equal(recent.StartTime) || !r.LastUpdated.Equal(recent.LastUpdated) || !r.Finished ||
-		r.Args.Username != "alice" || r.Args.TC != "10+0.1" || r.Args.Threads != 2 {
-		t.Errorf("run fields: start %v updated %v finished %v args %+v", r.StartTime, r.LastUpdated, r.Finished, r.Args)
-	}
-	if len(r.Tasks) != 1 || r.Tasks[0].WorkerInfo.Username != "carol" || r.Tasks[0].Stats.Wins != 2 ||
-		!r.Tasks[0].LastUpdated.Equal(recent.LastUpdated) {
-		t.Errorf("task fields: %+v", r.Tasks)
-	}
-	if r.Args.Book != "" || r.Args.NumGames != 0 || r.Tasks[0].WorkerInfo.Concurrency != 0 || r.Tasks[0].NumGames != 0 {
-		t.Errorf("fields statistics do not need were read: book %q num_games %d concurrency %d",
-			r.Args.Book, r.Args.NumGames, r.Tasks[0].WorkerInfo.Concurrency)
-	}
-	if got := collect(time.Time{}); len(got) != 3 {
-		t.Errorf("every finished run: %d, want 3", len(got))
-	}
-	stop := errors.New("stop")
-	n := 0
-	err := db.Runs.EachFinished(ctx, time.Time{}, func(*rundb.Run) error { n++; return stop })
-	if !errors.Is(err, stop) || n != 1 {
-		t.Errorf("an error from fn: %v after %d calls, want it returned after 1", err, n)
+	for _, mode := range []struct {
+		name string
+		duty float64
+	}{{"one query", 0}, {"paced", 0.5}} {
+		t.Run(mode.name, func(t *testing.T) {
+			db := rundbtest.Open(t)
+			rundb.SetScanDuty(db.Runs, mode.duty)
+			ctx := context.Background()
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			old := statsRun(true, false, now.Add(-48*time.Hour), "carol", 1)
+			recent := statsRun(true, false, now.Add(-time.Hour), "carol", 2)
+			deleted := statsRun(true, true, now.Add(-30*time.Minute), "dave", 3)
+			active := statsRun(false, false, now, "dave", 4)
+			for _, r := range []*rundb.Run{old, recent, deleted, active} {
+				if err := db.Runs.Insert(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			collect := func(since time.Time) []*rundb.Run {
+				t.Helper()
+				var out []*rundb.Run
+				if err := db.Runs.EachFinished(ctx, since, func(r *rundb.Run) error { out = append(out, r); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			got := collect(now.Add(-2 * time.Hour))
+			if len(got) != 2 || got[0].ID != deleted.ID || got[1].ID != recent.ID {
+				t.Fatalf("runs since two hours ago: %d, want the deleted and the recent run, newest first", len(got))
+			}
+			r := got[1]
+			if !r.StartTime.Equal(recent.StartTime) || !r.LastUpdated.Equal(recent.LastUpdated) || !r.Finished ||
+				r.Args.Username != "alice" || r.Args.TC != "10+0.1" || r.Args.Threads != 2 {
+				t.Errorf("run fields: start %v updated %v finished %v args %+v", r.StartTime, r.LastUpdated, r.Finished, r.Args)
+			}
+			if len(r.Tasks) != 1 || r.Tasks[0].WorkerInfo.Username != "carol" || r.Tasks[0].Stats.Wins != 2 ||
+				!r.Tasks[0].LastUpdated.Equal(recent.LastUpdated) {
+				t.Errorf("task fields: %+v", r.Tasks)
+			}
+			if r.Args.Book != "" || r.Args.NumGames != 0 || r.Tasks[0].WorkerInfo.Concurrency != 0 || r.Tasks[0].NumGames != 0 {
+				t.Errorf("fields statistics do not need were read: book %q num_games %d concurrency %d",
+					r.Args.Book, r.Args.NumGames, r.Tasks[0].WorkerInfo.Concurrency)
+			}
+			if got := collect(time.Time{}); len(got) != 3 {
+				t.Errorf("every finished run: %d, want 3", len(got))
+			}
+			stop := errors.New("stop")
+			n := 0
+			err := db.Runs.EachFinished(ctx, time.Time{}, func(*rundb.Run) error { n++; return stop })
+			if !errors.Is(err, stop) || n != 1 {
+				t.Errorf("an error from fn: %v after %d calls, want it returned after 1", err, n)
+			}
+		})
 	}
 }
 

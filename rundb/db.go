@@ -139,6 +139,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	// cannot store arrays of arrays.
 	d.ferret = ferret
 	d.Runs = &RunStore{coll: d.db.Collection("runs"), flatHistory: ferret}
+	if ferret {
+		d.Runs.scanDuty = ferretScanDuty
+	}
 	d.Users = newUserStore(d.db.Collection("users"), opts.PasswordHashCost)
 	opts.Metrics.WatchPasswordChecks(d.Users.SlowChecks)
 	d.UserCache = &UserCacheStore{coll: d.db.Collection("user_cache")}

@@ -39,3 +39,7 @@ func (s *WorkerStore) SetBlockedBehindIndex(ctx context.Context, name string, bl
 	_, err := s.coll.UpdateOne(ctx, bson.D{{Key: "worker_name", Value: name}}, bson.D{{Key: "$set", Value: bson.D{{Key: "blocked", Value: blocked}}}})
 	return err
 }
+
+// SetScanDuty sets the share of its time EachFinished's paced scan keeps the database busy; 0
+// reads with one query, as on MongoDB.
+func SetScanDuty(s *RunStore, duty float64) { s.scanDuty = duty }

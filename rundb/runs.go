@@ -369,6 +369,9 @@ type RunStore struct {
 	// flatHistory encodes runs for FerretDB (the embedded database), which lacks nested arrays
 	// and infinities; see ferretRegistry. Runs read back the same either way.
 	flatHistory bool
+	// scanDuty, on FerretDB, paces EachFinished: the share of the time its scan keeps the
+	// database busy (0: no pacing, one query). See EachFinished.
+	scanDuty float64
 }
 
 // encode turns a run into the document this store's server accepts.
