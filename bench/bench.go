@@ -557,7 +557,8 @@ func startBenchServer(ctx context.Context, set plan, machineLimit int, stderr io
 	return s, nil
 }
 
-// launch starts the server's process and waits until it is ready.
+// launch starts the server's process and waits until it is ready (/readyz polled every 20 ms, so
+// that a restart's return is timed closely).
 func (s *benchServer) launch(ctx context.Context) error {
 	s.cmd, s.done = s.start(), make(chan struct{})
 	if err := s.cmd.Start(); err != nil {
@@ -565,16 +566,19 @@ func (s *benchServer) launch(ctx context.Context) error {
 	}
 	cmd, done := s.cmd, s.done
 	go func() { s.waitErr = cmd.Wait(); close(done) }() // joined by stop
-	return s.waitUntil(ctx, "ready", 100*time.Millisecond, func() bool { return serverReady(ctx, s.base) })
+	return s.waitUntil(ctx, "ready", 20*time.Millisecond, func() bool { return serverReady(ctx, s.base) })
 }
 
-// restart stops the server gracefully, as stop does, and starts it again on the same data and
-// address. down is when it was told to stop, up when it was ready again as the primary: a
-// server starting beside the lease of the one it replaces may be ready first as a standby, whose
-// worker API answers 503.
-func (s *benchServer) restart(ctx context.Context) (down, up time.Time, err error) {
+// restart stops the server gracefully, as stop does, calls away (if not nil) once its process
+// has exited, and starts it again on the same data and address. down is when it was told to
+// stop, up when it was ready again as the primary: a server starting beside the lease of the
+// one it replaces may be ready first as a standby, whose worker API answers 503.
+func (s *benchServer) restart(ctx context.Context, away func()) (down, up time.Time, err error) {
 	down = time.Now()
 	stopChild(s.cmd.Process, s.done, time.Minute)
+	if away != nil {
+		away()
+	}
 	if err := s.launch(ctx); err != nil {
 		return down, time.Time{}, err
 	}

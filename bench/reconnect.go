@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"time"
 
@@ -85,7 +86,17 @@ func benchReconnect(ctx context.Context, set plan, sc *scenarioReport, stderr io
 			done <- restarted{err: ctx.Err()}
 			return
 		}
-		down, up, err := s.restart(ctx)
+		// The fleet collects its garbage while the server is away, when nothing it measures
+		// counts (beside the new server's start, not to lengthen the outage): its collector's
+		// cycle stalls its one core for 130-220 ms at this size, and the allocations of the
+		// outage (failed calls) brought one due about a second after the server's return, in
+		// the seconds judged (seen in traces of both processes: the fleet's goroutines queued
+		// behind its mark phase while the server idled at 30-50 %).
+		collected := make(chan struct{})
+		down, up, err := s.restart(ctx, func() {
+			go func() { runtime.GC(); close(collected) }() // joined below
+		})
+		<-collected // restart calls its away before anything can fail
 		done <- restarted{down, up, err}
 	}()
 	rep, err := fleet.Run(ctx, opts)
@@ -118,7 +129,7 @@ func benchReconnect(ctx context.Context, set plan, sc *scenarioReport, stderr io
 	from, until := int(math.Ceil(upAt)), int(opts.Duration/time.Second)
 	if secs, ok := fleet.RecoveredAfter(tl, from, until, reconnectSteadyShare); ok {
 		wall := max(float64(from+secs)-upAt, 0)
-		sc.figure("beats steady again after the restart (wall time from ready)", wall, "s")
+		sc.figure("beats steady again after the restart (wall time from serving as the primary)", wall, "s")
 		sc.figure("beats steady again after the restart (equivalent time)", wall*k, "s")
 		recovered = new(wall * k)
 	} else {
