@@ -408,6 +408,11 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 		default:
 			set.taskset = taskset
 			set.Pinning = fmt.Sprintf("server on CPU 0, fleet on CPUs 1-%d", runtime.NumCPU()-1)
+			if runtime.NumCPU() == 2 && os.Getenv("GOMAXPROCS") == "" {
+				// Restored when Run returns; an environment's GOMAXPROCS stands.
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(fleetProcs))
+				set.Pinning += fmt.Sprintf(" (GOMAXPROCS %d)", fleetProcs)
+			}
 		}
 	}
 	fmt.Fprintf(stdout, "bench: %s\n", set.Pinning)

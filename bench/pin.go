@@ -15,6 +15,15 @@ import (
 // the server's latencies (the same steady settings gave an update_task p99 of 0.4 s in one leg
 // and 1.3 s in the next).
 
+// fleetProcs is the fleet's GOMAXPROCS when it has one CPU of its own: two processors on it, so
+// that its collector's mark worker runs on a thread of its own, which the kernel interleaves
+// with the workers' thread, instead of in the workers' place on the one processor Go would
+// give it (where each cycle queued a thousand of them for 100-220 ms, every 15-19 s at 500,000
+// equivalent workers). The capacity step at 500,000 (`--capacity-scales 50`, at 6465c84), two
+// runs each: beat p99 23.9 and 20.7 ms with two, 45.6 (profiles on) and 44.6 ms with one; the
+// fleet's CPU per request 50.7 and 50.4 µs with two, 52.3 µs with one.
+const fleetProcs = 2
+
 // benchPinning says where the server and the bench run: the server on CPU 0 under taskset, the
 // bench on every other CPU; "" if the machine has one CPU or no taskset.
 func benchPinning() (taskset string, why string) {
