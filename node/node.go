@@ -271,11 +271,11 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 			}
 		}
 	}
-	deps.Instance = role + "@" + ln.Addr().String()
+	initialRole := role
 	if role == "primary" {
-		// Promoted once its runs are loaded, below.
-		deps.Instance = "starting@" + ln.Addr().String()
+		initialRole = "starting" // promoted once its runs are loaded, below
 	}
+	deps.Instance = initialRole + "@" + ln.Addr().String()
 	deps.Lease = func(ctx context.Context) (server.LeaseInfo, error) {
 		l, err := db.ReadLease(ctx)
 		if err != nil {

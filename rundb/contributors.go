@@ -63,19 +63,9 @@ const ferretScanDuty = 0.25
 
 // eachFinishedPaced is EachFinished in steps the database can interleave with other work: it
 // lists every run's _id, finished and last_updated one run per round trip (the embedded
-// database still decodes each whole, but one at a time), then reads the finished ones by _id, and
-// after each read waits long enough that reads take at most scanDuty of the time.
+// database still decodes each whole, but one at a time), then reads the finished ones by _id,
+// and after each read waits long enough that reads take at most scanDuty of the time.
 func (s *RunStore) eachFinishedPaced(ctx context.Context, since time.Time, fn func(*Run) error) error {
-	pace := func(took time.Duration) error {
-		t := time.NewTimer(time.Duration(float64(took) * (1 - s.scanDuty) / s.scanDuty))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
-	}
 	type entry struct {
 		ID          ObjectID  `bson:"_id"`
 		Finished    bool      `bson:"finished"`
@@ -83,7 +73,7 @@ func (s *RunStore) eachFinishedPaced(ctx context.Context, since time.Time, fn fu
 	}
 	opts := options.Find().SetBatchSize(1).SetProjection(bson.D{
 		{Key: "_id", Value: 1}, {Key: "finished", Value: 1}, {Key: "last_updated", Value: 1}})
-	start := time.Now()
+	p := pacer{duty: s.scanDuty, since: time.Now()}
 	cur, err := s.coll.Find(ctx, bson.D{}, opts)
 	if err != nil {
 		return fmt.Errorf("list runs: %w", mapError(err))
@@ -98,10 +88,9 @@ func (s *RunStore) eachFinishedPaced(ctx context.Context, since time.Time, fn fu
 		if e.Finished && !e.LastUpdated.Before(since) {
 			found = append(found, e)
 		}
-		if err := pace(time.Since(start)); err != nil {
+		if err := p.wait(ctx); err != nil {
 			return err
 		}
-		start = time.Now()
 	}
 	if err := cur.Err(); err != nil {
 		return fmt.Errorf("list runs: %w", mapError(err))
@@ -113,23 +102,39 @@ func (s *RunStore) eachFinishedPaced(ctx context.Context, since time.Time, fn fu
 		}
 		return a.ID.Compare(b.ID)
 	})
-	for _, e := range found {
-		start := time.Now()
-		var r *Run
-		if err := s.EachByID(ctx, []ObjectID{e.ID}, func(got *Run) error { r = got; return nil }); err != nil {
-			return err
-		}
-		if err := pace(time.Since(start)); err != nil {
-			return err
-		}
-		if r == nil || !r.Finished {
-			continue // deleted from the database, or resumed, meanwhile
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
+	ids := make([]ObjectID, len(found))
+	for i, e := range found {
+		ids[i] = e.ID
 	}
-	return nil
+	p.since = time.Now()
+	return s.EachByID(ctx, ids, func(r *Run) error {
+		if err := p.wait(ctx); err != nil {
+			return err
+		}
+		if !r.Finished {
+			return nil // resumed meanwhile
+		}
+		return fn(r)
+	})
+}
+
+// pacer spaces out a scan's steps: wait, after a step that began at since, waits long enough
+// that the steps take at most duty of the time, and starts the clock on the next.
+type pacer struct {
+	duty  float64
+	since time.Time
+}
+
+func (p *pacer) wait(ctx context.Context) error {
+	t := time.NewTimer(time.Duration(float64(time.Since(p.since)) * (1 - p.duty) / p.duty))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		p.since = time.Now()
+		return nil
+	}
 }
 
 // EachByID calls fn with each of the runs named by ids that exists, in the order of ids, holding

@@ -92,11 +92,11 @@ var workerPaths = map[string]bool{"/api/request_version": true, "/api/request_ta
 
 // primaryRoute wraps a handler of a path that nginx sends to the primary's upstream, which
 // holds the primary and the standby (configs/nginx.conf, shoal_primary): a standby, or a primary
-// still loading its runs, answers it, when it comes through the proxy, with the retry 503, as it does the worker API, so that nginx
-// passes the request on to the primary instead of serving it from a standby's view of the
-// database (a run page a flush behind, a form the primary would refuse). Asked on its own port,
-// a standby serves these pages as a secondary does (its tuning page, say), and so do the
-// secondaries always.
+// still loading its runs, answers it, when it comes through the proxy, with the retry 503, as
+// it does the worker API, so that nginx passes the request on to the primary instead of serving
+// it from a standby's view of the database (a run page a flush behind, a form the primary would
+// refuse). Asked on its own port, a standby serves these pages as a secondary does (its tuning
+// page, say), and so do the secondaries always.
 func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if why := s.notPrimaryYet(); why != "" && guard.IsLoopback(c.RemoteIP()) && guard.ProxyHeaders(c) {
