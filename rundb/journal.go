@@ -89,7 +89,10 @@ type JournalOptions struct {
 	// the server's core that much less per change, for at most GroupWait more before each is
 	// acknowledged. A batch gathers only while changes arrive fast enough that GroupWait is
 	// expected to bring minGather of them; sparser ones are written as soon as the writer is
-	// free (changes arriving during a write still share the next one). Zero never gathers.
+	// free (changes arriving during a write still share the next one). Zero never gathers, and
+	// neither does a journal in files synced at an interval (SyncEvery): with no fsync per
+	// batch to share, a batch's write costs a few microseconds, and waiting would add up to
+	// GroupWait to a change's reply for almost nothing saved.
 	GroupWait time.Duration
 	// SegmentRecords and SegmentAge bound a segment before the next one starts; zero means
 	// 20,000 records and 10 seconds.
@@ -323,6 +326,9 @@ func (d *DB) OpenJournal(ctx context.Context, opts JournalOptions) (*Journal, er
 		}
 		j.out = files
 		j.stores = append(j.stores, files)
+		if opts.SyncEvery > 0 {
+			j.gather = 0 // see GroupWait
+		}
 	}
 	lease := opts.Lease
 	if lease.Epoch == 0 {

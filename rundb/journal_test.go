@@ -145,7 +145,7 @@ func segmentStores(t *testing.T, test func(t *testing.T, dir string)) {
 // a few writes. Written as they came, each would have had its own.
 func TestJournalGathersAStream(t *testing.T) {
 	const changes = 40
-	writes := journalWritesFor(t, 300*time.Millisecond, changes, 5*time.Millisecond)
+	writes := journalWritesFor(t, 300*time.Millisecond, 0, changes, 5*time.Millisecond)
 	if writes > changes/2 {
 		t.Errorf("%d changes 5 ms apart took %d journal writes under a gather of 300 ms, want at most %d", changes, writes, changes/2)
 	}
@@ -155,21 +155,31 @@ func TestJournalGathersAStream(t *testing.T) {
 // second, get a write each, at once, instead of waiting for the next ones.
 func TestJournalWritesSparseChangesAtOnce(t *testing.T) {
 	const changes = 4
-	if writes := journalWritesFor(t, time.Second, changes, 500*time.Millisecond); writes != changes {
+	if writes := journalWritesFor(t, time.Second, 0, changes, 500*time.Millisecond); writes != changes {
 		t.Errorf("%d changes 500 ms apart took %d journal writes under a gather of a second, want one each", changes, writes)
 	}
 }
 
+// A journal in files synced at an interval does not gather: with no fsync per batch to share,
+// the same stream as above gets a write for most of its changes, each as it comes.
+func TestJournalSyncedAtAnIntervalDoesNotGather(t *testing.T) {
+	const changes = 40
+	writes := journalWritesFor(t, 300*time.Millisecond, time.Hour, changes, 5*time.Millisecond)
+	if writes <= changes/2 {
+		t.Errorf("%d changes 5 ms apart took %d journal writes synced every hour under a gather of 300 ms, want more than %d", changes, writes, changes/2)
+	}
+}
+
 // journalWritesFor starts n changes to one run, every interval, without waiting for one before
-// the next, on a journal in files gathering for groupWait; it checks that all are kept and
-// returns how many writes the journal made.
-func journalWritesFor(t *testing.T, groupWait time.Duration, n int, interval time.Duration) int {
+// the next, on a journal in files gathering for groupWait and synced every syncEvery (0: each
+// batch); it checks that all are kept and returns how many writes the journal made.
+func journalWritesFor(t *testing.T, groupWait, syncEvery time.Duration, n int, interval time.Duration) int {
 	t.Helper()
 	ctx := context.Background()
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
 	var writes atomic.Int32
-	p := startPrimary(t, db, rundb.JournalOptions{Dir: t.TempDir(), GroupWait: groupWait,
+	p := startPrimary(t, db, rundb.JournalOptions{Dir: t.TempDir(), GroupWait: groupWait, SyncEvery: syncEvery,
 		BeforeWrite: func() { writes.Add(1) }})
 	before := cachedState(t, p.cache, id)
 	var wg sync.WaitGroup

@@ -103,6 +103,8 @@ type fileSegments struct {
 	// syncEvery, if positive, fsyncs the file at that interval instead of after each batch
 	// (see JournalOptions.SyncEvery).
 	syncEvery time.Duration
+	// syncFile is how a file's data is made durable: syncData, or a test's stand-in.
+	syncFile func(*os.File) error
 
 	mu    sync.Mutex
 	name  string // the segment f appends to
@@ -133,7 +135,7 @@ func newFileSegments(dir string, syncEvery time.Duration) (*fileSegments, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: create %s: %w", dir, err)
 	}
-	s := &fileSegments{dir: dir, syncEvery: syncEvery}
+	s := &fileSegments{dir: dir, syncEvery: syncEvery, syncFile: syncData}
 	if syncEvery > 0 {
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
 		go s.syncer()
@@ -141,7 +143,9 @@ func newFileSegments(dir string, syncEvery time.Duration) (*fileSegments, error)
 	return s, nil
 }
 
-// syncer fsyncs what was written, every syncEvery, until close.
+// syncer fsyncs what was written, every syncEvery, until close. It syncs without the lock: a
+// batch written meanwhile is acknowledged once written and must not wait for an fsync, which
+// takes milliseconds when the disk is busy. A file closed meanwhile was synced by closeLocked.
 func (s *fileSegments) syncer() {
 	defer close(s.done)
 	t := time.NewTicker(s.syncEvery)
@@ -153,13 +157,19 @@ func (s *fileSegments) syncer() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		if s.dirty && s.f != nil {
-			s.dirty = false
-			if err := syncData(s.f); err != nil {
+		f, sync := s.f, s.dirty && s.f != nil
+		s.dirty = false
+		s.mu.Unlock()
+		if !sync {
+			continue
+		}
+		if err := s.syncFile(f); err != nil {
+			s.mu.Lock()
+			if s.f == f {
 				s.closeLocked() // the next batch starts a new file, see fileSegments
 			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 	}
 }
 
@@ -227,7 +237,7 @@ func (s *fileSegments) append(_ context.Context, name string, docs [][]byte) err
 	case s.syncEvery > 0:
 		s.dirty = true
 	default:
-		err = syncData(s.f)
+		err = s.syncFile(s.f)
 	}
 	if err != nil {
 		s.closeLocked() // never append after a torn frame: see fileSegments
@@ -258,7 +268,7 @@ func (s *fileSegments) openLocked(name string) error {
 func (s *fileSegments) closeLocked() {
 	if s.f != nil {
 		if s.dirty {
-			_ = syncData(s.f)
+			_ = s.syncFile(s.f)
 		}
 		s.f.Close()
 	}

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 )
 
 // readAll is every record of segment name, in order.
@@ -92,5 +94,46 @@ func TestFileSegmentsRefuseAnExistingFile(t *testing.T) {
 	defer s.close()
 	if err := s.append(context.Background(), name, [][]byte{[]byte("record")}); err == nil {
 		t.Fatal("appended to a segment file that was already there")
+	}
+}
+
+// Synced at an interval, a segment takes a batch while the syncer's fsync is in progress: the
+// fsync, milliseconds on a busy disk, is not on the path of a change's reply.
+func TestFileSegmentsAppendWhileSyncing(t *testing.T) {
+	ctx := context.Background()
+	s, err := newFileSegments(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	syncing, release := make(chan struct{}), make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce()
+	var first sync.Once
+	s.syncFile = func(f *os.File) error {
+		first.Do(func() { close(syncing); <-release })
+		return syncData(f)
+	}
+	s.syncEvery = time.Millisecond
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	const name = segmentPrefix + "1_0"
+	if err := s.append(ctx, name, [][]byte{[]byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	go s.syncer()
+	<-syncing
+	appended := make(chan error, 1)
+	go func() { appended <- s.append(ctx, name, [][]byte{[]byte("second")}) }()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a batch waited for the syncer's fsync")
+	}
+	releaseOnce()
+	if got := readAll(t, s, name); len(got) != 2 || string(got[0]) != "first" || string(got[1]) != "second" {
+		t.Fatalf("read back %q, want [first second]", got)
 	}
 }
