@@ -72,7 +72,8 @@ type Config struct {
 	// reply leaves (see rundb.Journal). Off only to measure what it costs.
 	Journal bool
 	// JournalFsync is how often a journal kept in files (on the embedded database) is fsynced:
-	// 0, each batch before it is acknowledged (see rundb.JournalOptions.SyncEvery).
+	// 0, each batch before it is acknowledged (see rundb.JournalOptions.SyncEvery). The default,
+	// 100 ms, is MongoDB's own journal commit interval.
 	JournalFsync time.Duration
 	// JournalGroupWait is how long a journal batch gathers changes before it is written (see
 	// rundb.JournalOptions.GroupWait).
@@ -153,6 +154,7 @@ func DefaultConfig() Config {
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           1 * time.Second,
 		Journal:               true,
+		JournalFsync:          100 * time.Millisecond,
 		JournalGroupWait:      2 * time.Millisecond,
 		LeaseTTL:              10 * time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
@@ -310,14 +312,14 @@ func options() []Option[Config] {
 			func(c *Config) *time.Duration { return &c.FlushPeriod }),
 		Bool("journal", "store each change acknowledged to a worker before answering (false: acknowledged results can be lost in a crash; for measuring the cost only)",
 			func(c *Config) *bool { return &c.Journal }),
-		Duration("journal_fsync", "on the embedded database, how often the journal's files are fsynced: 0 fsyncs each batch before it is acknowledged (a power cut loses nothing acknowledged); e.g. 100ms acknowledges once written (a server crash loses nothing, a machine crash up to that long)",
+		Duration("journal_fsync", "on the embedded database, how often the journal's files are fsynced: an interval such as 100ms acknowledges a batch once written (a crash of the server loses nothing acknowledged, a crash of the machine up to that long, as MongoDB's default journaling); 0 fsyncs each batch before it is acknowledged (not even a power cut loses an acknowledged change), for a few milliseconds more on each reply",
 			func(c *Config) *time.Duration { return &c.JournalFsync }, func(d time.Duration) error {
 				if d < 0 || d > time.Minute {
 					return errors.New("from 0 (fsync each batch) to 1m")
 				}
 				return nil
 			}),
-		Duration("journal_group_wait", "how long a journal batch gathers changes before it is written, while they arrive fast enough for it to bring four or more: changes arriving meanwhile share one write and one fsync, for at most this much longer before each is acknowledged; sparser changes, and 0, are written at once",
+		Duration("journal_group_wait", "how long a journal batch gathers changes before it is written, while they arrive fast enough for it to bring four or more: changes arriving meanwhile share one fsync (journal_fsync = 0) or one insert (a shared database), for at most this much longer before each is acknowledged; sparser changes, 0, and a journal in files synced at an interval are written at once",
 			func(c *Config) *time.Duration { return &c.JournalGroupWait }, func(d time.Duration) error {
 				if d < 0 || d > 100*time.Millisecond {
 					return errors.New("from 0 (write at once) to 100ms")

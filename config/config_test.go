@@ -102,6 +102,7 @@ func TestDefaultConfig(t *testing.T) {
 		ScavengePeriod:        60 * time.Second,
 		FlushPeriod:           time.Second,
 		Journal:               true,
+		JournalFsync:          100 * time.Millisecond,
 		JournalGroupWait:      2 * time.Millisecond,
 		LeaseTTL:              10 * time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
