@@ -47,7 +47,7 @@ fmt: ## format the code
 # and each storm against it and this build alternately (four legs each), in the same run, for
 # this build's ratios to it.
 # The full run also climbs the capacity ladder (200,000 to 750,000 equivalent workers, until a
-# step breaks a target) and restarts the server under 500,000: about 40 minutes on two cores.
+# step breaks a target) and restarts the server under 500,000: about half an hour on two cores.
 BASELINE  ?=
 BENCH_SCENARIOS = steady,storm,ceiling,critical-section,durability$(if $(QUICK),,$(comma)capacity$(comma)reconnect)
 comma := ,
