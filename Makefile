@@ -49,10 +49,9 @@ fmt: ## format the code
 # The full run also climbs the capacity ladder (200,000 to 750,000 equivalent workers, until a
 # step breaks a target) and restarts the server under 500,000: about half an hour on two cores.
 BASELINE  ?=
-BENCH_SCENARIOS = steady,storm,ceiling,critical-section,durability$(if $(QUICK),,$(comma)capacity$(comma)reconnect)
-comma := ,
+BENCH_LADDER = ,capacity,reconnect --capacity-scales 20,30,50,75
 bench: build $(if $(BASELINE),bin/shoal-baseline) ## the performance report (docs/benchmarks/report.{md,json}): the journal's cost, a takeover, the capacity ladder and a restart under 500,000 included; QUICK=1 for small sizes (no ladder, no restart), BASELINE=<ref> to compare
-	$(BIN) bench $(if $(QUICK),--quick) $(if $(BASELINE),--baseline bin/shoal-baseline) --scenarios $(BENCH_SCENARIOS) $(if $(QUICK),,--capacity-scales 20,30,50,75) --out docs/benchmarks
+	$(BIN) bench $(if $(QUICK),--quick) $(if $(BASELINE),--baseline bin/shoal-baseline) --scenarios steady,storm,ceiling,critical-section,durability$(if $(QUICK),,$(BENCH_LADDER)) --out docs/benchmarks
 
 bin/shoal-baseline: FORCE
 	rm -rf bin/baseline-src && mkdir -p bin/baseline-src

@@ -135,12 +135,18 @@ func newFileSegments(dir string, syncEvery time.Duration) (*fileSegments, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: create %s: %w", dir, err)
 	}
-	s := &fileSegments{dir: dir, syncEvery: syncEvery, syncFile: syncData}
+	s := &fileSegments{dir: dir, syncFile: syncData}
 	if syncEvery > 0 {
-		s.stop, s.done = make(chan struct{}), make(chan struct{})
-		go s.syncer()
+		s.startSyncer(syncEvery)
 	}
 	return s, nil
+}
+
+// startSyncer has the file fsynced every interval rather than after each batch, until close.
+func (s *fileSegments) startSyncer(every time.Duration) {
+	s.syncEvery = every
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.syncer()
 }
 
 // syncer fsyncs what was written, every syncEvery, until close. It syncs without the lock: a
@@ -157,10 +163,10 @@ func (s *fileSegments) syncer() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		f, sync := s.f, s.dirty && s.f != nil
+		f, due := s.f, s.dirty && s.f != nil
 		s.dirty = false
 		s.mu.Unlock()
-		if !sync {
+		if !due {
 			continue
 		}
 		if err := s.syncFile(f); err != nil {

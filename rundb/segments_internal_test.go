@@ -114,13 +114,11 @@ func TestFileSegmentsAppendWhileSyncing(t *testing.T) {
 		first.Do(func() { close(syncing); <-release })
 		return syncData(f)
 	}
-	s.syncEvery = time.Millisecond
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	s.startSyncer(time.Millisecond)
 	const name = segmentPrefix + "1_0"
 	if err := s.append(ctx, name, [][]byte{[]byte("first")}); err != nil {
 		t.Fatal(err)
 	}
-	go s.syncer()
 	<-syncing
 	appended := make(chan error, 1)
 	go func() { appended <- s.append(ctx, name, [][]byte{[]byte("second")}) }()

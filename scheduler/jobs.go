@@ -290,7 +290,7 @@ func (s *Scheduler) UpdateNPS(ctx context.Context) {
 //
 // The worker path shares the server's processor with the periodic jobs (one core holds the
 // whole fleet), so a job over every worker must not run for long without letting it in: at
-// 10,000 workers a pass that looked at each worker's run on its own ran 5-11 ms at a stretch
+// 10,000 workers a pass that looked at each worker's run on its own ran 5 ms at a stretch
 // (docs/benchmarks). It reads each run once, for all of its workers, and lets others run
 // between runs.
 func (s *Scheduler) CleanWtt(ctx context.Context) {
