@@ -71,6 +71,8 @@ func fleetFlags() []config.Option[fleetSettings] {
 			func(o *fleetSettings) *string { return &o.Optimum }, nil).FlagOnly(),
 		config.Float("spsa_elo_per_step", "for SPSA runs, the Elo one step c closer to the optimum is worth (0: 5)",
 			func(o *fleetSettings) *float64 { return &o.SPSAEloPerStep }, nil).FlagOnly(),
+		config.Int("processes", "split the workers over this many processes (each with its own heap and collector)",
+			func(o *fleetSettings) *int { return &o.Processes }, 1, "must be a positive integer").FlagOnly(),
 		config.Duration("stop_grace", "at the end, how long workers get to report the batch they are playing",
 			func(o *fleetSettings) *time.Duration { return &o.StopGrace }, nil).FlagOnly(),
 	}
@@ -104,6 +106,11 @@ func fleetCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if opts.Arrival != fleet.Ramp {
 		opts.Ramp = 0
 	}
+	if opts.Processes > 1 {
+		if opts.ShardCommand, err = shardCommand(); err != nil {
+			return fmt.Errorf("fleet: %w", err)
+		}
+	}
 	if opts.Duration == 0 && len(opts.UntilFinished) == 0 {
 		fmt.Fprintln(stderr, "No --duration or --until-finished: the fleet runs until interrupted (Ctrl-C).")
 	}
@@ -129,6 +136,15 @@ func fleetCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return errors.New("fleet: exactly-once check failed: a run's results differ from what the fleet reported")
 	}
 	return nil
+}
+
+// shardCommand is how a split fleet starts its processes: this binary's fleet.ShardSubcommand.
+func shardCommand() ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return []string{exe, fleet.ShardSubcommand}, nil
 }
 
 // writeReportFile writes the JSON report to path, replacing it whole.

@@ -382,15 +382,26 @@ func TestE2EVanishingWorkersTasksAreReclaimedAndCountedOnce(t *testing.T) {
 	}
 }
 
+// The fleet command's report, from one process and from a fleet split over two: the same
+// workers, the same checks.
 func TestE2EFleetCommandWritesTheJSONReport(t *testing.T) {
 	t.Parallel()
+	for _, processes := range []string{"1", "2"} {
+		t.Run("processes "+processes, func(t *testing.T) {
+			t.Parallel()
+			testFleetCommandReport(t, processes)
+		})
+	}
+}
+
+func testFleetCommandReport(t *testing.T, processes string) {
 	s := startE2E(t, 20)
 	id := s.submit(t, func(r *scheduler.RunRequest) { r.NumGames = 1000 })
 	path := filepath.Join(t.TempDir(), "report.json")
 	var stdout, stderr bytes.Buffer
 	err := fleetCmd(context.Background(), []string{"--workers", "20", "--server", s.base, "--concurrency", "2",
 		"--time-scale", fmt.Sprint(e2eScale), "--elo", "5", "--arrival", "ramp", "--ramp", "1s",
-		"--until-finished", id, "--duration", "60s", "--json", path},
+		"--until-finished", id, "--duration", "60s", "--json", path, "--processes", processes},
 		envOf(map[string]string{"SHOAL_USERNAME": s.users.Workers.Name, "SHOAL_PASSWORD": s.users.Workers.Password}),
 		&stdout, &stderr)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/shoal-chess/shoal/bench"
+	"github.com/shoal-chess/shoal/worker/fleet"
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
 )
 
@@ -86,6 +87,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	case "fleet":
 		err = fleetCmd(ctx, rest, getenv, stdout, stderr)
+	case fleet.ShardSubcommand: // one process of a split fleet, started by its parent; not for people
+		err = fleet.ServeShard(ctx, os.Stdin, stdout)
 	case "demo":
 		err = demoCmd(ctx, rest, getenv, stdout, stderr)
 	case "bench":

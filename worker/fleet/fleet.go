@@ -5,7 +5,9 @@
 // that send bad data), shows live progress, and ends with a Report: per-endpoint request counts
 // and latency percentiles, errors by kind, tasks started and abandoned, games reported, and the
 // exactly-once check of every run the fleet touched. Several fleets may run at once; each has
-// its own connection pool. Against a plain http:// server the pool is the fleet's own
+// its own connection pool. A large fleet may be split over several processes (Options.Processes,
+// split.go), each running a share of the workers with its own heap and collector, and report as
+// one. Against a plain http:// server the pool is the fleet's own
 // lightTransport, which does each request in the worker's goroutine, so that the fleet's CPU and
 // scheduling delays stay small next to the server's.
 //
@@ -103,11 +105,12 @@ type Options struct {
 	Seed uint64
 	// Progress, if set, gets a progress line every ProgressPeriod (default 1 s). Terminal makes
 	// it one line rewritten in place instead of a line per period.
-	Progress       io.Writer
-	Terminal       bool
+	Progress       io.Writer `json:"-"`
+	Terminal       bool      `json:"-"`
 	ProgressPeriod time.Duration
-	// Logger gets every worker's log (very verbose for a big fleet); nil discards it.
-	Logger *slog.Logger
+	// Logger gets every worker's log (very verbose for a big fleet); nil discards it. The
+	// workers of a split fleet (Processes) log nothing.
+	Logger *slog.Logger `json:"-"`
 	// StopGrace is how long workers get, at the end, to finish and report the batch they are
 	// playing before they are cut off (default 30 s).
 	StopGrace time.Duration
@@ -130,6 +133,17 @@ type Options struct {
 	// reports and failed tasks of a fleet stopping all at once.
 	Window     bool
 	WindowFrom time.Duration
+	// Processes splits the fleet over this many processes (0 or 1: all in this one), worker i
+	// in process i modulo Processes, each with its own connection pool, heap and collector:
+	// a collection then holds back a share of the workers, for the time it takes to mark a
+	// share of the heap. Each is started with ShardCommand, a command that hands its standard
+	// input and output to ServeShard (`shoal fleet-shard`), and inherits this process's
+	// collector setting and GOMAXPROCS. This process checks the server, paces the run and
+	// merges what they recorded into one report, as if one process had run them all.
+	Processes    int      `json:"-"`
+	ShardCommand []string `json:"-"`
+	// ShardProfile, with Processes, has the first process profile itself (see ShardProfile).
+	ShardProfile *ShardProfile `json:"-"`
 }
 
 // validate checks o and fills its defaults.
@@ -164,6 +178,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid bad-data fraction %v: want 0 to 1", o.BadData)
 	case o.Vanish+o.BadData > 1:
 		return fmt.Errorf("vanish (%v) and bad-data (%v) fractions add up to more than 1", o.Vanish, o.BadData)
+	case o.Processes < 0 || o.Processes > o.Workers:
+		return fmt.Errorf("invalid number of processes %d: want 1 to the number of workers (%d)", o.Processes, o.Workers)
+	case o.Processes > 1 && len(o.ShardCommand) == 0:
+		return errors.New("a fleet split over processes needs the command that runs one (ShardCommand)")
 	case o.SlowBeat > 0 && o.Duration == 0:
 		return errors.New("a timeline (slow beat) needs a duration")
 	case o.SlowBeat < 0 || o.Duration < 0 || o.Ramp < 0 || o.StopRamp < 0 || o.ProgressPeriod < 0 || o.StopGrace < 0 || o.HTTPTimeout < 0 || o.IdleConnTimeout < 0 || o.WindowFrom < 0:
@@ -220,11 +238,12 @@ type fleet struct {
 
 	stop chan struct{} // closed when the fleet starts stopping
 
-	mu        sync.Mutex
-	started   []*worker.Worker
-	stopping  bool
-	progGames int64         // games at the last progress line, for the rate
-	progAt    time.Duration // when it was written
+	mu         sync.Mutex
+	started    []*worker.Worker
+	launchDone chan struct{} // the crew's (see crew)
+	stopping   bool
+	progGames  int64         // games at the last progress line, for the rate
+	progAt     time.Duration // when it was written
 }
 
 // Run starts opts.Workers workers, lets them work until opts.Duration has passed, every run of
@@ -232,11 +251,42 @@ type fleet struct {
 // (each finishes and reports its batch, within opts.StopGrace) and returns the report, with the
 // exactly-once check of every run touched. The error is for invalid options and for a server
 // that cannot be used at all (unreachable, credentials refused, an unknown run to wait for);
-// everything that goes wrong once the fleet runs is in the report.
+// everything that goes wrong once the fleet runs is in the report. With opts.Processes above
+// one the workers run in that many processes (see runSplit) and the report is of them all.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
+	f, closeIdle := newFleet(opts)
+	defer closeIdle()
+	if err := f.preflight(ctx); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	if opts.Processes > 1 {
+		return f.runSplit(ctx)
+	}
+	roles, nBad := assignRoles(opts)
+	rep := newReport(opts, nBad)
+
+	// The workers do not stop when ctx does: ctx ending starts the graceful stop below, and
+	// workersCtx is cancelled only when the grace is over.
+	workersCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWorkers()
+	start := time.Now()
+	f.begin(start)
+	c := f.startWorkers(workersCtx, start, roles, 0, 1)
+	rep.StoppedBecause = f.watch(ctx, start, c.allDone, f.snapshot)
+	stopAt := time.Now()
+	f.end(ctx, c, stopAt, cancelWorkers)
+	elapsed := time.Since(start)
+	f.progress(elapsed, true, f.snapshot())
+	f.complete(ctx, rep, stopAt.Sub(start), elapsed, f.startedCount())
+	return rep, nil
+}
+
+// newFleet is a fleet of opts (validated) with its own connection pool, and what closes the
+// pool's idle connections.
+func newFleet(opts Options) (*fleet, func()) {
 	client, closeIdle := newClient(opts)
 	f := &fleet{
 		opts:   opts,
@@ -247,46 +297,69 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if _, light := client.Transport.(*lightTransport); light {
 		f.direct = client.Transport
 	}
-	defer closeIdle()
-	if err := f.preflight(ctx); err != nil {
-		return nil, fmt.Errorf("fleet: %w", err)
-	}
+	return f, closeIdle
+}
 
+// assignRoles picks, from opts.Seed, the workers that vanish ('v') and those that send bad data
+// ('b'), by index over the whole fleet, so that every process of a split fleet picks the same;
+// nBad is how many send bad data.
+func assignRoles(opts Options) (roles []byte, nBad int) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0))
 	order := rng.Perm(opts.Workers)
 	nVanish := int(math.Round(opts.Vanish * float64(opts.Workers)))
-	nBad := int(math.Round(opts.BadData * float64(opts.Workers)))
-	role := make([]byte, opts.Workers) // 'v' vanishes, 'b' sends bad data
+	nBad = int(math.Round(opts.BadData * float64(opts.Workers)))
+	roles = make([]byte, opts.Workers)
 	for i, w := range order {
 		switch {
 		case i < nVanish:
-			role[w] = 'v'
+			roles[w] = 'v'
 		case i < nVanish+nBad:
-			role[w] = 'b'
+			roles[w] = 'b'
 		}
 	}
+	return roles, nBad
+}
 
-	rep := &Report{Workers: opts.Workers, Concurrency: opts.Concurrency, Arrival: string(opts.Arrival),
+// newReport is the report of a fleet of opts, before it runs.
+func newReport(opts Options, nBad int) *Report {
+	return &Report{Workers: opts.Workers, Concurrency: opts.Concurrency, Arrival: string(opts.Arrival),
 		TimeScale: opts.TimeScale, Elo: opts.Elo, DrawRatio: opts.DrawRatio, BadDataWorkers: nBad}
+}
 
-	// The workers do not stop when ctx does: ctx ending starts the graceful stop below, and
-	// workersCtx is cancelled only when the grace is over.
-	workersCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWorkers()
-	start := time.Now()
+// begin readies the recorder for a fleet whose first worker starts at start: the window, the
+// timeline and the scheduling latencies over the window.
+func (f *fleet) begin(start time.Time) {
+	opts := f.opts
 	if opts.Window {
 		f.rec.winStart.Store(start.Add(opts.WindowFrom).UnixNano())
+		f.rec.sched.startAt(start.Add(opts.WindowFrom))
 	}
 	if opts.SlowBeat > 0 { // the run, its stop and grace, and a second to spare
 		f.rec.timeline = newTimeline(start, opts.SlowBeat, int((opts.Duration+opts.StopRamp+opts.StopGrace)/time.Second)+2)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	launchDone := make(chan struct{})
+}
+
+// crew is the workers a fleet (or one process of a split fleet) started.
+type crew struct {
+	wg *sync.WaitGroup
+	// launchDone is closed once the launcher has started every worker it will; allDone once
+	// every worker has quit too.
+	launchDone, allDone chan struct{}
+}
+
+// startWorkers starts, on schedule from start, the workers whose index is shard modulo shards
+// (all of them with shards = 1), with the roles assignRoles gave them.
+func (f *fleet) startWorkers(ctx context.Context, start time.Time, roles []byte, shard, shards int) *crew {
+	opts := f.opts
+	c := &crew{wg: &sync.WaitGroup{}, launchDone: make(chan struct{}), allDone: make(chan struct{})}
+	f.mu.Lock()
+	f.launchDone = c.launchDone
+	f.mu.Unlock()
+	c.wg.Add(1)
 	go func() { // the launcher; joined through wg
-		defer wg.Done()
-		defer close(launchDone)
-		for i := range opts.Workers {
+		defer c.wg.Done()
+		defer close(c.launchDone)
+		for i := shard; i < opts.Workers; i += shards {
 			if opts.Arrival == Ramp {
 				at := start.Add(time.Duration(float64(opts.Ramp) * float64(i) / float64(opts.Workers)))
 				timer := time.NewTimer(time.Until(at))
@@ -297,35 +370,40 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 					return
 				}
 			}
-			if !f.launch(workersCtx, &wg, i, role[i]) {
+			if !f.launch(ctx, c.wg, i, roles[i]) {
 				return
 			}
 		}
 	}()
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }() // returns once every worker and the launcher have
+	go func() { c.wg.Wait(); close(c.allDone) }() // returns once every worker and the launcher have
+	return c
+}
 
-	rep.StoppedBecause = f.watch(ctx, start, allDone, launchDone)
-	stopAt := time.Now()
+// end stops the crew: it closes the window at stopAt, asks every worker to finish its batch and
+// quit (spread over StopRamp unless ctx has ended), and cuts off those still working after
+// StopGrace (cancelWorkers).
+func (f *fleet) end(ctx context.Context, c *crew, stopAt time.Time, cancelWorkers func()) {
 	f.rec.winEnd.Store(stopAt.UnixNano())
-	f.stopAll(ctx, allDone)
-	grace := time.NewTimer(opts.StopGrace)
+	f.rec.sched.stop()
+	f.stopAll(ctx, c.allDone)
+	grace := time.NewTimer(f.opts.StopGrace)
 	select {
-	case <-allDone:
+	case <-c.allDone:
 		grace.Stop()
 	case <-grace.C:
 		cancelWorkers()
-		<-allDone
+		<-c.allDone
 	}
-	elapsed := time.Since(start)
-	f.progress(elapsed, true)
+}
 
-	f.mu.Lock()
-	started := len(f.started)
-	f.mu.Unlock()
+// complete fills rep from the recorder: the figures of a fleet that ran for elapsed, began to
+// stop at stopped (both from the first arrival) and started started workers, then the
+// exactly-once check of every run touched.
+func (f *fleet) complete(ctx context.Context, rep *Report, stopped, elapsed time.Duration, started int) {
+	opts := f.opts
 	rep.fill(f.rec, elapsed, started)
-	if opts.Window && stopAt.Sub(start) > opts.WindowFrom {
-		rep.fillWindow(f.rec, opts.WindowFrom, stopAt.Sub(start))
+	if opts.Window && stopped > opts.WindowFrom {
+		rep.fillWindow(f.rec, opts.WindowFrom, stopped)
 	}
 	if f.rec.timeline != nil {
 		rep.Timeline = f.rec.timeline.seconds(elapsed)
@@ -333,7 +411,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	checkCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	rep.checkRuns(checkCtx, f.rec, f.client, opts.ServerURL, opts.UntilFinished)
-	return rep, nil
+}
+
+// startedCount is how many workers the fleet started.
+func (f *fleet) startedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.started)
 }
 
 // newClient is the HTTP client the fleet's workers share, and what closes its idle connections.
@@ -469,13 +553,58 @@ func (f *fleet) stopAll(ctx context.Context, allDone <-chan struct{}) {
 	}
 }
 
-// watch prints progress until it is time to stop, and says why.
-func (f *fleet) watch(ctx context.Context, start time.Time, allDone, launchDone <-chan struct{}) string {
+// snapshot is how a fleet stands, for its progress line and its watch: every count is of the
+// whole fleet, or of one process's share of a split fleet.
+type snapshot struct {
+	Started      int64 `json:"started"` // workers started
+	Running      int64 `json:"running"` // workers whose Run has not returned
+	Busy         int64 `json:"busy"`    // workers holding a task
+	TasksStarted int64 `json:"tasks"`
+	Games        int64 `json:"games"`
+	TooBusy      int64 `json:"too_busy"`
+	HTTPErrors   int64 `json:"http_errors"`
+	Transport    int64 `json:"transport_errors"`
+	AppErrors    int64 `json:"app_errors"`
+	// Launched is whether every worker that will start has.
+	Launched bool `json:"launched"`
+}
+
+// add sums two snapshots: Launched holds for the sum when it holds for both.
+func (s snapshot) add(o snapshot) snapshot {
+	return snapshot{Started: s.Started + o.Started, Running: s.Running + o.Running, Busy: s.Busy + o.Busy,
+		TasksStarted: s.TasksStarted + o.TasksStarted, Games: s.Games + o.Games, TooBusy: s.TooBusy + o.TooBusy,
+		HTTPErrors: s.HTTPErrors + o.HTTPErrors, Transport: s.Transport + o.Transport, AppErrors: s.AppErrors + o.AppErrors,
+		Launched: s.Launched && o.Launched}
+}
+
+// snapshot is how this process's workers stand.
+func (f *fleet) snapshot() snapshot {
+	r := f.rec
+	httpErrs, transport, app := r.errorsSoFar()
+	s := snapshot{Running: r.running.Load(), Busy: r.busy.Load(), TasksStarted: r.tasksStarted.Load(),
+		Games: r.games.Load(), TooBusy: r.tooBusy.Load(), HTTPErrors: httpErrs, Transport: transport, AppErrors: app}
+	f.mu.Lock()
+	s.Started = int64(len(f.started))
+	launchDone := f.launchDone
+	f.mu.Unlock()
+	if launchDone != nil {
+		select {
+		case <-launchDone:
+			s.Launched = true
+		default:
+		}
+	}
+	return s
+}
+
+// watch prints progress until it is time to stop, and says why; status says how the fleet
+// stands.
+func (f *fleet) watch(ctx context.Context, start time.Time, allDone <-chan struct{}, status func() snapshot) string {
 	tick := time.NewTicker(f.opts.ProgressPeriod)
 	defer tick.Stop()
 	var deadline <-chan time.Time
 	if f.opts.Duration > 0 {
-		t := time.NewTimer(f.opts.Duration)
+		t := time.NewTimer(f.opts.Duration - time.Since(start))
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -494,13 +623,10 @@ func (f *fleet) watch(ctx context.Context, start time.Time, allDone, launchDone 
 		case <-allDone:
 			return "workers exited"
 		case <-tick.C:
-			f.progress(time.Since(start), false)
-			select {
-			case <-launchDone:
-				if f.rec.running.Load() == 0 {
-					return "workers exited"
-				}
-			default:
+			s := status()
+			f.progress(time.Since(start), false, s)
+			if s.Launched && s.Running == 0 {
+				return "workers exited"
 			}
 		case <-poll:
 			if f.runsFinished(ctx) {
@@ -522,30 +648,26 @@ func (f *fleet) runsFinished(ctx context.Context) bool {
 	return true
 }
 
-// progress writes one progress line; final ends the in-place line of a terminal.
-func (f *fleet) progress(elapsed time.Duration, final bool) {
+// progress writes one progress line of s; final ends the in-place line of a terminal.
+func (f *fleet) progress(elapsed time.Duration, final bool, s snapshot) {
 	w := f.opts.Progress
 	if w == nil {
 		return
 	}
-	r := f.rec
-	games := r.games.Load()
 	f.mu.Lock()
-	started := len(f.started)
 	rate := 0.0
 	if dt := (elapsed - f.progAt).Seconds(); dt > 0 {
-		rate = float64(games-f.progGames) / dt
+		rate = float64(s.Games-f.progGames) / dt
 	}
-	f.progGames, f.progAt = games, elapsed
+	f.progGames, f.progAt = s.Games, elapsed
 	f.mu.Unlock()
 	if final && elapsed > 0 {
-		rate = float64(games) / elapsed.Seconds()
+		rate = float64(s.Games) / elapsed.Seconds()
 	}
-	httpErrs, transport, app := r.errorsSoFar()
 	line := fmt.Sprintf("[%5.0fs] workers %s/%s running, %s busy | tasks %s | games %s (%s/s) | too busy %s | errors: http %s, transport %s, app %s",
-		elapsed.Seconds(), thousands(r.running.Load()), thousands(int64(started)), thousands(r.busy.Load()),
-		thousands(r.tasksStarted.Load()), thousands(games), thousands(int64(rate+0.5)), thousands(r.tooBusy.Load()),
-		thousands(httpErrs), thousands(transport), thousands(app))
+		elapsed.Seconds(), thousands(s.Running), thousands(s.Started), thousands(s.Busy),
+		thousands(s.TasksStarted), thousands(s.Games), thousands(int64(rate+0.5)), thousands(s.TooBusy),
+		thousands(s.HTTPErrors), thousands(s.Transport), thousands(s.AppErrors))
 	if final {
 		line = strings.Replace(line, "/s)", "/s overall)", 1)
 	}

@@ -60,6 +60,8 @@ type recorder struct {
 	winTooBusy       atomic.Int64
 	// timeline, if set (Options.SlowBeat), counts each second's beats.
 	timeline *timeline
+	// sched is the fleet's processes' scheduling latencies over the window (Options.Window).
+	sched schedWindow
 
 	mu               sync.Mutex
 	endpoints        map[string]*endpointStats

@@ -108,6 +108,11 @@ type WindowReport struct {
 	Requests     int64                     `json:"requests"`
 	Endpoints    map[string]EndpointReport `json:"endpoints"`
 	TooBusy      int64                     `json:"too_busy"`
+	// SchedLatencyP99MS is the fleet's own scheduling latency p99 over the window: how long its
+	// workers' goroutines waited for a CPU once runnable (the Go runtime's histogram, every
+	// process of a split fleet together; the upper bound of the bucket holding it). Absent
+	// when unknown.
+	SchedLatencyP99MS *float64 `json:"sched_latency_p99_ms,omitempty"`
 }
 
 // EndpointReport is one API endpoint's requests and latency (milliseconds; percentiles from a
@@ -181,6 +186,9 @@ func (rep *Report) fillWindow(rec *recorder, from, until time.Duration) {
 		}
 		st.Requests += n
 		st.Endpoints[name] = latencyReport(n, &e.win)
+	}
+	if q, ok := rec.sched.result().quantile(0.99); ok {
+		st.SchedLatencyP99MS = new(q * 1000)
 	}
 	rep.Window = st
 }
