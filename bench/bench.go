@@ -29,7 +29,6 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
-	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +111,8 @@ type plan struct {
 	// CapacityScales and CapacityLeg shape the capacity scenario (see benchCapacity).
 	CapacityScales []float64 `json:"capacity_scales"`
 	CapacityLeg    string    `json:"capacity_leg"`
+	// FleetProcesses is how many processes the steady scenario's fleet runs in.
+	FleetProcesses int `json:"fleet_processes"`
 
 	duration, ceilingDuration, durabilityLeg, capacityLeg time.Duration
 	mongoURI, exe                                         string
@@ -269,6 +270,9 @@ type Settings struct {
 	Baseline string
 	// Pin runs the server on CPU 0 and the fleet on the other CPUs (needs 2 CPUs and taskset).
 	Pin bool
+	// FleetProcesses splits the fleets of the steady, durability and capacity scenarios over this
+	// many processes (fleet.Options.Processes; 0: defaultFleetProcesses).
+	FleetProcesses int
 
 	// Exe is the shoal binary the bench runs as `shoal serve` and `shoal user add`.
 	Exe string
@@ -338,6 +342,10 @@ func newPlan(s Settings) (plan, error) {
 		set.capacityLeg = s.CapacityLeg
 	}
 	set.CapacityLeg = set.capacityLeg.String()
+	set.FleetProcesses = defaultFleetProcesses
+	if s.FleetProcesses != 0 {
+		set.FleetProcesses = s.FleetProcesses
+	}
 	set.Duration, set.CeilingDuration = set.duration.String(), set.ceilingDuration.String()
 	set.Database = "embedded"
 	if set.mongoURI != "" {
@@ -350,6 +358,8 @@ func newPlan(s Settings) (plan, error) {
 		return set, errors.New("bench: --time-scale must be at least 1")
 	case set.capacityLeg <= 0:
 		return set, errors.New("bench: --capacity-leg must be positive")
+	case set.FleetProcesses < 1 || set.FleetProcesses > set.Workers:
+		return set, fmt.Errorf("bench: --fleet-processes %d: want 1 to the steady fleet's %d workers", set.FleetProcesses, set.Workers)
 	}
 	if err := checkScales(set.CapacityScales); err != nil {
 		return set, err
@@ -700,9 +710,12 @@ type procUsage struct {
 	// ChildCPUSeconds is the part of CPUSeconds that readServer found in the server's child
 	// processes (the embedded database).
 	ChildCPUSeconds float64
+	// ReapedCPUSeconds is the CPU of the process's children that have exited and been waited
+	// for (cutime + cstime): in the bench process, the processes of a split fleet once it ends.
+	ReapedCPUSeconds float64
 }
 
-// readProc reads /proc/pid/stat (utime + stime, in clock ticks of 1/100 s, Linux's USER_HZ on
+// readProc reads /proc/pid/stat (utime + stime and cutime + cstime, in clock ticks of 1/100 s, Linux's USER_HZ on
 // every common architecture) and /proc/pid/status (VmRSS, VmHWM).
 func readProc(pid int) (procUsage, error) {
 	var u procUsage
@@ -718,6 +731,11 @@ func readProc(pid int) (procUsage, error) {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	u.CPUSeconds = (utime + stime) / 100
+	if len(f) >= 15 {
+		cutime, _ := strconv.ParseFloat(f[13], 64)
+		cstime, _ := strconv.ParseFloat(f[14], 64)
+		u.ReapedCPUSeconds = (cutime + cstime) / 100
+	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err
@@ -733,6 +751,14 @@ func readProc(pid int) (procUsage, error) {
 		}
 	}
 	return u, nil
+}
+
+// readFleet is readProc of this process (the bench, and the fleet when it runs here), with the
+// CPU of its children that have ended added: the processes of a split fleet, once it has run.
+func readFleet() (procUsage, error) {
+	u, err := readProc(os.Getpid())
+	u.CPUSeconds += u.ReapedCPUSeconds
+	return u, err
 }
 
 // readServer is readProc of the server's process and its children, summed: the embedded
@@ -772,8 +798,6 @@ type procWindow struct {
 	sampled                 bool
 	// metrics are the server's /metrics at both ends (nil if a scrape failed).
 	metricsFrom, metricsUntil map[string]float64
-	// fleetSched are this process's (the fleet's) scheduling latencies at both ends.
-	fleetSchedFrom, fleetSchedUntil *rtmetrics.Float64Histogram
 }
 
 // watchProc samples process pid's resident memory every half second from `from` to `until`
@@ -796,7 +820,6 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 			return
 		}
 		w.metricsFrom, _ = scrapeMetrics(ctx, s.base)
-		w.fleetSchedFrom = readSchedLatencies()
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		last := first
@@ -816,7 +839,6 @@ func watchProc(ctx context.Context, s *benchServer, from, until time.Duration) <
 		w.cores = (last.CPUSeconds - first.CPUSeconds) / secs
 		w.dbCores = (last.ChildCPUSeconds - first.ChildCPUSeconds) / secs
 		w.metricsUntil, _ = scrapeMetrics(ctx, s.base)
-		w.fleetSchedUntil = readSchedLatencies()
 	}()
 	return out
 }
@@ -1084,6 +1106,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 		sc.explainUnmet(set)
 	}()
 	sc.figure("equivalent workers (workers x time scale)", float64(set.Workers)*set.TimeScale, "workers")
+	sc.figure("fleet processes", float64(set.FleetProcesses), "processes")
 	s, err := startBenchServer(ctx, set, set.Workers, stderr)
 	if err != nil {
 		return err
@@ -1096,7 +1119,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	fleetBefore, err := readProc(os.Getpid())
+	fleetBefore, err := readFleet()
 	if err != nil {
 		return err
 	}
@@ -1113,7 +1136,19 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	// The profile covers the working fleet: from the start of the window for up to a minute.
 	profiledFor := min(time.Minute, set.duration-opts.WindowFrom-2*time.Second)
 	profiled := profileDuring(ctx, s, set, "steady", opts.WindowFrom, profiledFor)
-	fleetProfiled := profileFleet(ctx, set, "steady", opts.WindowFrom, profiledFor)
+	var fleetProfiled <-chan *profileSummary
+	if set.FleetProcesses > 1 {
+		// The first of the fleet's processes profiles itself, as profileFleet does this one.
+		opts.Processes, opts.ShardCommand = set.FleetProcesses, []string{set.exe, fleet.ShardSubcommand}
+		if set.profiles != "" {
+			opts.ShardProfile = &fleet.ShardProfile{Dir: set.profiles, Name: "steady", After: opts.WindowFrom, For: profiledFor}
+			if !set.wholeRun {
+				opts.ShardProfile.TraceFor = traceFor
+			}
+		}
+	} else {
+		fleetProfiled = profileFleet(ctx, set, "steady", opts.WindowFrom, profiledFor)
+	}
 	watched := watchProc(ctx, s, opts.WindowFrom, set.duration)
 	// Each leg's fleet starts from a collected heap, as the first leg's does: the last leg's
 	// garbage (most of a gigabyte at 10,000 workers) would otherwise bring the fleet's first
@@ -1121,7 +1156,11 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	runtime.GC()
 	rep, err := fleet.Run(ctx, opts)
 	sc.Profile = <-profiled
-	sc.FleetProfile = <-fleetProfiled
+	if fleetProfiled != nil {
+		sc.FleetProfile = <-fleetProfiled
+	} else if opts.ShardProfile != nil {
+		sc.FleetProfile = summariseShardProfile(*opts.ShardProfile)
+	}
 	win := <-watched
 	if err != nil {
 		return err
@@ -1130,7 +1169,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	fleetAfter, err := readProc(os.Getpid())
+	fleetAfter, err := readFleet()
 	if err != nil {
 		return err
 	}
@@ -1154,7 +1193,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 		perRequest := func(secs float64) float64 { return secs / float64(rep.Requests) * 1e6 }
 		sc.figure("server CPU per request", perRequest(cpu), "µs")
 		sc.figure("server CPU per request: the embedded database's part", perRequest(after.ChildCPUSeconds-before.ChildCPUSeconds), "µs")
-		sc.figure("fleet CPU per request (the bench process)", perRequest(fleetAfter.CPUSeconds-fleetBefore.CPUSeconds), "µs")
+		sc.figure("fleet CPU per request (the bench process and its fleet processes)", perRequest(fleetAfter.CPUSeconds-fleetBefore.CPUSeconds), "µs")
 	}
 	sc.figure("server resident memory (end)", after.RSSMiB, "MiB")
 	sc.figure("server resident memory (peak over the whole run, VmHWM)", after.HWMMiB, "MiB")
@@ -1181,8 +1220,8 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 		if q, ok := histQuantile(win.metricsFrom, win.metricsUntil, "go_sched_latencies_seconds", 0.99); ok {
 			sc.figure("steady: server scheduling latency p99 (runnable to running, bucket upper bound)", q*1000, "ms")
 		}
-		if q, ok := histDeltaQuantile(win.fleetSchedFrom, win.fleetSchedUntil, 0.99); ok {
-			sc.figure("steady: fleet scheduling latency p99 (runnable to running, bucket upper bound)", q*1000, "ms")
+		if st := rep.Window; st != nil && st.SchedLatencyP99MS != nil {
+			sc.figure("steady: fleet scheduling latency p99 (runnable to running, bucket upper bound)", *st.SchedLatencyP99MS, "ms")
 		}
 		flushes := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_count") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_count")
 		flushSecs := metricSum(win.metricsUntil, "shoal_runcache_flush_duration_seconds_sum") - metricSum(win.metricsFrom, "shoal_runcache_flush_duration_seconds_sum")
@@ -1800,7 +1839,11 @@ func benchMarkdown(rep *benchReport) string {
 	if set.Quick {
 		b.WriteString(" (**--quick**: not the issue's sizes)")
 	}
-	fmt.Fprintf(&b, ".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run in the bench process, on the same machine (%s; %s).\n", set.Pinning, set.FileLimit)
+	fleetWhere := "in the bench process"
+	if set.FleetProcesses > 1 {
+		fleetWhere = fmt.Sprintf("in the bench process, except the steady and capacity fleets, split over %d processes of their own", set.FleetProcesses)
+	}
+	fmt.Fprintf(&b, ".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run %s, on the same machine (%s; %s).\n", fleetWhere, set.Pinning, set.FileLimit)
 	if set.Baseline != "" {
 		fmt.Fprintf(&b, "\n**Baseline:** in the same bench run, the steady scenario ran four times, against `%s`, this build, this build again and the baseline again (sections %s, steady, %s and %s), and each storm ran first against the baseline (storm's \"baseline\" figures), then against this build; figures named \"ratio to the baseline\" are this build's over the baseline's, for steady the geometric mean of the two pairs' ratios, so that a leg's place in the run, which weighs on its tails, cancels out.\n", set.Baseline, baselineScenario, steadyAgain, baselineAgain)
 	}
@@ -1841,7 +1884,11 @@ func benchMarkdown(rep *benchReport) string {
 			}
 		}
 		profileMarkdown(&b, "Server", sc.Profile)
-		profileMarkdown(&b, "Fleet (bench process)", sc.FleetProfile)
+		fleetProfiled := "Fleet (bench process)"
+		if _, split := sc.value("fleet processes"); split && set.FleetProcesses > 1 {
+			fleetProfiled = fmt.Sprintf("Fleet (the first of its %d processes)", set.FleetProcesses)
+		}
+		profileMarkdown(&b, fleetProfiled, sc.FleetProfile)
 	}
 	return b.String()
 }

@@ -28,6 +28,9 @@ func TestNewPlan(t *testing.T) {
 				p.ceilingDuration != 10*time.Second || p.CeilingClients != 64 || p.DurabilityRounds != 3 || p.durabilityLeg != time.Minute {
 				t.Errorf("defaults: %+v", p)
 			}
+			if p.FleetProcesses != defaultFleetProcesses {
+				t.Errorf("fleet processes %d, want %d", p.FleetProcesses, defaultFleetProcesses)
+			}
 			if p.Duration != "5m0s" || p.CeilingDuration != "10s" || p.DurabilityLeg != "1m0s" || p.Database != "embedded" {
 				t.Errorf("the report's durations and database: %q %q %q %q", p.Duration, p.CeilingDuration, p.DurabilityLeg, p.Database)
 			}
@@ -45,6 +48,11 @@ func TestNewPlan(t *testing.T) {
 			if p.Workers != 60 || p.Runs != 2 || p.duration != 20*time.Second || !slices.Equal(p.StormSizes, []int{60}) ||
 				p.DurabilityRounds != 2 || p.durabilityLeg != 45*time.Second {
 				t.Errorf("overrides: %+v", p)
+			}
+		}},
+		{"one fleet process when asked", func(s *Settings) { s.FleetProcesses = 1 }, func(t *testing.T, p plan) {
+			if p.FleetProcesses != 1 {
+				t.Errorf("fleet processes %d, want 1", p.FleetProcesses)
 			}
 		}},
 		{"quick's durability leg follows a --duration given", func(s *Settings) { s.Quick, s.Duration = true, 20*time.Second }, func(t *testing.T, p plan) {
@@ -103,6 +111,8 @@ func TestNewPlanErrors(t *testing.T) {
 		{"a time scale that is not a number", func(s *Settings) { s.TimeScale = math.NaN() }, "--time-scale must be at least 1"},
 		{"an unknown scenario", func(s *Settings) { s.Scenarios = []string{"steady", "nope"} }, `unknown scenario "nope" (want steady,storm,ceiling,critical-section,durability,capacity,reconnect)`},
 		{"no scenario", func(s *Settings) { s.Scenarios = nil }, "no scenario given"},
+		{"more fleet processes than workers", func(s *Settings) { s.Workers, s.FleetProcesses = 3, 4 }, "--fleet-processes 4: want 1 to the steady fleet's 3 workers"},
+		{"negative fleet processes", func(s *Settings) { s.FleetProcesses = -1 }, "--fleet-processes -1"},
 	}
 	for _, tc := range tests {
 		s := Settings{Scenarios: []string{"steady"}, Out: "out", TimeScale: 10}

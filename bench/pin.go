@@ -24,6 +24,14 @@ import (
 // fleet's CPU per request 50.7 and 50.4 µs with two, 52.3 µs with one.
 const fleetProcs = 2
 
+// defaultFleetProcesses is how many processes the fleets of steady, durability and capacity
+// are split over (fleet.Options.Processes), each with fleetProcs Go processors on the fleet's
+// CPU. One 500,000 step each (`--capacity-scales 50 --profiles off --fleet-processes P`, at
+// b4ca302, two steps of P = 1 and 4 alternating): whole-run beat p99 17.6 and 13.2 ms in one
+// process, 5.8 and 5.0 ms in four, 7.1 ms in eight; the fleet's CPU per request 52-54 µs in
+// one, 70-74 µs in four, 86 µs in eight. Four with one processor each: 8.5 ms, 72 µs.
+const defaultFleetProcesses = 4
+
 // benchPinning says where the server and the bench run: the server on CPU 0 under taskset, the
 // bench on every other CPU; "" if the machine has one CPU or no taskset.
 func benchPinning() (taskset string, why string) {

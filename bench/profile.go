@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
 // profileSummary is what a scenario's server profiles show: where the files are (kept out of
@@ -96,39 +96,34 @@ const traceFor = 5 * time.Second
 // fleet measures. If withTrace, over the first traceFor of it, the window of the server's trace,
 // it records an execution trace as <name>-fleet.trace, so that a pause in the server's arrivals
 // can be looked for in the fleet that sends them. At its end it writes the process's heap
-// profile as <name>-fleet-heap.pprof. Like captureProfiles it records failures in the summary.
+// profile as <name>-fleet-heap.pprof (fleet.ProfileProcess). Like captureProfiles it records
+// failures in the summary.
 func captureFleet(ctx context.Context, dir, name string, d time.Duration, withTrace bool) *profileSummary {
 	sum := &profileSummary{Seconds: d.Seconds()}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	var tracedFor time.Duration
+	if withTrace {
+		tracedFor = traceFor
+	}
+	cpu, err := fleet.ProfileProcess(ctx, dir, name, d, tracedFor)
+	if err != nil {
 		sum.Error = err.Error()
 		return sum
 	}
-	var buf bytes.Buffer
-	if err := pprof.StartCPUProfile(&buf); err != nil {
-		sum.Error = err.Error()
+	summariseCPU(sum, filepath.Join(dir, name+"-fleet-cpu.pprof"), cpu)
+	return sum
+}
+
+// summariseShardProfile summarises the CPU profile the first process of a split fleet took as
+// p asked (fleet.ShardProfile): one process's share of the fleet's workers.
+func summariseShardProfile(p fleet.ShardProfile) *profileSummary {
+	sum := &profileSummary{Seconds: p.For.Seconds()}
+	file := filepath.Join(p.Dir, p.Name+"-fleet-cpu.pprof")
+	cpu, err := os.ReadFile(file)
+	if err != nil {
+		sum.Error = "the fleet's first process left no CPU profile: " + err.Error()
 		return sum
 	}
-	wait := func(d time.Duration) { // at once once ctx has ended
-		select {
-		case <-ctx.Done():
-		case <-time.After(d):
-		}
-	}
-	var tbuf bytes.Buffer
-	traced := withTrace && trace.Start(&tbuf) == nil // fails only while another trace runs
-	wait(min(traceFor, d))
-	if traced {
-		trace.Stop()
-		_ = os.WriteFile(filepath.Join(dir, name+"-fleet.trace"), tbuf.Bytes(), 0o644)
-	}
-	wait(d - min(traceFor, d))
-	pprof.StopCPUProfile()
-	// The heap as of the last collection: what each of the fleet's collector cycles has to mark.
-	var heap bytes.Buffer
-	if err := pprof.Lookup("heap").WriteTo(&heap, 0); err == nil {
-		_ = os.WriteFile(filepath.Join(dir, name+"-fleet-heap.pprof"), heap.Bytes(), 0o644)
-	}
-	summariseCPU(sum, filepath.Join(dir, name+"-fleet-cpu.pprof"), buf.Bytes())
+	summariseCPU(sum, file, cpu)
 	return sum
 }
 

@@ -90,6 +90,8 @@ func benchFlags() []config.Option[benchSettings] {
 			func(s *benchSettings) *string { return &s.Profiles }),
 		str("baseline", "steady: also run against this shoal binary (say, built from the commit before a change) and report the ratios",
 			func(s *benchSettings) *string { return &s.Baseline }),
+		count("fleet_processes", "steady, durability and capacity: split the fleet over this many processes (0: 4)",
+			func(s *benchSettings) *int { return &s.FleetProcesses }),
 		flag("pin", "run the server on CPU 0 and the fleet on the other CPUs (needs 2 CPUs and taskset)",
 			func(s *benchSettings) *bool { return &s.Pin }),
 	}

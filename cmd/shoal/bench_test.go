@@ -99,7 +99,7 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	for _, name := range []string{"beat p99", "server CPU", "server resident memory (peak over the whole run, VmHWM)",
 		"steady: server resident memory (peak, sampled every 0.5 s)", "tasks assigned",
 		"ratio to the baseline: beat p99", "ratio to the baseline: update_task p99", "ratio to the baseline: server CPU per wall second",
-		"server CPU per request", "server CPU per request: the embedded database's part", "fleet CPU per request (the bench process)",
+		"server CPU per request", "server CPU per request: the embedded database's part", "fleet CPU per request (the bench process and its fleet processes)",
 		"steady: server CPU per request"} {
 		if figures[name] <= 0 {
 			t.Errorf("steady: figure %q = %v, want positive", name, figures[name])

@@ -40,13 +40,13 @@ func TestBenchFlags(t *testing.T) {
 	}
 
 	set, err = loadBench([]string{"--scenarios", "storm,durability", "--storm-workers", "500, 5000", "--quick", "--pin=false",
-		"--workers", "300", "--durability-leg", "45s", "--time-scale", "50", "--capacity-scales", "5, 10,20.5", "--capacity-leg", "1m"}, getenv, io.Discard)
+		"--workers", "300", "--durability-leg", "45s", "--time-scale", "50", "--capacity-scales", "5, 10,20.5", "--capacity-leg", "1m", "--fleet-processes", "3"}, getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(set.Scenarios, []string{"storm", "durability"}) || !slices.Equal(set.StormSizes, []int{500, 5000}) ||
 		!set.Quick || set.Pin || set.Workers != 300 || set.DurabilityLeg != 45*time.Second || set.TimeScale != 50 ||
-		!slices.Equal(set.CapacityScales, []float64{5, 10, 20.5}) || set.CapacityLeg != time.Minute {
+		!slices.Equal(set.CapacityScales, []float64{5, 10, 20.5}) || set.CapacityLeg != time.Minute || set.FleetProcesses != 3 {
 		t.Errorf("from flags %+v", set)
 	}
 	if got := bench.ServerTimesAt(set.TimeScale); got.HeartbeatPeriod != 120*time.Second/50 {
@@ -62,6 +62,7 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--storm-workers", "500,many"}, "--storm-workers"},
 		{[]string{"--capacity-scales", "10,fast"}, "--capacity-scales"},
 		{[]string{"--capacity-leg", "long"}, "--capacity-leg"},
+		{[]string{"--fleet-processes", "many"}, "--fleet-processes"},
 		{[]string{"report"}, "unexpected arguments"},
 	} {
 		if _, err := loadBench(tc.args, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
