@@ -190,22 +190,39 @@ func add(total, now, before protocol.Stats) protocol.Stats {
 	return total
 }
 
-func TestRunAgainstFakeServer(t *testing.T) {
-	// Enough games that the run outlasts every worker's first backoffs (15, 30, 60 ms... at
-	// time scale 1000 after each refusal in a row): the test wants each worker to have held a
-	// task, and with 4,000 games a worker turned away a few times found the run finished
-	// about once in twenty runs under the race detector.
-	const games = 8000
-	f := &fakeServer{password: "pw", numGames: games, taskGames: 40, deadAfter: 300 * time.Millisecond, busyEvery: 4}
+// busyGames is the size of the run startBusyRun serves: enough games that the run outlasts every
+// worker's first backoffs (15, 30, 60 ms... at time scale 1000 after each refusal in a row). The
+// tests want each worker to have held a task, and with 4,000 games a worker turned away a few
+// times found the run finished about once in twenty runs under the race detector.
+const busyGames = 8000
+
+// startBusyRun serves a fake run of busyGames games in tasks of 40, answering every fourth
+// request_task "too busy" and reclaiming a task after 300 ms of silence.
+func startBusyRun(t *testing.T) (*fakeServer, *httptest.Server) {
+	f := &fakeServer{password: "pw", numGames: busyGames, taskGames: 40, deadAfter: 300 * time.Millisecond, busyEvery: 4}
 	srv := httptest.NewServer(f)
-	defer srv.Close()
-	var progress bytes.Buffer
-	rep, err := Run(context.Background(), Options{
-		ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: 40, Elo: 20, DrawRatio: 0.4,
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+// busyRunOptions are 40 workers for startBusyRun's run, a tenth of them vanishing and a tenth
+// sending bad data, until the run is finished.
+func busyRunOptions(url string) Options {
+	return Options{
+		ServerURL: url, Username: "fleet", Password: "pw", Workers: 40, Elo: 20, DrawRatio: 0.4,
 		TimeScale: 1000, PairTime: time.Millisecond, Vanish: 0.1, BadData: 0.1, Seed: 3,
-		UntilFinished: []string{fakeRunID}, Duration: time.Minute, Progress: &progress,
+		UntilFinished: []string{fakeRunID}, Duration: time.Minute,
 		ProgressPeriod: 50 * time.Millisecond, StopGrace: 5 * time.Second,
-	})
+	}
+}
+
+func TestRunAgainstFakeServer(t *testing.T) {
+	const games = busyGames
+	f, srv := startBusyRun(t)
+	var progress bytes.Buffer
+	opts := busyRunOptions(srv.URL)
+	opts.Progress = &progress
+	rep, err := Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,19 +32,13 @@ func TestMain(m *testing.M) {
 // A fleet split over three processes does what one process does: every game reported exactly
 // once, the failures injected into the same share of workers, and one report of them all.
 func TestSplitFleetReportsAsOne(t *testing.T) {
-	const games = 8000
-	f := &fakeServer{password: "pw", numGames: games, taskGames: 40, deadAfter: 300 * time.Millisecond, busyEvery: 4}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
+	const games = busyGames
+	f, srv := startBusyRun(t)
 	var progress strings.Builder
-	rep, err := Run(context.Background(), Options{
-		ServerURL: srv.URL, Username: "fleet", Password: "pw", Workers: 40, Elo: 20, DrawRatio: 0.4,
-		TimeScale: 1000, PairTime: time.Millisecond, Vanish: 0.1, BadData: 0.1, Seed: 3,
-		UntilFinished: []string{fakeRunID}, Duration: time.Minute, Progress: &progress,
-		ProgressPeriod: 50 * time.Millisecond, StopGrace: 5 * time.Second,
-		Window: true, SlowBeat: time.Second,
-		Processes: 3, ShardCommand: []string{os.Args[0], shardChild},
-	})
+	opts := busyRunOptions(srv.URL)
+	opts.Progress, opts.Window, opts.SlowBeat = &progress, true, time.Second
+	opts.Processes, opts.ShardCommand = 3, []string{os.Args[0], shardChild}
+	rep, err := Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
