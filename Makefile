@@ -47,7 +47,7 @@ fmt: ## format the code
 # and each storm against it and this build alternately (four legs each), in the same run, for
 # this build's ratios to it.
 # The full run also climbs the capacity ladder (200,000 to 750,000 equivalent workers, until a
-# step breaks a target) and restarts the server under 500,000: about half an hour on two cores.
+# step breaks a target) and restarts the server under 500,000: about 35 minutes on two cores (2,109 s at b079d8d).
 BASELINE  ?=
 BENCH_LADDER = ,capacity,reconnect --capacity-scales 20,30,50,75
 bench: build $(if $(BASELINE),bin/shoal-baseline) ## the performance report (docs/benchmarks/report.{md,json}): the journal's cost, a takeover, the capacity ladder and a restart under 500,000 included; QUICK=1 for small sizes (no ladder, no restart), BASELINE=<ref> to compare
