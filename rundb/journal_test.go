@@ -483,11 +483,28 @@ func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
 		ctx := context.Background()
 		db := rundbtest.Open(t)
 		id := journalRun(t, db)
-		var writes atomic.Int32
-		p := startPrimary(t, db, rundb.JournalOptions{Dir: dir, GroupWait: 300 * time.Millisecond,
-			BeforeWrite: func() { writes.Add(1) }})
-		before := cachedState(t, p.cache, id)
 		const changes = 10
+		var writes atomic.Int32
+		var cache atomic.Pointer[rundb.RunCache]
+		var first sync.Once
+		var target int
+		// The first write waits until every change is made (each queues its record as it is
+		// made, under the run's lock): they arrive together, as a test's goroutines on a loaded
+		// machine may not. The first write takes one or more of them, the next the rest.
+		holdFirst := func() {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				var iter int
+				if c := cache.Load(); c != nil && c.View(ctx, id, func(r *rundb.Run) { iter = r.Args.SPSA.Iter }) == nil && iter >= target {
+					return
+				}
+			}
+			t.Error("the changes were not all made within 10 s")
+		}
+		p := startPrimary(t, db, rundb.JournalOptions{Dir: dir, GroupWait: 300 * time.Millisecond,
+			BeforeWrite: func() { writes.Add(1); first.Do(holdFirst) }})
+		before := cachedState(t, p.cache, id)
+		target = before.Iter + changes
+		cache.Store(p.cache)
 		var wg sync.WaitGroup
 		for i := range changes {
 			wg.Go(func() {
