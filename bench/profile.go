@@ -109,7 +109,7 @@ func captureFleet(ctx context.Context, dir, name string, d time.Duration, withTr
 		sum.Error = err.Error()
 		return sum
 	}
-	summariseCPU(sum, filepath.Join(dir, name+"-fleet-cpu.pprof"), cpu)
+	summariseWritten(sum, fleet.CPUProfileFile(dir, name), cpu)
 	return sum
 }
 
@@ -117,23 +117,28 @@ func captureFleet(ctx context.Context, dir, name string, d time.Duration, withTr
 // p asked (fleet.ShardProfile): one process's share of the fleet's workers.
 func summariseShardProfile(p fleet.ShardProfile) *profileSummary {
 	sum := &profileSummary{Seconds: p.For.Seconds()}
-	file := filepath.Join(p.Dir, p.Name+"-fleet-cpu.pprof")
+	file := fleet.CPUProfileFile(p.Dir, p.Name)
 	cpu, err := os.ReadFile(file)
 	if err != nil {
 		sum.Error = "the fleet's first process left no CPU profile: " + err.Error()
 		return sum
 	}
-	summariseCPU(sum, file, cpu)
+	summariseWritten(sum, file, cpu)
 	return sum
 }
 
 // summariseCPU writes the CPU profile cpu to file and lists its top functions in sum.
 func summariseCPU(sum *profileSummary, file string, cpu []byte) {
-	sum.CPUFile = file
 	if err := os.WriteFile(file, cpu, 0o644); err != nil {
-		sum.Error = err.Error()
+		sum.CPUFile, sum.Error = file, err.Error()
 		return
 	}
+	summariseWritten(sum, file, cpu)
+}
+
+// summariseWritten lists in sum the top functions of cpu, the CPU profile already in file.
+func summariseWritten(sum *profileSummary, file string, cpu []byte) {
+	sum.CPUFile = file
 	p, err := profile.Parse(bytes.NewReader(cpu))
 	if err != nil {
 		sum.Error = fmt.Sprintf("parse CPU profile: %v", err)

@@ -240,7 +240,7 @@ type fleet struct {
 
 	mu         sync.Mutex
 	started    []*worker.Worker
-	launchDone chan struct{} // the crew's (see crew)
+	launchDone chan struct{} // closed once the launcher has started every worker it will
 	stopping   bool
 	progGames  int64         // games at the last progress line, for the rate
 	progAt     time.Duration // when it was written
@@ -274,10 +274,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	defer cancelWorkers()
 	start := time.Now()
 	f.begin(start)
-	c := f.startWorkers(workersCtx, start, roles, 0, 1)
-	rep.StoppedBecause = f.watch(ctx, start, c.allDone, f.snapshot)
+	allDone := f.startWorkers(workersCtx, start, roles, 0, 1)
+	rep.StoppedBecause = f.watch(ctx, start, allDone, f.snapshot)
 	stopAt := time.Now()
-	f.end(ctx, c, stopAt, cancelWorkers)
+	f.end(ctx, allDone, stopAt, cancelWorkers)
 	elapsed := time.Since(start)
 	f.progress(elapsed, true, f.snapshot())
 	f.complete(ctx, rep, stopAt.Sub(start), elapsed, f.startedCount())
@@ -334,31 +334,32 @@ func (f *fleet) begin(start time.Time) {
 		f.rec.winStart.Store(start.Add(opts.WindowFrom).UnixNano())
 		f.rec.sched.startAt(start.Add(opts.WindowFrom))
 	}
-	if opts.SlowBeat > 0 { // the run, its stop and grace, and a second to spare
-		f.rec.timeline = newTimeline(start, opts.SlowBeat, int((opts.Duration+opts.StopRamp+opts.StopGrace)/time.Second)+2)
-	}
+	f.rec.timeline = opts.timeline(start)
 }
 
-// crew is the workers a fleet (or one process of a split fleet) started.
-type crew struct {
-	wg *sync.WaitGroup
-	// launchDone is closed once the launcher has started every worker it will; allDone once
-	// every worker has quit too.
-	launchDone, allDone chan struct{}
+// timeline is the timeline of a fleet of o whose first worker starts at start, nil unless
+// SlowBeat asks for one: the run, its stop and grace, and a second to spare.
+func (o Options) timeline(start time.Time) *timeline {
+	if o.SlowBeat <= 0 {
+		return nil
+	}
+	return newTimeline(start, o.SlowBeat, int((o.Duration+o.StopRamp+o.StopGrace)/time.Second)+2)
 }
 
 // startWorkers starts, on schedule from start, the workers whose index is shard modulo shards
-// (all of them with shards = 1), with the roles assignRoles gave them.
-func (f *fleet) startWorkers(ctx context.Context, start time.Time, roles []byte, shard, shards int) *crew {
+// (all of them with shards = 1), with the roles assignRoles gave them. The channel is closed
+// once every worker it started, and the launcher, have returned.
+func (f *fleet) startWorkers(ctx context.Context, start time.Time, roles []byte, shard, shards int) <-chan struct{} {
 	opts := f.opts
-	c := &crew{wg: &sync.WaitGroup{}, launchDone: make(chan struct{}), allDone: make(chan struct{})}
+	var wg sync.WaitGroup
+	launchDone, allDone := make(chan struct{}), make(chan struct{})
 	f.mu.Lock()
-	f.launchDone = c.launchDone
+	f.launchDone = launchDone
 	f.mu.Unlock()
-	c.wg.Add(1)
+	wg.Add(1)
 	go func() { // the launcher; joined through wg
-		defer c.wg.Done()
-		defer close(c.launchDone)
+		defer wg.Done()
+		defer close(launchDone)
 		for i := shard; i < opts.Workers; i += shards {
 			if opts.Arrival == Ramp {
 				at := start.Add(time.Duration(float64(opts.Ramp) * float64(i) / float64(opts.Workers)))
@@ -370,29 +371,29 @@ func (f *fleet) startWorkers(ctx context.Context, start time.Time, roles []byte,
 					return
 				}
 			}
-			if !f.launch(ctx, c.wg, i, roles[i]) {
+			if !f.launch(ctx, &wg, i, roles[i]) {
 				return
 			}
 		}
 	}()
-	go func() { c.wg.Wait(); close(c.allDone) }() // returns once every worker and the launcher have
-	return c
+	go func() { wg.Wait(); close(allDone) }() // returns once every worker and the launcher have
+	return allDone
 }
 
-// end stops the crew: it closes the window at stopAt, asks every worker to finish its batch and
-// quit (spread over StopRamp unless ctx has ended), and cuts off those still working after
-// StopGrace (cancelWorkers).
-func (f *fleet) end(ctx context.Context, c *crew, stopAt time.Time, cancelWorkers func()) {
+// end stops the workers startWorkers started (allDone is its channel): it closes the window at
+// stopAt, asks every worker to finish its batch and quit (spread over StopRamp unless ctx has
+// ended), and cuts off those still working after StopGrace (cancelWorkers).
+func (f *fleet) end(ctx context.Context, allDone <-chan struct{}, stopAt time.Time, cancelWorkers func()) {
 	f.rec.winEnd.Store(stopAt.UnixNano())
 	f.rec.sched.stop()
-	f.stopAll(ctx, c.allDone)
+	f.stopAll(ctx, allDone)
 	grace := time.NewTimer(f.opts.StopGrace)
 	select {
-	case <-c.allDone:
+	case <-allDone:
 		grace.Stop()
 	case <-grace.C:
 		cancelWorkers()
-		<-c.allDone
+		<-allDone
 	}
 }
 

@@ -42,9 +42,8 @@ const ShardSubcommand = "fleet-shard"
 const shardLead = 500 * time.Millisecond
 
 // ShardProfile asks the first process of a split fleet to profile itself, as a bench profiles a
-// fleet in its own process (ProfileProcess): After the first arrival, for For, into Dir as
-// <Name>-fleet-cpu.pprof, <Name>-fleet-heap.pprof and, over the first TraceFor (0: none),
-// <Name>-fleet.trace.
+// fleet in its own process (ProfileProcess, into Dir under Name): After the first arrival, for
+// For, with an execution trace over the first TraceFor (0: none).
 type ShardProfile struct {
 	Dir, Name            string
 	After, For, TraceFor time.Duration
@@ -102,7 +101,7 @@ func ServeShard(ctx context.Context, in io.Reader, out io.Writer) error {
 	workersCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWorkers()
 	f.begin(start)
-	c := f.startWorkers(workersCtx, start, roles, spec.Shard, spec.Shards)
+	allDone := f.startWorkers(workersCtx, start, roles, spec.Shard, spec.Shards)
 
 	word := make(chan string, 1)
 	go func() { // ends with the parent's word or its end of input
@@ -138,7 +137,7 @@ func ServeShard(ctx context.Context, in io.Reader, out io.Writer) error {
 			stopping = true
 		}
 	}
-	f.end(stopCtx, c, time.Now(), cancelWorkers)
+	f.end(stopCtx, allDone, time.Now(), cancelWorkers)
 	stopProfile() // a profile still running ends with the workers
 	if profiled != nil {
 		if err := <-profiled; err != nil {
@@ -159,17 +158,18 @@ func profileShard(ctx context.Context, start time.Time, p ShardProfile) error {
 		return nil
 	case <-time.After(time.Until(start.Add(p.After))):
 	}
-	cpu, err := ProfileProcess(ctx, p.Dir, p.Name, p.For, p.TraceFor)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(p.Dir, p.Name+"-fleet-cpu.pprof"), cpu, 0o644)
+	_, err := ProfileProcess(ctx, p.Dir, p.Name, p.For, p.TraceFor)
+	return err
 }
 
-// ProfileProcess records a CPU profile of this process for d and returns it; over the first
-// traceFor of it (0: none) it writes an execution trace into dir as <name>-fleet.trace, and at
-// its end the heap profile as <name>-fleet-heap.pprof (the heap as of the last collection: what
-// each of the collector's cycles has to mark). ctx ending cuts it short.
+// CPUProfileFile is where ProfileProcess writes its CPU profile: dir/<name>-fleet-cpu.pprof.
+func CPUProfileFile(dir, name string) string { return filepath.Join(dir, name+"-fleet-cpu.pprof") }
+
+// ProfileProcess records a CPU profile of this process for d into dir as CPUProfileFile says and
+// returns it; over the first traceFor of it (0: none) it writes an execution trace as
+// <name>-fleet.trace, and at its end the heap profile as <name>-fleet-heap.pprof (the heap as of
+// the last collection: what each of the collector's cycles has to mark). ctx ending cuts it
+// short.
 func ProfileProcess(ctx context.Context, dir, name string, d, traceFor time.Duration) ([]byte, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func ProfileProcess(ctx context.Context, dir, name string, d, traceFor time.Dura
 	if err := pprof.Lookup("heap").WriteTo(&heap, 0); err == nil {
 		_ = os.WriteFile(filepath.Join(dir, name+"-fleet-heap.pprof"), heap.Bytes(), 0o644)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), os.WriteFile(CPUProfileFile(dir, name), buf.Bytes(), 0o644)
 }
 
 // shard is the parent's view of one child.
@@ -286,9 +286,7 @@ func (f *fleet) runSplit(ctx context.Context) (*Report, error) {
 	var errs []error
 	started := 0
 	f.rec = newRecorder()
-	if opts.SlowBeat > 0 {
-		f.rec.timeline = newTimeline(start, opts.SlowBeat, int((opts.Duration+opts.StopRamp+opts.StopGrace)/time.Second)+2)
-	}
+	f.rec.timeline = opts.timeline(start)
 	for _, s := range shards {
 		if s.err != nil || s.tally == nil {
 			err := s.err
@@ -543,13 +541,7 @@ func (r *recorder) merge(t *tally) {
 	r.winTooBusy.Add(t.WinTooBusy)
 	r.sched.set(r.sched.result().merge(t.Sched))
 	if r.timeline != nil {
-		for s, sec := range t.Timeline {
-			if s < len(r.timeline.beats) {
-				r.timeline.beats[s].Add(sec.Beats)
-				r.timeline.slowBeat[s].Add(sec.SlowBeats)
-				r.timeline.busy[s].Add(sec.Busy)
-			}
-		}
+		r.timeline.add(t.Timeline)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

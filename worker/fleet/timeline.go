@@ -50,6 +50,16 @@ func (t *timeline) seconds(elapsed time.Duration) []TimelineSecond {
 	return out
 }
 
+// add counts the seconds of another timeline from the same start (a process of a split fleet)
+// in t; the workers holding a task add up, each process's being its own.
+func (t *timeline) add(seconds []TimelineSecond) {
+	for i, sec := range seconds[:min(len(seconds), len(t.beats))] {
+		t.beats[i].Add(sec.Beats)
+		t.slowBeat[i].Add(sec.SlowBeats)
+		t.busy[i].Add(sec.Busy)
+	}
+}
+
 // TimelineSecond is one second of the fleet's run (Report.Timeline): the beats that started in
 // it, those of them slower than Options.SlowBeat or without a proper reply, and how many workers
 // held a task when the last of them ended (0 when no beat started in it).
