@@ -1841,7 +1841,7 @@ func benchMarkdown(rep *benchReport) string {
 	}
 	fleetWhere := "in the bench process"
 	if set.FleetProcesses > 1 {
-		fleetWhere = fmt.Sprintf("in the bench process, except the steady and capacity fleets, split over %d processes of their own", set.FleetProcesses)
+		fleetWhere = fmt.Sprintf("in the bench process, except the steady, durability and capacity fleets, split over %d processes of their own", set.FleetProcesses)
 	}
 	fmt.Fprintf(&b, ".\n\nThe server runs as a separate `shoal serve` process; the fleet and the load generator run %s, on the same machine (%s; %s).\n", fleetWhere, set.Pinning, set.FileLimit)
 	if set.Baseline != "" {
