@@ -27,19 +27,25 @@ import (
 
 // A split fleet (Options.Processes) runs its workers in child processes, each started with
 // Options.ShardCommand. The parent writes the child a shardSpec as one JSON line on its standard
-// input, then, when the fleet is to stop, a line "stop" (stop over StopRamp, as a whole fleet
-// does) or "interrupt" (stop at once); the end of its input counts as "interrupt". The child
-// writes JSON lines on its standard output: a shardMessage with its progress every
-// ProgressPeriod, and last one with its tally, everything its recorder holds, which the parent
-// merges with the others' into one recorder and so into one report.
+// input; the child answers that it is ready, and once every child is, the parent writes each a
+// line "start EPOCH", the first arrival's time in Unix nanoseconds, so that a child slow to start
+// does not start its workers late. When the fleet is to stop, the parent writes a line "stop"
+// (stop over StopRamp, as a whole fleet does) or "interrupt" (stop at once); the end of its
+// input counts as "interrupt". The child writes JSON lines on its standard output: a
+// shardMessage saying it is ready, one with its progress every ProgressPeriod, and last one with
+// its tally, everything its recorder holds, which the parent merges with the others' into one
+// recorder and so into one report.
 
 // ShardSubcommand is the shoal subcommand that runs ServeShard: how `shoal fleet --processes` and
 // the bench start the processes of a split fleet. It is not for people.
 const ShardSubcommand = "fleet-shard"
 
-// shardLead is how far ahead of the first arrival the parent starts its children, so that each
-// is running when its first worker is due.
-const shardLead = 500 * time.Millisecond
+// shardLead is how far ahead of the first arrival the parent tells its children, ready, when it
+// is: time for the start line to reach each of them.
+const shardLead = 200 * time.Millisecond
+
+// shardReadyWithin bounds the wait for the children to be ready.
+const shardReadyWithin = time.Minute
 
 // ShardProfile asks the first process of a split fleet to profile itself, as a bench profiles a
 // fleet in its own process (ProfileProcess, into Dir under Name): After the first arrival, for
@@ -49,14 +55,13 @@ type ShardProfile struct {
 	After, For, TraceFor time.Duration
 }
 
-// shardSpec is what the parent tells a child: the fleet's options, which share of the workers
-// is the child's (those whose index is Shard modulo Shards), when the first worker of the fleet
-// arrives (Unix nanoseconds), and the runtime settings to take over.
+// shardSpec is what the parent tells a child first: the fleet's options, which share of the
+// workers is the child's (those whose index is Shard modulo Shards), and the runtime settings to
+// take over.
 type shardSpec struct {
 	Options   Options       `json:"options"`
 	Shard     int           `json:"shard"`
 	Shards    int           `json:"shards"`
-	Epoch     int64         `json:"epoch_ns"`
 	GCPercent int           `json:"gc_percent,omitempty"`
 	MaxProcs  int           `json:"max_procs,omitempty"`
 	Profile   *ShardProfile `json:"profile,omitempty"`
@@ -64,6 +69,7 @@ type shardSpec struct {
 
 // shardMessage is one line of a child's output.
 type shardMessage struct {
+	Ready    bool      `json:"ready,omitempty"`
 	Progress *snapshot `json:"progress,omitempty"`
 	Tally    *tally    `json:"tally,omitempty"`
 }
@@ -81,8 +87,8 @@ func ServeShard(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err := json.Unmarshal(line, &spec); err != nil {
 		return fmt.Errorf("fleet shard: invalid specification: %w", err)
 	}
-	if spec.Shards < 2 || spec.Shard < 0 || spec.Shard >= spec.Shards || spec.Epoch <= 0 {
-		return fmt.Errorf("fleet shard: invalid share %d of %d (epoch %d)", spec.Shard, spec.Shards, spec.Epoch)
+	if spec.Shards < 2 || spec.Shard < 0 || spec.Shard >= spec.Shards {
+		return fmt.Errorf("fleet shard: invalid share %d of %d", spec.Shard, spec.Shards)
 	}
 	opts := spec.Options
 	if err := opts.validate(); err != nil {
@@ -97,7 +103,18 @@ func ServeShard(ctx context.Context, in io.Reader, out io.Writer) error {
 	f, closeIdle := newFleet(opts)
 	defer closeIdle()
 	roles, _ := assignRoles(opts)
-	start := time.Unix(0, spec.Epoch)
+	enc := json.NewEncoder(out)
+	if err := enc.Encode(shardMessage{Ready: true}); err != nil {
+		return fmt.Errorf("fleet shard: %w", err)
+	}
+	l, _ := r.ReadString('\n')
+	var epoch int64
+	if _, err := fmt.Sscanf(l, "start %d", &epoch); err != nil || epoch <= 0 {
+		// Stopped before it started (another process failed, or the fleet was interrupted):
+		// nothing ran, and the tally says so.
+		return enc.Encode(shardMessage{Tally: f.rec.tally(0, 0)})
+	}
+	start := time.Unix(0, epoch)
 	workersCtx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWorkers()
 	f.begin(start)
@@ -115,7 +132,6 @@ func ServeShard(ctx context.Context, in io.Reader, out io.Writer) error {
 		profiled = make(chan error, 1)
 		go func() { profiled <- profileShard(profCtx, start, *p) }()
 	}
-	enc := json.NewEncoder(out)
 	tick := time.NewTicker(opts.ProgressPeriod)
 	defer tick.Stop()
 	stopCtx := ctx
@@ -207,6 +223,7 @@ type shard struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *tailBuffer
+	ready  chan struct{} // closed once it has said it is ready
 	done   chan struct{} // closed once its output has ended and it has exited
 
 	mu    sync.Mutex
@@ -221,8 +238,7 @@ func (f *fleet) runSplit(ctx context.Context) (*Report, error) {
 	opts := f.opts
 	_, nBad := assignRoles(opts)
 	rep := newReport(opts, nBad)
-	start := time.Now().Add(shardLead)
-	spec := shardSpec{Options: opts, Shards: opts.Processes, Epoch: start.UnixNano(), MaxProcs: runtime.GOMAXPROCS(0),
+	spec := shardSpec{Options: opts, Shards: opts.Processes, MaxProcs: runtime.GOMAXPROCS(0),
 		GCPercent: gcPercent(), Profile: opts.ShardProfile}
 	spec.Options.Processes = 0
 	shards := make([]*shard, 0, opts.Processes)
@@ -260,14 +276,19 @@ func (f *fleet) runSplit(ctx context.Context) (*Report, error) {
 		}
 		return sum
 	}
-	select { // the watch counts from the first arrival
-	case <-time.After(time.Until(start)):
-	case <-ctx.Done():
+	start, started := startShards(ctx, shards)
+	if started {
+		select { // the watch counts from the first arrival
+		case <-time.After(time.Until(start)):
+		case <-ctx.Done():
+		}
+		rep.StoppedBecause = f.watch(ctx, start, allDone, status)
+	} else {
+		rep.StoppedBecause = "interrupted"
 	}
-	rep.StoppedBecause = f.watch(ctx, start, allDone, status)
 	stopAt := time.Now()
 	word := "stop"
-	if ctx.Err() != nil {
+	if !started || ctx.Err() != nil {
 		word = "interrupt"
 	}
 	stopShards(word)
@@ -282,9 +303,9 @@ func (f *fleet) runSplit(ctx context.Context) (*Report, error) {
 		}
 		<-allDone
 	}
-	elapsed := time.Since(start)
+	elapsed := max(time.Since(start), 0)
 	var errs []error
-	started := 0
+	workers := 0
 	f.rec = newRecorder()
 	f.rec.timeline = opts.timeline(start)
 	for _, s := range shards {
@@ -300,14 +321,39 @@ func (f *fleet) runSplit(ctx context.Context) (*Report, error) {
 			continue
 		}
 		f.rec.merge(s.tally)
-		started += s.tally.Started
+		workers += s.tally.Started
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("fleet: %w", errors.Join(errs...))
 	}
-	f.progress(elapsed, true, f.snapshot().add(snapshot{Started: int64(started), Launched: true}))
-	f.complete(ctx, rep, stopAt.Sub(start), elapsed, started)
+	f.progress(elapsed, true, f.snapshot().add(snapshot{Started: int64(workers), Launched: true}))
+	f.complete(ctx, rep, max(stopAt.Sub(start), 0), elapsed, workers)
 	return rep, nil
+}
+
+// startShards waits until every child is ready, then tells each the first arrival's time, which
+// it returns. started is false, and no child is told, if a child ended first, the wait took
+// longer than shardReadyWithin, or ctx ended.
+func startShards(ctx context.Context, shards []*shard) (start time.Time, started bool) {
+	bound := time.NewTimer(shardReadyWithin)
+	defer bound.Stop()
+	for _, s := range shards {
+		select {
+		case <-s.ready:
+		case <-s.done:
+			return time.Now(), false
+		case <-bound.C:
+			return time.Now(), false
+		case <-ctx.Done():
+			return time.Now(), false
+		}
+	}
+	start = time.Now().Add(shardLead)
+	line := fmt.Sprintf("start %d\n", start.UnixNano())
+	for _, s := range shards {
+		_, _ = io.WriteString(s.stdin, line) // a child gone meanwhile fails the fleet on its exit
+	}
+	return start, true
 }
 
 // gcPercent is this process's collector setting (GOGC), 0 if unknown.
@@ -327,7 +373,7 @@ func startShard(command []string, spec shardSpec) (*shard, error) {
 		return nil, err
 	}
 	s := &shard{index: spec.Shard, cmd: exec.Command(command[0], command[1:]...), stderr: &tailBuffer{max: 4096},
-		done: make(chan struct{})}
+		ready: make(chan struct{}), done: make(chan struct{})}
 	s.cmd.Stderr = s.stderr
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -352,6 +398,7 @@ func (s *shard) follow(stdout io.Reader) {
 	defer close(s.done)
 	dec := json.NewDecoder(stdout)
 	var readErr error
+	readied := false
 	for {
 		var m shardMessage
 		if err := dec.Decode(&m); err != nil {
@@ -360,6 +407,10 @@ func (s *shard) follow(stdout io.Reader) {
 				_, _ = io.Copy(io.Discard, stdout)
 			}
 			break
+		}
+		if m.Ready && !readied {
+			readied = true
+			close(s.ready)
 		}
 		s.mu.Lock()
 		if m.Progress != nil {
