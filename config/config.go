@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,19 @@ type Config struct {
 	// file in the data directory (a mirror or CDN of the networks); empty means this server's
 	// own /nn/.
 	NNURL string
+	// ReposAllowed are the engine repositories runs may name (tests_repo), which the server
+	// mirrors: https:// URL prefixes, each admitting the repositories under it, and absolute
+	// paths of local repositories, each admitting itself.
+	ReposAllowed []string
+	// ReposFetchTimeout bounds one fetch of a repository's mirror.
+	ReposFetchTimeout time.Duration
+	// ReposMaxMB bounds one repository's mirror on disk, in MiB.
+	ReposMaxMB int
+	// ReposCAFile is a PEM file of certificate authorities that fetches over https trust besides
+	// the system's (a forge with a private CA); empty: the system's only.
+	ReposCAFile string
+	// SourceCacheMB bounds the source archives kept for workers, in MiB.
+	SourceCacheMB int
 	// ThreadpoolTokens bounds how many blocking database operations this
 	// instance runs at once; further callers wait for a token.
 	ThreadpoolTokens int
@@ -147,6 +161,10 @@ func DefaultConfig() Config {
 		EmbeddedDBAddr:        "",
 		EmbeddedDBProcess:     true,
 		LogLevel:              "info",
+		ReposAllowed:          []string{"https://github.com/"},
+		ReposFetchTimeout:     10 * time.Minute,
+		ReposMaxMB:            2048,
+		SourceCacheMB:         1024,
 		ThreadpoolTokens:      200,
 		TaskSemaphoreSize:     5,
 		HeartbeatPeriod:       120 * time.Second,
@@ -296,6 +314,16 @@ func options() []Option[Config] {
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
 		String("books_url", "URL of the books.json metadata refreshed every 15 scavenge periods (15 minutes by default); empty: only the database's",
 			func(c *Config) *string { return &c.BooksURL }, checkOptionalURL),
+		List("repos_allowed", "engine repositories runs may name, mirrored by the server: https:// URL prefixes (each admits the repositories under it) and absolute paths of local repositories, comma-separated",
+			func(c *Config) *[]string { return &c.ReposAllowed }, checkReposAllowed),
+		durationOption("repos_fetch_timeout", "the longest one fetch of a repository's mirror may take",
+			func(c *Config) *time.Duration { return &c.ReposFetchTimeout }),
+		intOption("repos_max_mb", "the largest a repository's mirror may grow on disk, in MiB",
+			func(c *Config) *int { return &c.ReposMaxMB }),
+		String("repos_ca_file", "PEM file of certificate authorities that fetches over https trust besides the system's; empty: the system's only",
+			func(c *Config) *string { return &c.ReposCAFile }, nil),
+		intOption("source_cache_mb", "how much of the source archives served to workers is kept on disk, in MiB",
+			func(c *Config) *int { return &c.SourceCacheMB }),
 		String("nn_url", "base URL of the networks' files (BASE/nn/NAME) for networks known without a file here; empty: this server's own /nn/",
 			func(c *Config) *string { return &c.NNURL }, checkOptionalURL),
 		intOption("threadpool_tokens", "maximum number of blocking database operations at once",
@@ -477,6 +505,21 @@ func checkDatabase(s string) error {
 }
 
 // checkOptionalURL accepts an empty string or an absolute http(s) URL.
+// checkReposAllowed accepts https:// URL prefixes with a host and nothing after the path, and
+// absolute paths; the mirrors check each entry again when they start.
+func checkReposAllowed(entries []string) error {
+	for _, e := range entries {
+		if strings.HasPrefix(e, "/") {
+			continue
+		}
+		u, err := url.Parse(e)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("%q is neither an https:// URL prefix (https://HOST/PATH) nor an absolute path", e)
+		}
+	}
+	return nil
+}
+
 func checkOptionalURL(s string) error {
 	if s == "" {
 		return nil

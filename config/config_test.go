@@ -95,6 +95,10 @@ func TestDefaultConfig(t *testing.T) {
 		EmbeddedDBAddr:        "",
 		EmbeddedDBProcess:     true,
 		LogLevel:              "info",
+		ReposAllowed:          []string{"https://github.com/"},
+		ReposFetchTimeout:     10 * time.Minute,
+		ReposMaxMB:            2048,
+		SourceCacheMB:         1024,
 		ThreadpoolTokens:      200,
 		TaskSemaphoreSize:     5,
 		HeartbeatPeriod:       120 * time.Second,
@@ -207,6 +211,11 @@ func TestOptionTable(t *testing.T) {
 		"transfer_timeout":            "transfer-timeout",
 		"max_connections_per_address": "max-connections-per-address",
 		"max_connections":             "max-connections",
+		"repos_allowed":               "repos-allowed",
+		"repos_fetch_timeout":         "repos-fetch-timeout",
+		"repos_max_mb":                "repos-max-mb",
+		"repos_ca_file":               "repos-ca-file",
+		"source_cache_mb":             "source-cache-mb",
 	}
 	seen := make(map[string]bool)
 	defaults := DefaultConfig()
@@ -260,6 +269,16 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			name: "flags override the defaults",
 			in:   loadInput{args: []string{"--data", "/srv/shoal", "-task-semaphore-size=9", "--mongo-uri", "mongodb://db:27017"}},
 			want: defaultsWith(func(c *Config) { c.DataDir = "/srv/shoal"; c.TaskSemaphoreSize = 9; c.MongoURI = "mongodb://db:27017" }),
+		},
+		{
+			name: "a list from a TOML array",
+			in:   loadInput{file: "repos_allowed = [\"https://github.com/\", \"/srv/git/stockfish.git\"]\n"},
+			want: defaultsWith(func(c *Config) { c.ReposAllowed = []string{"https://github.com/", "/srv/git/stockfish.git"} }),
+		},
+		{
+			name: "a list from the environment, comma-separated",
+			in:   loadInput{env: map[string]string{"SHOAL_REPOS_ALLOWED": " https://git.example.org/chess/ , /srv/sf.git,"}},
+			want: defaultsWith(func(c *Config) { c.ReposAllowed = []string{"https://git.example.org/chess/", "/srv/sf.git"} }),
 		},
 		{
 			name: "the environment overrides the file",
@@ -412,6 +431,21 @@ func TestLoadConfigInvalidValues(t *testing.T) {
 			name: "a negative count from the environment",
 			in:   loadInput{env: map[string]string{"SHOAL_THREADPOOL_TOKENS": "-3"}},
 			want: []string{`invalid threadpool_tokens "-3" (from SHOAL_THREADPOOL_TOKENS): must be a positive integer`},
+		},
+		{
+			name: "a repository prefix that is not https",
+			in:   loadInput{args: []string{"--repos-allowed", "https://github.com/,git://example.org/"}},
+			want: []string{`invalid repos_allowed "https://github.com/,git://example.org/" (from --repos-allowed)`, `"git://example.org/" is neither an https:// URL prefix`},
+		},
+		{
+			name: "a repository path that is relative",
+			in:   loadInput{file: "repos_allowed = [\"stockfish.git\"]\n"},
+			want: []string{"repos_allowed", "config file", `"stockfish.git" is neither`},
+		},
+		{
+			name: "a list given a number in the file",
+			in:   loadInput{file: "repos_allowed = 3\n"},
+			want: []string{"repos_allowed", "must be an array of strings or a string"},
 		},
 		{
 			name: "a zero count from a flag",

@@ -33,9 +33,9 @@ type Option[T any] struct {
 	flag  string // flag name without dashes, e.g. "dead-task-timeout"
 	usage string // one-line help text for the flag
 
-	// kind names the value in the flags' help: int, float, duration, string or bool. It also
-	// says what the TOML file may give: a number for int, float and duration, true or false
-	// for bool, and a string for every kind.
+	// kind names the value in the flags' help: int, float, duration, string, bool or list. It
+	// also says what the TOML file may give: a number for int, float and duration, true or
+	// false for bool, an array of strings for list, and a string for every kind.
 	kind string
 	// flagOnly keeps the key out of the file: only its flag (and its environment variable, if
 	// it has one) sets it.
@@ -186,6 +186,38 @@ func Duration[T any](key, usage string, field func(*T) *time.Duration, check fun
 	o.get = func(s *T) string { return field(s).String() }
 	o.check = func(s *T) error { return check(*field(s)) }
 	return o
+}
+
+// List describes a list of strings whose values must pass check (nil: any): in the file a TOML
+// array of strings or one string, in the environment and on the command line one string, the
+// items separated by commas. Items are trimmed of spaces and empty ones dropped.
+func List[T any](key, usage string, field func(*T) *[]string, check func([]string) error) Option[T] {
+	if check == nil {
+		check = func([]string) error { return nil }
+	}
+	o := newOption[T](key, usage, "list")
+	o.set = func(s *T, raw string) error {
+		items := splitList(raw)
+		if err := check(items); err != nil {
+			return err
+		}
+		*field(s) = items
+		return nil
+	}
+	o.get = func(s *T) string { return strings.Join(*field(s), ",") }
+	o.check = func(s *T) error { return check(*field(s)) }
+	return o
+}
+
+// splitList reads a comma-separated list.
+func splitList(raw string) []string {
+	var items []string
+	for item := range strings.SplitSeq(raw, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
 }
 
 // Bool describes a switch: a flag without a value, true or false in the file and the
@@ -416,7 +448,7 @@ func (t Table[T]) applyFile(s *T, sources Sources, path string) error {
 		if !ok {
 			return fmt.Errorf("config file %s: unknown key %q", path, key)
 		}
-		raw, err := tomlValueText(values[key], opt.kind != "string" && opt.kind != "bool", opt.kind == "bool")
+		raw, err := tomlValueText(values[key], opt.kind)
 		if err != nil {
 			return opt.invalid(raw, source, err)
 		}
@@ -448,12 +480,26 @@ func tomlFile(path string) ([]string, map[string]any, error) {
 	return keys, values, nil
 }
 
-// tomlValueText turns a decoded TOML value into the text an option's setter
+// tomlValueText turns a decoded TOML value into the text an option's setter of that kind
 // parses, so that the file goes through the same parsing as env and flags.
-// Numbers are only accepted by a numeric key and true/false by a boolean one:
+// Numbers are only accepted by a numeric key, true/false by a boolean one and arrays by a list:
 // a number for addr or database is more likely a mistake than an intent.
-func tomlValueText(v any, numeric, boolean bool) (string, error) {
+func tomlValueText(v any, kind string) (string, error) {
+	numeric, boolean, list := kind != "string" && kind != "bool" && kind != "list", kind == "bool", kind == "list"
 	switch v := v.(type) {
+	case []any:
+		if !list {
+			break
+		}
+		items := make([]string, len(v))
+		for i, item := range v {
+			s, ok := item.(string)
+			if !ok || strings.Contains(s, ",") {
+				return fmt.Sprint(v), errors.New("must be an array of strings without commas")
+			}
+			items[i] = s
+		}
+		return strings.Join(items, ","), nil
 	case string:
 		return v, nil
 	case int64:
@@ -470,6 +516,8 @@ func tomlValueText(v any, numeric, boolean bool) (string, error) {
 		}
 	}
 	switch {
+	case list:
+		return fmt.Sprint(v), errors.New("must be an array of strings or a string")
 	case boolean:
 		return fmt.Sprint(v), errors.New("must be true or false")
 	case numeric:
