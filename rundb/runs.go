@@ -59,12 +59,26 @@ type Run struct {
 	Tasks    []Task  `bson:"tasks" json:"tasks"`
 	BadTasks []Task  `bson:"bad_tasks" json:"bad_tasks"`
 
+	// BuildFailures are the reports of the workers that could not build the run's engines, the
+	// latest of each worker (a field of Shoal's own, absent from fishtest's documents).
+	BuildFailures []BuildFailure `bson:"build_failures,omitempty" json:"build_failures,omitempty"`
+
 	// The journal position the document covers (see Journal); absent in documents written
 	// without a journal, and never shown by the API.
 	JournalEpoch int64 `bson:"journal_epoch,omitempty" json:"-"`
 	JournalSeq   int64 `bson:"journal_seq,omitempty" json:"-"`
 
 	Extra Extra `bson:",inline" json:"-"`
+}
+
+// BuildFailure is one worker's report that it could not build a run's engines: its failed task's
+// message, which ends with the last lines of the build's log.
+type BuildFailure struct {
+	// Worker is the worker's short name (protocol.WorkerInfo.ShortName).
+	Worker  string    `bson:"worker" json:"worker"`
+	TaskID  int       `bson:"task_id" json:"task_id"`
+	Time    time.Time `bson:"time" json:"time"`
+	Message string    `bson:"message" json:"message"`
 }
 
 // Listed is a shallow copy of r as run listings show it: without its tasks, bad tasks and

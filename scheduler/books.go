@@ -22,10 +22,10 @@ type book struct {
 	SRI string `json:"sri" bson:"sri"`
 }
 
-// setBooks replaces the book checksums.
-func (s *Scheduler) setBooks(books map[string]book) {
-	sri := make(map[string]string, len(books))
-	for name, b := range books {
+// setBooks replaces the book checksums, and makes the books this server holds agree with them.
+func (s *Scheduler) setBooks(metadata map[string]book) {
+	sri := make(map[string]string, len(metadata))
+	for name, b := range metadata {
 		if b.SRI != "" {
 			sri[name] = b.SRI
 		}
@@ -33,6 +33,24 @@ func (s *Scheduler) setBooks(books map[string]book) {
 	s.mu.Lock()
 	s.bookSRI = sri
 	s.mu.Unlock()
+	if s.cfg.Books != nil {
+		if err := s.cfg.Books.SetKnown(sri); err != nil {
+			s.logger.Error("check the held books against books.json", "err", err)
+		}
+	}
+}
+
+// bookChecksum is the checksum workers verify the book name against: the held book's, else
+// books.json's ("" when neither knows the book).
+func (s *Scheduler) bookChecksum(name string) string {
+	if s.cfg.Books != nil {
+		if b, ok := s.cfg.Books.Get(name); ok {
+			return b.SRI
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bookSRI[name]
 }
 
 // loadBooks reads the books' metadata the database holds.
@@ -75,9 +93,15 @@ func (s *Scheduler) saveBooks(ctx context.Context, raw []byte) error {
 // booksClient fetches books.json; a slow or unreachable server must not hold the job up.
 var booksClient = &http.Client{Timeout: 30 * time.Second}
 
-// RefreshBooks downloads books.json from BooksURL and stores it; on failure the books known so
-// far stay in use.
+// RefreshBooks reads the books directory again (a book dropped there is served from then on),
+// then downloads books.json from BooksURL and stores it; on failure the books known so far stay
+// in use.
 func (s *Scheduler) RefreshBooks(ctx context.Context) error {
+	if s.cfg.Books != nil {
+		if err := s.cfg.Books.Rescan(); err != nil {
+			return err
+		}
+	}
 	if s.cfg.BooksURL == "" {
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,7 +72,6 @@ var (
 	shaPattern        = regexp.MustCompile(`^[a-f0-9]{40}$`)
 	strIntPattern     = regexp.MustCompile(`^[1-9][0-9]*$`)
 	netPattern        = regexp.MustCompile(`^nn-[a-f0-9]{12}\.nnue$`)
-	repoPattern       = regexp.MustCompile(`^https://(www\.)?github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/?$`)
 	optionPattern     = regexp.MustCompile(`^[^\s=]+=[^\s=]+$`)
 	hashOptionPattern = regexp.MustCompile(`Hash=([0-9]+)`)
 )
@@ -153,7 +154,8 @@ func fieldErr(field, format string, args ...any) *FieldError {
 // naming the first bad field. BuildRun does no I/O; it is safe for concurrent use, and calling it
 // twice with the same arguments gives equal runs except for their IDs.
 //
-// No GitHub lookups are made: the SHAs, signatures, info and nets are taken as given.
+// The SHAs, signatures, info and nets are taken as given: PrepareRun fills them from the
+// repository first.
 func BuildRun(req RunRequest, username string, now time.Time) (*rundb.Run, error) {
 	if username == "" {
 		return nil, fieldErr("username", "missing")
@@ -258,8 +260,8 @@ func BuildRun(req RunRequest, username string, now time.Time) (*rundb.Run, error
 		return nil, fieldErr("new_nets", "%v", err)
 	}
 
-	if !repoPattern.MatchString(req.TestsRepo) {
-		return nil, fieldErr("tests_repo", "%q is not a GitHub repository URL (https://github.com/OWNER/REPO)", req.TestsRepo)
+	if err := checkRepoShape(req.TestsRepo); err != nil {
+		return nil, fieldErr("tests_repo", "%v", err)
 	}
 	args.TestsRepo = strings.TrimSuffix(req.TestsRepo, "/")
 
@@ -565,6 +567,24 @@ func tcBase(tc string) float64 {
 	return v
 }
 
+// checkRepoShape accepts what may be a repository's address: an https:// URL with a host and
+// a path and nothing more, or an absolute path on the server. Which repositories may be used is
+// the operator's choice, checked by the mirrors (PrepareRun).
+func checkRepoShape(repo string) error {
+	if strings.HasPrefix(repo, "/") {
+		if p := strings.TrimSuffix(repo, "/"); path.Clean(p) != p || strings.ContainsAny(repo, " \t\n\r") {
+			return fmt.Errorf("%q is not a clean absolute path", repo)
+		}
+		return nil
+	}
+	u, err := url.Parse(repo)
+	if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Errorf("%q is not a repository URL (https://HOST/OWNER/REPO, such as https://github.com/USER/Stockfish)", repo)
+	}
+	return nil
+}
+
 // checkBook accepts a book file name ending in .epd or .pgn. Workers fetch books by name, so a
 // path is refused.
 func checkBook(book string) error {
@@ -712,8 +732,9 @@ var (
 	ErrAlreadyApproved = errors.New("run already approved")
 )
 
-// CreateRun builds the run username asks for (BuildRun), checks that its networks are on this
-// server, stores it and logs a new_run action. It returns the caller's own copy of the stored
+// CreateRun builds the run username asks for (BuildRun), with this server's default book if it
+// names none, checks that its book and networks are on this server, stores it and logs a new_run
+// action. A run named by branch must have been through PrepareRun first. It returns the caller's own copy of the stored
 // run. Errors: a *FieldError for an invalid request, or a database error.
 func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username string) (*rundb.Run, error) {
 	if err := s.calls.enter(); err != nil {
@@ -721,6 +742,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username stri
 	}
 	defer s.calls.leave()
 	now := s.now()
+	if err := s.checkBookHeld(&req); err != nil {
+		return nil, err
+	}
 	r, err := BuildRun(req, username, now)
 	if err != nil {
 		return nil, err
@@ -745,6 +769,24 @@ func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username stri
 		s.logger.Error("log new run", "run", out.ID, "err", err)
 	}
 	return out, nil
+}
+
+// checkBookHeld gives a request without a book this server's default one, and refuses a book the
+// server does not hold: workers get books from the server, and could not play the run.
+func (s *Scheduler) checkBookHeld(req *RunRequest) error {
+	held := s.cfg.Books
+	if held == nil {
+		return nil
+	}
+	if req.Book == "" {
+		req.Book = held.Default()
+		return nil
+	}
+	if _, ok := held.Get(req.Book); !ok {
+		return fieldErr("book", "%q is not on this server, which holds %s; an approver can add it on the books page",
+			req.Book, strings.Join(held.Names(), ", "))
+	}
+	return nil
 }
 
 // checkNetsUploaded refuses a run whose networks workers could not download from this server.

@@ -291,11 +291,9 @@ func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.
 		size := min(s.workerCap(r, wi), remaining)
 		t := rundb.Task{NumGames: size, Active: true, WorkerInfo: wi, LastUpdated: now,
 			Start: r.TotalGames, Stats: rundb.NewResults()}
-		s.mu.Lock()
-		sri := s.bookSRI[r.Args.Book]
-		s.mu.Unlock()
 		// The worker checks the book it downloads against book_sri, added when the book is
 		// known, as fishtest does.
+		sri := s.bookChecksum(r.Args.Book)
 		args, err := json.Marshal(struct {
 			rundb.RunArgs
 			BookSRI string `json:"book_sri,omitempty"`

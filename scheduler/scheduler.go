@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/books"
+	"github.com/shoal-chess/shoal/gitmirror"
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 )
@@ -25,6 +27,14 @@ type Config struct {
 	TaskDuration          time.Duration
 	// BooksURL is where books.json is refreshed from; empty: only the database's copy.
 	BooksURL string
+	// Books are the opening books this server holds and serves to workers: a new run's default
+	// book and the only ones a new run may name. Nil: any book name is taken, and the default
+	// is Shoal's own.
+	Books *books.Store
+	// Sources are the mirrors of the engines' repositories: a run submitted by branch is
+	// resolved there, and the workers' sources come from there. Nil: runs must give their
+	// commits and signatures.
+	Sources *gitmirror.Mirrors
 	// DBGate runs request_task's database work, which is rare: the first read of the workers
 	// collection and its reloads, a blocked worker's record, the event log (the server passes
 	// its token pool's Do). The rest of request_task is memory-only and runs without it. Nil

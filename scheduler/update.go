@@ -296,7 +296,20 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 		a := taskAction("failed_task", r, ref.task)
 		a.Message = message
 		ev.add(a)
-		return rundb.PrioMedium, nil
+		if reason != metrics.ReasonFailed || !IsBuildFailure(message) {
+			return rundb.PrioMedium, nil
+		}
+		// The report goes into the run's document, which a journal record of the task does not
+		// carry: written whole at once (a build failure is rare).
+		if noteBuildFailure(r, ref.task, message, now) && !r.Finished {
+			stop := taskAction("stop_run", r, ref.task)
+			stop.Message = buildStopMessage(r)
+			ev.add(stop)
+			r.Failed = true
+			r.Failures++
+			s.stopRun(r, now, ev)
+		}
+		return rundb.PrioSaveNow, nil
 	})
 	reply.stored = stored
 	return reply, err
