@@ -56,7 +56,7 @@ func (inst *Instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 		TaskSemaphoreSize: cfg.TaskSemaphoreSize,
 		DeadTaskTimeout:   cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
 		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
-		BooksURL: cfg.BooksURL, DBGate: inst.tokens.Do,
+		BooksURL: cfg.BooksURL, DBGate: inst.tokens.Do, Books: inst.books, Sources: inst.mirrors,
 	}, FlushPeriod: cfg.FlushPeriod}
 	if cfg.Journal {
 		p.journal, err = inst.db.OpenJournal(ctx, rundb.JournalOptions{Lease: lease, Holder: inst.holder(),

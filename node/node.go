@@ -19,13 +19,16 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/shoal-chess/shoal/books"
 	"github.com/shoal-chess/shoal/config"
+	"github.com/shoal-chess/shoal/gitmirror"
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
@@ -93,6 +96,10 @@ type Instance struct {
 	httpSrv     *http.Server
 	served      chan error // receives Serve's error if it stops by itself
 	tokens      *tokenpool.Pool
+	// mirrors are the engines' repository mirrors, books the opening books this instance
+	// holds (both under the data directory).
+	mirrors *gitmirror.Mirrors
+	books   *books.Store
 	// pprofSrv serves Go's profiles on cfg.PprofAddr, or is nil.
 	pprofSrv *http.Server
 	// serving are the Serve loops of httpSrv and pprofSrv, joined by Shutdown.
@@ -246,16 +253,30 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 	}
 	tokens := tokenpool.New(cfg.ThreadpoolTokens)
 	watchTokenPool(m, tokens)
+	held, err := books.Open(filepath.Join(cfg.DataDir, "books"), logger.With("component", "books"))
+	if err != nil {
+		return nil, err
+	}
+	mirrors, err := openMirrors(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && mirrors != nil {
+			_ = mirrors.Close()
+		}
+	}()
 	deps := server.Deps{
 		Metrics: m, Gatherer: reg,
 		Logger: logger, Tokens: tokens,
 		Version: env.Version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir, NNURL: cfg.NNURL, TransferTimeout: cfg.TransferTimeout,
 		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
+		Mirrors: mirrors, Books: held,
 	}
 	inst = &Instance{logger: logger, cfg: cfg, getenv: getenv, metrics: m, addr: ln.Addr().String(), db: db,
 		served: make(chan error, 1), tokens: tokens, leaseHolder: leaseHolder(ln.Addr().String()),
-		semaphore: cfg.TaskSemaphoreSize}
+		semaphore: cfg.TaskSemaphoreSize, mirrors: mirrors, books: held}
 	if role == "primary" {
 		if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
 			return nil, err
@@ -369,8 +390,35 @@ func (inst *Instance) Shutdown() error {
 	if err := inst.db.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if inst.mirrors != nil {
+		if err := inst.mirrors.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	inst.logger.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// openMirrors opens the repository mirrors under the data directory, with the operator's
+// settings.
+//
+// Without git on this machine there are none, and the server says so: runs must then give their
+// commits and signatures, and workers cannot build from source.
+func openMirrors(cfg config.Config, logger *slog.Logger) (*gitmirror.Mirrors, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		logger.Warn("git is not installed: no repository mirrors, so runs cannot be submitted by branch nor built by workers from source; install git (Debian: apt-get install git)")
+		return nil, nil
+	}
+	m, err := gitmirror.New(gitmirror.Config{
+		Dir: filepath.Join(cfg.DataDir, "repos"), Allowed: cfg.ReposAllowed,
+		FetchTimeout: cfg.ReposFetchTimeout, MaxBytes: int64(cfg.ReposMaxMB) << 20,
+		ArchiveCacheBytes: int64(cfg.SourceCacheMB) << 20, CAFile: cfg.ReposCAFile,
+		Logger: logger.With("component", "mirrors"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("repository mirrors: %w", err)
+	}
+	return m, nil
 }
 
 // OpenDB opens the configured database and creates its indexes. With embedded_db_process, the

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/server/ui"
@@ -41,9 +42,10 @@ func (s *Server) routes() *gin.Engine {
 	getAndHead(r, "/readyz", s.readyz)
 	r.GET("/metrics", s.metricsHandler())
 
-	// Worker API (protocol version 325, server/api): the nine endpoints of workerPaths. Every
-	// one but upload_pgn needs the primary's scheduler; a secondary turns them away before
-	// reading anything, as fishtest's RejectNonPrimaryWorkerApiMiddleware.
+	// Worker API (protocol version 325, server/api): the nine endpoints of fishtest's protocol
+	// and /api/source, workerPaths. Every one but upload_pgn needs the primary's scheduler; a
+	// secondary turns them away before reading anything, as fishtest's
+	// RejectNonPrimaryWorkerApiMiddleware.
 	a := s.api
 	r.POST("/api/request_version", a.PrimaryOnly, a.RequestVersion)
 	r.POST("/api/request_task", a.PrimaryOnly, a.RequestTask)
@@ -54,6 +56,9 @@ func (s *Server) routes() *gin.Engine {
 	r.POST("/api/stop_run", a.PrimaryOnly, a.StopRun)
 	r.POST("/api/upload_pgn", s.transfers.AllowSlowBody, a.UploadPGN)
 	r.POST("/api/worker_log", a.PrimaryOnly, a.WorkerLog)
+	// Beyond fishtest's protocol: the sources of a run's commits for workers that build their
+	// engines (books are below, with the networks).
+	r.POST(protocol.SourcePath, a.PrimaryOnly, s.transfers.SlowReply(a.Source))
 
 	// Test submission without the UI: creating a run and approving one.
 	r.POST("/api/create_run", a.CreateRun)
@@ -70,6 +75,7 @@ func (s *Server) routes() *gin.Engine {
 	getAndHead(r, "/api/get_elo/:id", s.primaryRoute(a.GetElo))
 	getAndHead(r, "/api/rate_limit", s.primaryRoute(a.RateLimit))
 	getAndHead(r, "/api/nn/:name", s.transfers.SlowReply(a.DownloadNN))
+	getAndHead(r, protocol.BooksPath+":name", s.transfers.SlowReply(a.Book))
 	getAndHead(r, "/api/pgn/:name", s.transfers.SlowReply(a.DownloadPGN))
 	getAndHead(r, "/api/run_pgns/:name", s.transfers.SlowReply(a.DownloadRunPGNs))
 
@@ -88,7 +94,7 @@ func (s *Server) routes() *gin.Engine {
 // them the way workers retry.
 var workerPaths = map[string]bool{"/api/request_version": true, "/api/request_task": true, "/api/update_task": true,
 	"/api/beat": true, "/api/request_spsa": true, "/api/failed_task": true, "/api/stop_run": true,
-	"/api/upload_pgn": true, "/api/worker_log": true}
+	"/api/upload_pgn": true, "/api/worker_log": true, protocol.SourcePath: true}
 
 // primaryRoute wraps a handler of a path that nginx sends to the primary's upstream, which
 // holds the primary and the standby (configs/nginx.conf, shoal_primary): a standby, or a primary
@@ -151,10 +157,12 @@ func (s *Server) uiRoutes(g gin.IRoutes) {
 	getAndHead(g, "/contributors", u.ContributorsPage)
 	getAndHead(g, "/contributors/monthly", u.ContributorsPage)
 
-	// Networks and tools (nns.go).
+	// Networks, opening books and tools (nns.go, books.go).
 	getAndHead(g, "/nns", u.NNsPage)
 	getAndHead(g, "/upload", s.primaryRoute(u.UploadPage))
 	g.POST(ui.UploadPath, s.primaryRoute(u.UploadSubmit))
+	getAndHead(g, ui.BooksPath, u.BooksPage)
+	g.POST(ui.BooksPath, s.primaryRoute(u.BooksSubmit))
 	getAndHead(g, "/sprt_calc", u.SPRTCalcPage)
 
 	// Operations: live tuning for approvers (admin.go).

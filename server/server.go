@@ -15,6 +15,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shoal-chess/shoal/books"
+	"github.com/shoal-chess/shoal/gitmirror"
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
@@ -46,6 +48,11 @@ type Deps struct {
 	Lease LeaseReader
 	// NNURL is where /api/nn/{name} redirects ("" means the request's own scheme and host).
 	NNURL string
+	// Mirrors are the engines' repository mirrors: run pages show their diffs and warnings,
+	// workers get their sources. Nil: neither.
+	Mirrors *gitmirror.Mirrors
+	// Books are the opening books this server holds and serves; nil: none.
+	Books *books.Store
 
 	// SessionSecret signs and encrypts the web UI's session cookies (at least 32 bytes; empty
 	// picks a random one, so sessions end with the process).
@@ -113,6 +120,12 @@ func New(deps Deps) (*Server, error) {
 		Role: func() ui.Role { return s.role().ui }, Lease: s.lease, ShuttingDown: s.shuttingDown.Load,
 		SessionSecret: deps.SessionSecret, DataDir: deps.DataDir,
 		Logins: s.logins, Heavy: s.heavy, Transfers: s.transfers}
+	if deps.Mirrors != nil {
+		uiDeps.Sources = deps.Mirrors
+	}
+	if deps.Books != nil {
+		uiDeps.Books = deps.Books
+	}
 	apiDeps := api.Deps{Logger: s.logger, Tokens: deps.Tokens,
 		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL,
 		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy}
@@ -128,6 +141,12 @@ func New(deps Deps) (*Server, error) {
 		return nil, err
 	}
 	apiDeps.NetworkFile = s.ui.NetworkFile
+	if deps.Mirrors != nil {
+		apiDeps.Sources = deps.Mirrors
+	}
+	if deps.Books != nil {
+		apiDeps.Books = deps.Books
+	}
 	s.api = api.New(apiDeps)
 	s.engine = s.routes()
 	return s, nil
@@ -142,6 +161,8 @@ var (
 	_ api.PGNs      = (*rundb.PGNStore)(nil)
 	_ api.Networks  = (*rundb.NNStore)(nil)
 	_ api.Scheduler = (*scheduler.Scheduler)(nil)
+	_ api.Sources   = (*gitmirror.Mirrors)(nil)
+	_ api.Books     = (*books.Store)(nil)
 
 	_ ui.Users        = (*rundb.UserStore)(nil)
 	_ ui.People       = (*rundb.DB)(nil)
@@ -152,6 +173,8 @@ var (
 	_ ui.Workers      = (*rundb.WorkerStore)(nil)
 	_ ui.Networks     = (*rundb.NNStore)(nil)
 	_ ui.Scheduler    = (*scheduler.Scheduler)(nil)
+	_ ui.Sources      = (*gitmirror.Mirrors)(nil)
+	_ ui.Books        = (*books.Store)(nil)
 )
 
 // API is the handler of the worker API, the read API and run submission, and UI the web UI's:

@@ -108,24 +108,24 @@ func runNew(ctx context.Context, args []string, getenv func(string) string, stdo
 	file := fs.String("file", "", "read the run's arguments from this JSON file; flags override it")
 	str := map[string]*string{}
 	for _, f := range []struct{ name, usage string }{
-		{"base-tag", "base branch name"},
-		{"new-tag", "test branch name"},
-		{"resolved-base", "base commit SHA (40 hex digits)"},
-		{"resolved-new", "test commit SHA (40 hex digits)"},
-		{"msg-base", "base commit message"},
-		{"msg-new", "test commit message"},
-		{"base-signature", "base bench node count"},
-		{"new-signature", "test bench node count"},
+		{"base-tag", "base branch (or tag, or commit) in --tests-repo"},
+		{"new-tag", "test branch (or tag, or commit) in --tests-repo"},
+		{"resolved-base", "base commit SHA, 40 hex digits (optional: the server reads it from --base-tag)"},
+		{"resolved-new", "test commit SHA, 40 hex digits (optional: the server reads it from --new-tag)"},
+		{"msg-base", "base commit's first line (optional: the server reads it)"},
+		{"msg-new", "test commit's first line (optional: the server reads it)"},
+		{"base-signature", "base bench node count (optional: the commit message's last Bench: line)"},
+		{"new-signature", "test bench node count (optional: the commit message's last Bench: line)"},
 		{"tc", "time control, such as 10+0.1"},
 		{"new-tc", "test engine's time control (time odds; default: --tc)"},
-		{"book", "opening book (default UHO_Lichess_4852_v1.epd)"},
+		{"book", "opening book, one the server holds (default: the server's default book)"},
 		{"book-depth", "book depth (default 8)"},
 		{"base-options", "base engine's UCI options (default " + defaultOptions + " when the file gives none)"},
 		{"new-options", "test engine's UCI options (default " + defaultOptions + " when the file gives none)"},
-		{"base-nets", "base networks, comma-separated"},
-		{"new-nets", "test networks, comma-separated"},
-		{"tests-repo", "your fork, https://github.com/USER/Stockfish"},
-		{"info", "what the test is about"},
+		{"base-nets", "base networks, comma-separated (optional: read from the sources)"},
+		{"new-nets", "test networks, comma-separated (optional: read from the sources)"},
+		{"tests-repo", "the engine's repository, such as https://github.com/USER/Stockfish"},
+		{"info", "what the test is about (optional: the test commit's message)"},
 		{"arch-filter", "regular expression the workers' arch must match"},
 		{"compiler", "compiler the workers must use (g++ or clang++)"},
 		{"sprt", "SPRT bounds in normalized Elo, ELO0,ELO1 (for example 0,2)"},
@@ -196,8 +196,36 @@ func runNew(ctx context.Context, args []string, getenv func(string) string, stdo
 		return errors.New("run new: the server's reply has no run_id")
 	}
 	fmt.Fprintln(stdout, reply.RunID)
+	printResolved(ctx, c, reply.RunID, stderr)
 	fmt.Fprintf(stderr, "Submitted; it waits for an approver: %s/tests/view/%s\n", c.Server, reply.RunID)
 	return nil
+}
+
+// printResolved says what the server made of the branches: each engine's commit and bench
+// signature as the stored run has them. A run that cannot be read back is no error: it exists.
+func printResolved(ctx context.Context, c *apiclient.Client, runID string, w io.Writer) {
+	data, err := apiclient.Get(ctx, c.HTTP, c.Server+"/api/get_run/"+url.PathEscape(runID), apiclient.MaxReplyBytes)
+	if err != nil {
+		return
+	}
+	var run struct {
+		Args struct {
+			NewTag        string `json:"new_tag"`
+			BaseTag       string `json:"base_tag"`
+			ResolvedNew   string `json:"resolved_new"`
+			ResolvedBase  string `json:"resolved_base"`
+			NewSignature  string `json:"new_signature"`
+			BaseSignature string `json:"base_signature"`
+			MsgNew        string `json:"msg_new"`
+			MsgBase       string `json:"msg_base"`
+		} `json:"args"`
+	}
+	if json.Unmarshal(data, &run) != nil {
+		return
+	}
+	a := run.Args
+	fmt.Fprintf(w, "new:  %s = %s, bench %s (%s)\n", a.NewTag, a.ResolvedNew, a.NewSignature, a.MsgNew)
+	fmt.Fprintf(w, "base: %s = %s, bench %s (%s)\n", a.BaseTag, a.ResolvedBase, a.BaseSignature, a.MsgBase)
 }
 
 // readRunFile reads a run's arguments, refusing keys the server would refuse.

@@ -92,8 +92,10 @@ type Scheduler interface {
 	RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskID int) (scheduler.Reply, error)
 	FailedTask(ctx context.Context, runID rundb.ObjectID, taskID int, message string) (scheduler.Reply, error)
 	StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, message string, cpuHours float64) error
+	PrepareRun(ctx context.Context, req scheduler.RunRequest) (scheduler.RunRequest, error)
 	CreateRun(ctx context.Context, req scheduler.RunRequest, username string) (*rundb.Run, error)
 	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
+	RepoOfActiveCommit(ctx context.Context, sha string) (string, error)
 }
 
 // Deps are the API's dependencies, built by the server.
@@ -113,6 +115,11 @@ type Deps struct {
 	NNURL string
 	// NetworkFile is the stored file of the network called name, "" if there is none here.
 	NetworkFile func(name string) string
+	// Sources are the repository mirrors, which serve workers the sources of active runs; nil:
+	// none are served.
+	Sources Sources
+	// Books are the opening books this server holds and serves; nil: none.
+	Books Books
 	// HeartbeatPeriod is how often workers beat (0: 120 s); the request_task limits scale with
 	// it, as a server with compressed time sees its workers that much more often.
 	HeartbeatPeriod time.Duration

@@ -41,9 +41,11 @@ type approveRunBody struct {
 // errNotApprover means an authenticated user without the right to approve tried to.
 var errNotApprover = errors.New("not an approver")
 
-// CreateRun stores a new, unapproved run for the authenticated user. Every invalid field is a
-// 400 naming it by its JSON path ("run.sprt.elo0"); bad credentials are a 401, and too many of
-// them from the client's address a 429 (reserveAPILogin).
+// CreateRun stores a new, unapproved run for the authenticated user. The run may name its
+// engines by branch alone: the scheduler resolves them in the repository (PrepareRun). Every
+// invalid field is a 400 naming it by its JSON path ("run.sprt.elo0", "run.new_tag"); bad
+// credentials are a 401, and too many of them from the client's address a 429
+// (reserveAPILogin).
 func (s *Server) CreateRun(c *gin.Context) {
 	if !s.requirePrimary(c, submitToPrimary) {
 		return
@@ -65,9 +67,14 @@ func (s *Server) CreateRun(c *gin.Context) {
 	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
 	res.Settle(err)
 	s.logins.Checked(c, "submit api", body.Username, err)
+	req := *body.Run
+	if err == nil {
+		// Reading the repository may take a fetch: outside the database's tokens.
+		req, err = s.scheduler().PrepareRun(c.Request.Context(), req)
+	}
 	if err == nil {
 		err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
-			r, err := s.scheduler().CreateRun(ctx, *body.Run, u.Username)
+			r, err := s.scheduler().CreateRun(ctx, req, u.Username)
 			if err == nil {
 				id = r.ID
 			}

@@ -68,6 +68,31 @@ var baseFuncs = template.FuncMap{
 		}
 		return s
 	},
+	// firstLine is a commit message's subject.
+	"firstLine": func(msg string) string {
+		line, _, _ := strings.Cut(msg, "\n")
+		return line
+	},
+	// diffClass and diffOp mark a diff line by its op (gitmirror.Line): added, removed,
+	// context, or git's "\ No newline at end of file".
+	"diffClass": func(op byte) string {
+		switch op {
+		case '+':
+			return "add"
+		case '-':
+			return "del"
+		case '\\':
+			return "note"
+		}
+		return "ctx"
+	},
+	"diffOp": func(op byte) string {
+		switch op {
+		case '+', '-':
+			return string(op)
+		}
+		return " "
+	},
 	// truncate cuts s to n runes, ending with an ellipsis when cut.
 	"truncate": func(n int, s string) string {
 		r := []rune(s)

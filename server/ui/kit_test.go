@@ -46,6 +46,12 @@ func newUIEnv(t *testing.T) *uiEnv {
 // newUIEnvWith is newUIEnv with the server's dependencies adjusted by change first, if not nil.
 func newUIEnvWith(t *testing.T, change func(*server.Deps)) *uiEnv {
 	t.Helper()
+	return newUIEnvSched(t, scheduler.Config{}, change)
+}
+
+// newUIEnvSched is newUIEnvWith whose scheduler has cfg (and a semaphore of five).
+func newUIEnvSched(t *testing.T, cfg scheduler.Config, change func(*server.Deps)) *uiEnv {
+	t.Helper()
 	ctx := context.Background()
 	db := rundbtest.Open(t)
 	for _, u := range []rundb.NewUser{
@@ -64,7 +70,8 @@ func newUIEnvWith(t *testing.T, change func(*server.Deps)) *uiEnv {
 	}
 	logger := servertest.DiscardLogger()
 	runs := rundb.NewRunCache(db.Runs, nil, logger)
-	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, runs, logger)
+	cfg.TaskSemaphoreSize = 5
+	sch := scheduler.New(cfg, db, runs, logger)
 	deps := server.Deps{
 		Logger: logger, Tokens: tokenpool.New(8), Version: "test",
 		DB: db, Runs: sch, Scheduler: sch, DataDir: t.TempDir(), Changed: runs.Changed,

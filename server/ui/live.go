@@ -172,7 +172,7 @@ func (s *Server) RunEvents(c *gin.Context) {
 		case "stats":
 			out, err = s.liveBlocks("run_stats", viewRunStats(r), [2]string{"stats-content", "stats-content"})
 		default:
-			d := viewDataOf(r, q, user, primary, csrf, false)
+			d := viewDataOf(r, q, user, primary, csrf, false, s.hasPatch(r))
 			if r.Finished || time.Since(chartsAt) >= liveChartsGap {
 				charts, chartsAt = viewChartsOf(r), time.Now()
 			}

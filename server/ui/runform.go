@@ -13,14 +13,16 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/books"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/stats"
 )
 
 // The new-test form (/tests/run) and the actions on a run (stop, approve, purge, delete,
-// modify). Shoal cannot reach GitHub, so, unlike fishtest's form, this one asks for the commit
-// SHAs, bench signatures and description instead of looking them up.
+// modify). As fishtest's, the form takes branch names: the server reads the commits, their bench
+// signatures and the description from its mirror of the repository (scheduler.PrepareRun). Commit
+// SHAs and signatures may still be given, to pin them.
 
 // Progression tests play master against a fixed release. The release is a constant, not
 // configuration: Stockfish 18 (tag SF_18), its commit and its bench, as fishtest uses them.
@@ -472,6 +474,25 @@ func checkRunRequest(req scheduler.RunRequest, username string, now time.Time) f
 	return errs
 }
 
+// withRepositoryStandIns is req with valid stand-ins for what PrepareRun would have read from
+// the repository (commits, signatures, description), so that checkRunRequest reports the other
+// fields of a form whose repository or branches were refused. Never stored.
+func withRepositoryStandIns(req scheduler.RunRequest) scheduler.RunRequest {
+	for _, f := range []struct {
+		field   string
+		missing bool
+	}{
+		{"resolved_new", req.ResolvedNew == ""}, {"resolved_base", req.ResolvedBase == ""},
+		{"new_signature", req.NewSignature == ""}, {"base_signature", req.BaseSignature == ""},
+		{"info", strings.TrimSpace(req.Info) == ""},
+	} {
+		if f.missing {
+			standIn(&req, f.field)
+		}
+	}
+	return req
+}
+
 // standIn replaces the named field of req by a valid value and reports whether it could. Nested
 // requests are copied first: req shares them with the caller.
 func standIn(req *scheduler.RunRequest, field string) bool {
@@ -582,6 +603,8 @@ type runFormData struct {
 	GamesStep int
 	MaxGames  int
 	SPRTGames int
+	// Books are the books this server holds, which a test may use (none: any name is taken).
+	Books []books.Book
 }
 
 // presetLink is a preset as the page shows it: a link that prefills the form on the server, or
@@ -624,6 +647,9 @@ func (s *Server) runFormPage(c *gin.Context, f runForm, errs formErrors, rerun *
 		MinGames: scheduler.MinGames, GamesStep: scheduler.GamesStep, MaxGames: scheduler.MaxGames,
 		SPRTGames: scheduler.SPRTMaxGames,
 	}
+	if s.deps.Books != nil {
+		d.Books = s.deps.Books.List()
+	}
 	if errs == nil {
 		d.Errors = formErrors{}
 	}
@@ -658,6 +684,9 @@ func (s *Server) NewRunPage(c *gin.Context) {
 		return
 	}
 	f := defaultRunForm(u)
+	if s.deps.Books != nil {
+		f.Book = s.deps.Books.Default()
+	}
 	var rerun *rundb.Run
 	if raw := c.Query("id"); raw != "" {
 		if rerun, ok = s.formRun(c, raw); !ok {
@@ -696,7 +725,20 @@ func (s *Server) NewRunSubmit(c *gin.Context) {
 	}
 	req, errs := f.request()
 	req.RescheduledFrom = f.RescheduledFrom
-	for field, msg := range checkRunRequest(req, u.Username, time.Now()) {
+	// The branches are read from the repository first (this may fetch it, so outside the
+	// database's tokens); if that fails, the rest of the form is still checked, with stand-ins
+	// for what the repository would have given.
+	prepared, err := s.scheduler().PrepareRun(c.Request.Context(), req)
+	var fe *scheduler.FieldError
+	switch {
+	case errors.As(err, &fe):
+		errs.add(formField(fe.Field), fe.Message)
+		prepared = withRepositoryStandIns(req)
+	case err != nil:
+		s.uiError(c, err)
+		return
+	}
+	for field, msg := range checkRunRequest(prepared, u.Username, time.Now()) {
 		errs.add(field, msg)
 	}
 	if len(errs) > 0 {
@@ -704,12 +746,11 @@ func (s *Server) NewRunSubmit(c *gin.Context) {
 		return
 	}
 	var run *rundb.Run
-	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
+	err = s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
-		run, err = s.scheduler().CreateRun(ctx, req, u.Username)
+		run, err = s.scheduler().CreateRun(ctx, prepared, u.Username)
 		return err
 	})
-	var fe *scheduler.FieldError
 	switch {
 	case errors.As(err, &fe):
 		refuse(formErrors{formField(fe.Field): fe.Message})

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"github.com/gin-contrib/sessions/cookie"
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/books"
+	"github.com/shoal-chess/shoal/gitmirror"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
@@ -129,12 +132,30 @@ type Scheduler interface {
 	UnfinishedRuns(ctx context.Context) ([]*rundb.Run, error)
 	ActiveTasks(ctx context.Context) ([]scheduler.ActiveTask, error)
 	TaskSemaphoreSize() int
+	PrepareRun(ctx context.Context, req scheduler.RunRequest) (scheduler.RunRequest, error)
 	CreateRun(ctx context.Context, req scheduler.RunRequest, username string) (*rundb.Run, error)
 	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
 	ModifyRun(ctx context.Context, id rundb.ObjectID, username string, approver bool, m scheduler.RunModification) (scheduler.ModifyResult, error)
 	StopRunByUser(ctx context.Context, id rundb.ObjectID, username string) error
 	PurgeRunByUser(ctx context.Context, id rundb.ObjectID, username string) (string, error)
 	DeleteRun(ctx context.Context, id rundb.ObjectID, username string) error
+}
+
+// Sources are the engines' repository mirrors (gitmirror.Mirrors): a run's page shows the diff of
+// its commits and what the repository says about them, without fetching.
+type Sources interface {
+	Commit(ctx context.Context, repo, sha string) (gitmirror.Commit, error)
+	Relation(ctx context.Context, repo, base, new string) (gitmirror.Relation, error)
+	Diff(ctx context.Context, repo, base, new string) (*gitmirror.Diff, error)
+}
+
+// Books are the opening books this server holds (books.Store): listed on /books, added by an
+// approver's upload, offered by the new-test form.
+type Books interface {
+	List() []books.Book
+	Names() []string
+	Default() string
+	Add(name string, r io.Reader) (books.Book, error)
 }
 
 // Deps are the web UI's dependencies, built by the server.
@@ -170,6 +191,10 @@ type Deps struct {
 	Heavy *guard.HeavyReads
 	// Transfers are the time limits of large uploads, for the network upload.
 	Transfers guard.Transfers
+	// Sources are the repository mirrors; nil: run pages show no diff.
+	Sources Sources
+	// Books are the held opening books; nil: the form takes any book name.
+	Books Books
 }
 
 // Server handles the web UI's requests. Safe for concurrent use.

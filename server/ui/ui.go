@@ -274,9 +274,10 @@ func (s *Server) CheckCSRF(c *gin.Context) {
 	if strings.HasPrefix(strings.ToLower(c.ContentType()), "multipart/") {
 		// A file upload is streamed by its handler, never parsed here (parsing would spool it
 		// to disk before anyone is known). The handler checks the token (header, or the
-		// form's first field) with csrfTokenMatches before it reads the file. No other form
-		// sends files, so no other route takes a multipart body.
-		if c.FullPath() != UploadPath {
+		// form's first field) with csrfTokenMatches before it reads the file. No other forms
+		// than the network and book uploads send files, so no other route takes a multipart
+		// body.
+		if c.FullPath() != UploadPath && c.FullPath() != BooksPath {
 			s.PageError(c, http.StatusUnsupportedMediaType, "This form does not take files.")
 			return
 		}
@@ -386,7 +387,8 @@ func (s *Server) redirect(c *gin.Context, to string) {
 	c.Abort()
 }
 
-// UploadPath is the one route that takes a multipart (file) body.
+// UploadPath is the network upload's route, one of the two (with BooksPath) that take a
+// multipart (file) body.
 const UploadPath = "/upload"
 
 // safeNext returns next if it is a path on this site, else fallback: a login link must not

@@ -483,13 +483,18 @@ func newViewChi2(c stats.Chi2) viewChi2 {
 // with the same data.
 type viewPageData struct {
 	page
-	Run        *rundb.Run
-	ID         string
-	RunTitle   string
-	Status     string
-	Result     runsResult
-	Args       []viewArg
-	DiffURL    string
+	Run      *rundb.Run
+	ID       string
+	RunTitle string
+	Status   string
+	Result   runsResult
+	Args     []viewArg
+	DiffURL  string
+	// HasPatch: the page shows the run's patch (Patch), with the approval under it.
+	HasPatch bool
+	Patch    viewPatch
+	// BuildStop is how many workers' build failures stop a run.
+	BuildStop  int
 	Warnings   []string
 	Notes      []string
 	Perms      viewPerms
@@ -529,10 +534,14 @@ func viewLiveQuery(q url.Values) string {
 // viewDataOf makes the data of a run's page (or of its live parts) for a page request with
 // query q. The page field is left to the caller, and so are the charts unless withCharts (they
 // cost the most: tens of milliseconds for a long run).
-func viewDataOf(r *rundb.Run, q url.Values, user *rundb.User, primary bool, csrf string, withCharts bool) viewPageData {
+//
+// hasPatch says whether the page shows the run's patch (Server.hasPatch); the patch itself is
+// the caller's to read.
+func viewDataOf(r *rundb.Run, q url.Values, user *rundb.User, primary bool, csrf string, withCharts, hasPatch bool) viewPageData {
 	id := r.ID.Hex()
 	d := viewPageData{Run: r, ID: id, RunTitle: runTitle(r), Status: runStatus(r), Result: runResults(r),
-		Args: viewArgs(r), Perms: viewPermsFor(r, user, primary, csrf)}
+		Args: viewArgs(r), Perms: viewPermsFor(r, user, primary, csrf), HasPatch: hasPatch,
+		BuildStop: scheduler.BuildFailuresToStop}
 	if d.Result.LLR != "" {
 		d.Result.Elo = viewSPRTElo(r)
 	}
@@ -574,16 +583,24 @@ func viewPageURL(c *gin.Context, path string) string {
 	return scheme + "://" + c.Request.Host + path
 }
 
-// ViewPage is GET /tests/view/:id: a run's arguments, results, charts, warnings, actions and
-// tasks; 404 for a run that does not exist.
+// ViewPage is GET /tests/view/:id: a run's arguments, results, charts, patch, warnings, build
+// failures, actions and tasks; 404 for a run that does not exist.
 func (s *Server) ViewPage(c *gin.Context) {
 	r, ok := s.viewLoad(c)
 	if !ok {
 		return
 	}
 	p := s.page(c, runTitle(r))
-	d := viewDataOf(r, c.Request.URL.Query(), p.User, p.Primary, p.CSRF, true)
+	d := viewDataOf(r, c.Request.URL.Query(), p.User, p.Primary, p.CSRF, true, s.hasPatch(r))
 	d.page = p
+	if d.HasPatch {
+		var warnings []string
+		d.Patch, warnings = s.patchOf(c.Request.Context(), r)
+		d.Warnings = append(d.Warnings, warnings...)
+		if d.Patch.NotGitHub {
+			d.Notes = append(d.Notes, "the repository is not on GitHub: only Shoal's worker, which gets the sources from this server, can play this test (fishtest's worker downloads them from GitHub)")
+		}
+	}
 	lines := []string{}
 	for _, l := range []string{d.Result.LLR, d.Result.Elo, d.Result.SPSA, d.Result.Games, d.Result.Ptnml} {
 		if l != "" {
