@@ -152,8 +152,10 @@ func (m *Mirrors) fetchObjects(ctx context.Context, st *repoState, work string, 
 			}
 		}
 	}()
+	// --update-shallow: a shallow upstream (a fixture, a mirror made with --depth) has
+	// branches whose history ends at a shallow root; without it, git refuses them.
 	_, err := m.run(fctx, gitRun{dir: work, local: st.t.local, args: []string{
-		"fetch", "--prune", "--no-tags", "--quiet", "--end-of-options", st.t.canon,
+		"fetch", "--prune", "--no-tags", "--quiet", "--update-shallow", "--end-of-options", st.t.canon,
 		"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
 	}})
 	stop()

@@ -243,3 +243,33 @@ func TestMaxBytes(t *testing.T) {
 		}
 	})
 }
+
+// A shallow upstream (Stockfish 11's fixture is one) is mirrored whole: its branches end at its
+// shallow root, and a diff across them works.
+func TestFetchFromAShallowUpstream(t *testing.T) {
+	up := newUpstream(t)
+	up.write("src/search.cpp", "int a;\n")
+	up.commit("root")
+	up.write("src/search.cpp", "int a;\nint b;\n")
+	base := up.commit("base\n\nBench: 1")
+	up.git("checkout", "-q", "-b", "patch")
+	up.write("src/search.cpp", "int a;\nint b;\nint c;\n")
+	patch := up.commit("patch\n\nBench: 2")
+	up.git("checkout", "-q", "master")
+	shallow := filepath.Join(t.TempDir(), "shallow.git")
+	gitT(t, up.dir, "clone", "-q", "--bare", "--no-local", "--depth", "2", "--no-single-branch", up.dir, shallow)
+	if _, err := os.Stat(filepath.Join(shallow, "shallow")); err != nil {
+		t.Fatalf("the clone is not shallow: %v", err)
+	}
+	m := newTestMirrors(t, Config{Allowed: []string{shallow}})
+	for ref, want := range map[string]string{"master": base, "patch": patch} {
+		c, err := m.Resolve(testCtx(t), shallow, ref)
+		if err != nil || c.SHA != want {
+			t.Fatalf("Resolve(%s) = %s, %v; want %s", ref, c.SHA, err, want)
+		}
+	}
+	d, err := m.Diff(testCtx(t), shallow, base, patch)
+	if err != nil || len(d.Files) != 1 || d.Files[0].Added != 1 || d.Files[0].Removed != 0 {
+		t.Fatalf("Diff = %+v, %v; want src/search.cpp +1 -0", d, err)
+	}
+}
