@@ -24,10 +24,22 @@ import (
 	"time"
 )
 
-// The books Shoal ships, regenerable with `go generate ./worker/match`.
+//go:generate go run ../worker/match/internal/genbook -o shipped/shoal_openings_v1.epd
+
+// shipped are the books Shoal ships, regenerable with `go generate ./books`.
 //
 //go:embed shipped/*.epd
 var shipped embed.FS
+
+// Shipped is the books Shoal ships, by file name: the server serves them, and the worker plays
+// them without asking the server.
+var Shipped fs.FS = func() fs.FS {
+	sub, err := fs.Sub(shipped, "shipped")
+	if err != nil {
+		panic(err) // a constant directory of the embedded files
+	}
+	return sub
+}()
 
 // Default book names: fishtest's, once the operator holds it, and Shoal's own otherwise.
 const (
@@ -126,9 +138,9 @@ func (s *Store) Dir() string { return s.dir }
 // shippedBooks reads the books Shoal ships.
 func shippedBooks() map[string]Book {
 	out := map[string]Book{}
-	entries, _ := shipped.ReadDir("shipped")
+	entries, _ := fs.ReadDir(Shipped, ".")
 	for _, e := range entries {
-		f, err := shipped.Open("shipped/" + e.Name())
+		f, err := Shipped.Open(e.Name())
 		if err != nil {
 			continue // cannot happen: the names come from the same FS
 		}
@@ -247,7 +259,7 @@ func (s *Store) Open(name string) (File, Book, error) {
 		return nil, Book{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	if b.Shipped {
-		f, err := shipped.Open("shipped/" + name)
+		f, err := Shipped.Open(name)
 		if err != nil {
 			return nil, Book{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 		}

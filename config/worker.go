@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -31,17 +32,40 @@ type Worker struct {
 	// Engine, Engines, Books and SpeedFactor make the worker play real games (EngineSource).
 	Engine, Engines, Books string
 	SpeedFactor            float64
-	LogLevel               string
+	// Build makes the worker build the runs' engines from the server's sources, with
+	// BuildCommand (BuildJobs jobs, 0 meaning Concurrency) and the ARCH Arch (empty: the best
+	// this machine runs), within BuildTimeout; the engine is src/EngineBinary, cached in Dir
+	// (at most EngineCache of them and EngineCacheMB MiB).
+	Build         bool
+	Dir           string
+	BuildCommand  string
+	BuildJobs     int
+	BuildTimeout  time.Duration
+	EngineCache   int
+	EngineCacheMB int
+	EngineBinary  string
+	Arch          string
+	LogLevel      string
 }
+
+// DefaultBuildCommand is the build command a building worker runs unless told otherwise:
+// {jobs} and {arch} are replaced.
+const DefaultBuildCommand = "make -j{jobs} build ARCH={arch}"
 
 // DefaultWorker has fishtest's default concurrency, max(1, min(3, cores-1)).
 func DefaultWorker() Worker {
 	return Worker{
-		Server:       DefaultServer,
-		Concurrency:  max(1, min(3, runtime.NumCPU()-1)),
-		TimeScale:    1,
-		SimDrawRatio: 0.5,
-		LogLevel:     "info",
+		Server:        DefaultServer,
+		Concurrency:   max(1, min(3, runtime.NumCPU()-1)),
+		TimeScale:     1,
+		SimDrawRatio:  0.5,
+		Dir:           "shoal-worker",
+		BuildCommand:  DefaultBuildCommand,
+		BuildTimeout:  15 * time.Minute,
+		EngineCache:   16,
+		EngineCacheMB: 2048,
+		EngineBinary:  "stockfish",
+		LogLevel:      "info",
 	}
 }
 
@@ -83,16 +107,56 @@ func workerOptions() []Option[Worker] {
 				}
 				return nil
 			}),
-		String("engine", "play real games with this UCI engine binary (both sides, unless engines has one for a run's tag or commit); empty: simulated games",
+		String("engine", "play real games with this UCI engine binary (both sides, unless engines has one for a run's tag or commit); empty: simulated games (or build)",
 			func(s *Worker) *string { return &s.Engine }, nil),
 		String("engines", "a directory of UCI engine binaries named by a run's tag or commit (real games)",
 			func(s *Worker) *string { return &s.Engines }, nil),
-		String("books", "a directory of opening books (EPD) beside the ones the worker ships (real games)",
+		String("books", "a directory of the operator's opening books (EPD), used first, unchecked (real games); others come from dir/books, the worker, the server",
 			func(s *Worker) *string { return &s.Books }, nil),
 		Float("speed_factor", "real games: multiply the runs' time controls by this; 0 (default): by fishtest's reference speed over this machine's, from the engine's bench",
 			func(s *Worker) *float64 { return &s.SpeedFactor }, func(f float64) error {
 				if f < 0 {
 					return errors.New("must not be negative")
+				}
+				return nil
+			}),
+		Bool("build", "build the runs' engines from their commits, the sources from the server (real games; not with engine or engines)",
+			func(s *Worker) *bool { return &s.Build }),
+		String("dir", "the worker's own directory: built engines, networks and books from the server, build sources while they build",
+			func(s *Worker) *string { return &s.Dir }, func(v string) error {
+				if v == "" {
+					return errors.New("must not be empty")
+				}
+				return nil
+			}),
+		String("build_command", "the build command, run in the sources' src/ without a shell: split on spaces, {jobs} and {arch} replaced",
+			func(s *Worker) *string { return &s.BuildCommand }, func(v string) error {
+				if strings.TrimSpace(v) == "" {
+					return errors.New("must not be empty")
+				}
+				return nil
+			}),
+		Int("build_jobs", "{jobs} of the build command; 0 = the concurrency", func(s *Worker) *int { return &s.BuildJobs }, 0, atLeast(0)),
+		Duration("build_timeout", "a build taking longer is killed and fails its task", func(s *Worker) *time.Duration { return &s.BuildTimeout },
+			func(d time.Duration) error {
+				if d <= 0 {
+					return errors.New("must be positive")
+				}
+				return nil
+			}),
+		Int("engine_cache", "built engines kept (least recently used out)", func(s *Worker) *int { return &s.EngineCache }, 1, atLeast(1)),
+		Int("engine_cache_mb", "MiB of built engines kept (least recently used out)", func(s *Worker) *int { return &s.EngineCacheMB }, 1, atLeast(1)),
+		String("engine_binary", "the file the build command makes in src/", func(s *Worker) *string { return &s.EngineBinary },
+			func(v string) error {
+				if v == "" || strings.ContainsAny(v, `/\`) || strings.HasPrefix(v, ".") {
+					return errors.New("must be a file name")
+				}
+				return nil
+			}),
+		String("arch", "the ARCH of every build (e.g. x86-64-avx2); empty: the best of the Makefile's that this machine runs",
+			func(s *Worker) *string { return &s.Arch }, func(v string) error {
+				if v != "" && (strings.HasPrefix(v, "-") || strings.Trim(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "") {
+					return errors.New("must be letters, digits, '-', '_' or '.'")
 				}
 				return nil
 			}),
@@ -139,6 +203,8 @@ func LoadWorker(fs *flag.FlagSet, args []string, getenv func(string) string) (Wo
 		return Worker{}, errors.New("worker: --username (or SHOAL_USERNAME) is required")
 	case s.Password == "":
 		return Worker{}, errors.New("worker: --password (or SHOAL_PASSWORD) is required")
+	case s.Build && (s.Engine != "" || s.Engines != ""):
+		return Worker{}, errors.New("worker: build builds the runs' engines: it takes no engine or engines (--engine, --engines)")
 	}
 	return s, nil
 }

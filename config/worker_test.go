@@ -81,6 +81,14 @@ func TestWorkerSettingsErrors(t *testing.T) {
 		{"a number for a string key", map[string]string{workerConfigEnv: writeFile(t, "w.toml", "username = 5\n")}, nil,
 			[]string{"username", "must be a string"}},
 		{"a positional argument", creds, []string{"extra"}, []string{"unexpected argument"}},
+		{"build with an engine", creds, []string{"--build", "--engine", "/usr/games/stockfish"}, []string{"build", "--engine"}},
+		{"build with engines", map[string]string{"SHOAL_USERNAME": "a", "SHOAL_PASSWORD": "b", "SHOAL_BUILD": "true", "SHOAL_ENGINES": "/opt/engines"},
+			nil, []string{"build", "--engines"}},
+		{"a zero build timeout", creds, []string{"--build-timeout", "0s"}, []string{"build_timeout", "positive"}},
+		{"an engine binary with a path", creds, []string{"--engine-binary", "../stockfish"}, []string{"engine_binary", "file name"}},
+		{"an arch with a space", creds, []string{"--arch", "x86-64 bmi2"}, []string{"arch"}},
+		{"an empty build command", creds, []string{"--build-command", " "}, []string{"build_command"}},
+		{"no engine cache", creds, []string{"--engine-cache", "0"}, []string{"engine_cache", "at least 1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,5 +120,30 @@ func TestWorkerExampleConfig(t *testing.T) {
 	}
 	if s.Username != "alice" || s.Concurrency != 3 || s.StopFile != "fish.exit" {
 		t.Errorf("unexpected %+v", s)
+	}
+}
+
+// The build mode's keys, from the file and the flags, and their defaults.
+func TestWorkerBuildSettings(t *testing.T) {
+	creds := map[string]string{"SHOAL_USERNAME": "alice", "SHOAL_PASSWORD": "secret"}
+	s, err := loadWorker(t, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Build || s.Dir != "shoal-worker" || s.BuildCommand != "make -j{jobs} build ARCH={arch}" || s.BuildJobs != 0 ||
+		s.BuildTimeout != 15*time.Minute || s.EngineCache != 16 || s.EngineCacheMB != 2048 || s.EngineBinary != "stockfish" || s.Arch != "" {
+		t.Errorf("defaults %+v", s)
+	}
+	file := writeFile(t, "w.toml", "build = true\ndir = \"/var/lib/shoal\"\nbuild_command = \"make -j{jobs} profile-build ARCH={arch} COMP=clang\"\n")
+	creds[workerConfigEnv] = file
+	s, err = loadWorker(t, creds, "--build-jobs", "4", "--build-timeout", "20m", "--engine-cache", "3", "--engine-cache-mb", "100",
+		"--engine-binary", "sf", "--arch", "x86-64-avx2", "--books", "/srv/books")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Build || s.Dir != "/var/lib/shoal" || s.BuildCommand != "make -j{jobs} profile-build ARCH={arch} COMP=clang" || s.BuildJobs != 4 ||
+		s.BuildTimeout != 20*time.Minute || s.EngineCache != 3 || s.EngineCacheMB != 100 || s.EngineBinary != "sf" || s.Arch != "x86-64-avx2" ||
+		s.Books != "/srv/books" {
+		t.Errorf("settings %+v", s)
 	}
 }

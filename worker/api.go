@@ -2,8 +2,8 @@
 // fishtest) server, asks for tasks, plays them with a GameSource in batches and reports the
 // results, with fishtest's worker semantics (reference section 9).
 //
-// The package imports protocol (the wire contract), and for real games (EngineSource) worker/match and
-// worker/uci; nothing of the server's side.
+// The package imports protocol (the wire contract), and for real games (EngineSource)
+// worker/match, worker/uci and worker/build; nothing of the server's side.
 package worker
 
 import (
@@ -45,15 +45,16 @@ type Batch struct {
 // GameSource plays game pairs; simulated now, real UCI engines later. Play plays pairs game
 // pairs (2*pairs games) of task t, with spsa's values when the run is an SPSA run, and returns
 // their counts. An error that is a *RunError (errors.As) blames the run and makes the worker send
-// stop_run; any other error fails the task (failed_task). A source that returns because ctx ended
-// may return ctx.Err().
+// stop_run; a *build.Error fails the task with the build's message (protocol.BuildFailedPrefix),
+// by which the server stops a run that several workers failed to build; any other error fails
+// the task (failed_task). A source that returns because ctx ended may return ctx.Err().
 type GameSource interface {
 	Play(ctx context.Context, t Task, pairs int, spsa *SPSAParams) (Batch, error)
 }
 
 // RunError is a GameSource failure that is the run's fault, not the worker's (a bench that does
-// not match the run's signature, an engine that does not build): the worker sends stop_run with
-// Message, as fishtest's worker does on its RunException.
+// not match the run's signature): the worker sends stop_run with Message, as fishtest's worker
+// does on its RunException.
 type RunError struct {
 	Message string
 }
@@ -118,6 +119,9 @@ type Config struct {
 	// WorkerArch, Compiler, ARCH and Uname fill worker_info; sensible defaults when empty
 	// ("unknown", "g++", "?", "<GOOS> shoal-worker").
 	WorkerArch, Compiler, ARCH, Uname string
+	// GCCVersion is the version of Compiler in worker_info (a building worker's, from
+	// build.DetectCompiler); zero: 9.3.0, fishtest's minimum, for a worker that builds nothing.
+	GCCVersion [3]int
 	// TimeScale compresses time: the heartbeat period (120 s), the backoff (15 s to 900 s) and the
 	// update_task retry delay (15 s) are divided by it. 0 means 1.
 	TimeScale float64

@@ -160,3 +160,40 @@ func (w *Worker) do(ctx context.Context, endpoint string, payload any) (*reply, 
 	}
 	return &reply{status: resp.StatusCode, body: data, m: m}, resp.StatusCode, nil
 }
+
+// Fetch makes one call to the server for a file (build.Server): a GET of path (below the
+// server's URL) when body is nil, else a POST of body's JSON. It goes through the worker's
+// HTTP client (or RoundTripper), whose redirects it follows, but not its 30 s timeout: a
+// download may take longer, and ctx bounds it, body included. The caller closes the body.
+func (w *Worker) Fetch(ctx context.Context, path string, body any) (*http.Response, error) {
+	method := http.MethodGet
+	var reader io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode request: %w", path, err)
+		}
+		method, reader = http.MethodPost, bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, w.base+path, reader)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	var c http.Client
+	if w.client != nil {
+		c = *w.client
+		c.Timeout = 0
+	} else {
+		c.Transport = w.cfg.RoundTripper
+	}
+	return c.Do(req)
+}
+
+// SourceRequest is the body of a source request for the commit sha (build.Server): the
+// worker's password and worker_info, as every call carries them.
+func (w *Worker) SourceRequest(sha string) protocol.SourceRequest {
+	return protocol.SourceRequest{Password: w.cfg.Password, WorkerInfo: w.currentInfo(), SHA: sha}
+}

@@ -14,26 +14,39 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-chess/shoal/worker/build"
 	"github.com/shoal-chess/shoal/worker/match"
 	"github.com/shoal-chess/shoal/worker/uci"
 )
 
-// EngineSource is a GameSource that plays real games between UCI engines found on this machine:
-// no builds, no downloads. A run's engine is the binary in Engines named by its tag (new_tag,
-// base_tag) or its resolved commit, else Engine for both sides.
+// EngineSource is a GameSource that plays real games between UCI engines. With Build set, a
+// run's engines are built from its commits (resolved_new, resolved_base), their sources from
+// the server. Without it, they are found on this machine: the binary in Engines named by the
+// run's tag (new_tag, base_tag) or its resolved commit, else Engine for both sides.
 //
-// Before a task's first batch it reads the run's book and runs the engines' bench, as fishtest's
-// worker does: a run that names an engine's signature (new_signature, base_signature: the
-// bench's nodes) must get that engine, or the run is stopped; and unless Factor is set, the
-// bench measures this machine's speed, which scales the run's time control. An SPSA batch sets
-// its perturbed parameters as options of each side.
+// Before a task's first batch it finds the run's book (loadBook: the operator's, the worker's,
+// the server's), builds or finds the engines and runs their bench, as fishtest's worker does: a
+// run that names an engine's signature (new_signature, base_signature: the bench's nodes) must
+// get that engine, or the run is stopped; and unless Factor is set, the bench measures this
+// machine's speed, which scales the run's time control. An SPSA batch sets its perturbed
+// parameters as options of each side.
 type EngineSource struct {
 	// Engine is the binary both sides run when Engines has none for them.
 	Engine string
 	// Engines is a directory of engine binaries named by tag or commit; may be empty.
 	Engines string
-	// Books is a directory of opening books beside the ones the worker ships; may be empty.
+	// Build, if set, builds the runs' engines from their commits instead; Engine and Engines
+	// are not used then.
+	Build *build.Builder
+	// Server is where books the worker lacks (and Build's sources) come from; New sets it to
+	// the worker when it is nil.
+	Server build.Server
+	// Books is a directory of the operator's opening books, used first and unchecked; may be
+	// empty.
 	Books string
+	// Dir is the worker's own directory: books fetched from the server are kept in Dir/books.
+	// Empty: they are kept in memory only.
+	Dir string
 	// Factor, if positive, scales the runs' time controls instead of the bench's measure.
 	Factor float64
 	// Concurrency is how many games are played at once (pairs in parallel); zero means 1.
@@ -41,15 +54,17 @@ type EngineSource struct {
 
 	mu       sync.Mutex    // held through a task's preparation
 	prepared taskSetup     // the last task's
+	lastBook loadedBook    // the last book read, for the next task of the run; under mu
 	nps      atomic.Uint64 // math.Float64bits of the last measured speed; read without mu
 }
 
-// taskSetup is what a task's batches share, made once before its first: its book and the
-// factor its time controls are scaled by.
+// taskSetup is what a task's batches share, made once before its first: its book, its
+// engines and the factor its time controls are scaled by.
 type taskSetup struct {
-	key    string // "run/task"
-	book   match.Book
-	factor float64
+	key             string // "run/task"
+	book            match.Book
+	newBin, baseBin string
+	factor          float64
 }
 
 // NPS is the last speed the bench measured, in nodes per second and thread (0 if none yet, or
@@ -67,18 +82,22 @@ const (
 	minimumNPS   = 180_000
 )
 
-// prepare makes t's setup once, before its first batch: its book read, each engine's signature
-// checked and this machine's speed measured by the bench.
-func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin string, threads int) (taskSetup, error) {
+// prepare makes t's setup once, before its first batch: its book read, its engines built or
+// found, each engine's signature checked and this machine's speed measured by the bench.
+func (s *EngineSource) prepare(ctx context.Context, t Task, threads int) (taskSetup, error) {
 	key := fmt.Sprintf("%s/%d", t.RunID, t.TaskID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.prepared.key == key {
 		return s.prepared, nil
 	}
-	book, err := match.LoadBook(t.Args.Book, s.Books)
+	book, err := s.loadBook(ctx, t.Args.Book, t.Args.BookSRI)
 	if err != nil {
 		return taskSetup{}, fmt.Errorf("real games: %w", err)
+	}
+	newBin, baseBin, err := s.engines(ctx, t)
+	if err != nil {
+		return taskSetup{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, benchTimeout)
 	defer cancel()
@@ -108,8 +127,28 @@ func (s *EngineSource) prepare(ctx context.Context, t Task, newBin, baseBin stri
 		factor = referenceNPS / nps
 		s.nps.Store(math.Float64bits(nps))
 	}
-	s.prepared = taskSetup{key: key, book: book, factor: factor}
+	s.prepared = taskSetup{key: key, book: book, newBin: newBin, baseBin: baseBin, factor: factor}
 	return s.prepared, nil
+}
+
+// engines are the task's engines: built from its commits with Build, else found by binary.
+func (s *EngineSource) engines(ctx context.Context, t Task) (newBin, baseBin string, err error) {
+	if s.Build == nil {
+		if newBin, err = s.binary(t.Args.NewTag, t.Args.ResolvedNew); err != nil {
+			return "", "", err
+		}
+		baseBin, err = s.binary(t.Args.BaseTag, t.Args.ResolvedBase)
+		return newBin, baseBin, err
+	}
+	if s.Server == nil {
+		return "", "", errors.New("real games: no server to fetch the sources from")
+	}
+	paths, err := s.Build.Engines(ctx, s.Server,
+		build.Commit{SHA: t.Args.ResolvedNew, Role: "new"}, build.Commit{SHA: t.Args.ResolvedBase, Role: "base"})
+	if err != nil {
+		return "", "", err
+	}
+	return paths[0], paths[1], nil
 }
 
 // measureNPS is the bench's speed as fishtest's worker measures it: a warm-up at depth 11, then
@@ -156,18 +195,11 @@ func (s *EngineSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAPa
 			return Batch{}, &RunError{Message: fmt.Sprintf("real games: new_tc: %v", err)}
 		}
 	}
-	newBin, err := s.binary(t.Args.NewTag, t.Args.ResolvedNew)
+	setup, err := s.prepare(ctx, t, max(t.Args.Threads, 1))
 	if err != nil {
 		return Batch{}, err
 	}
-	baseBin, err := s.binary(t.Args.BaseTag, t.Args.ResolvedBase)
-	if err != nil {
-		return Batch{}, err
-	}
-	setup, err := s.prepare(ctx, t, newBin, baseBin, max(t.Args.Threads, 1))
-	if err != nil {
-		return Batch{}, err
-	}
+	newBin, baseBin := setup.newBin, setup.baseBin
 	baseTC, newTC = baseTC.Scaled(setup.factor), newTC.Scaled(setup.factor)
 	newOpts, err := engineOptions(t.Args.NewOptions, t.Args.Threads)
 	if err != nil {

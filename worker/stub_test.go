@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/worker/build/buildtest"
 )
 
 // This file holds the scripted stub server the worker tests talk to, in place of Shoal's server
@@ -50,21 +51,30 @@ type stub struct {
 	t      *testing.T
 	srv    *httptest.Server
 	script script
+	// files, if set, answers the file contract's paths (sources, networks, books).
+	files http.Handler
 
 	mu    sync.Mutex
 	calls []call
 	count map[string]int
 }
 
-func newStub(t *testing.T, s script) *stub {
+func newStub(t *testing.T, s script) *stub { return newStubWithFiles(t, s, nil) }
+
+// newStubWithFiles is a stub whose file contract's paths files answers.
+func newStubWithFiles(t *testing.T, s script, files http.Handler) *stub {
 	t.Helper()
-	st := &stub{t: t, script: s, count: map[string]int{}}
+	st := &stub{t: t, script: s, files: files, count: map[string]int{}}
 	st.srv = httptest.NewServer(http.HandlerFunc(st.serve))
 	t.Cleanup(st.srv.Close)
 	return st
 }
 
 func (st *stub) serve(w http.ResponseWriter, r *http.Request) {
+	if st.files != nil && buildtest.Handles(r.URL.Path) {
+		st.files.ServeHTTP(w, r)
+		return
+	}
 	endpoint, ok := strings.CutPrefix(r.URL.Path, "/api/")
 	if r.Method != http.MethodPost || !ok {
 		st.t.Errorf("unexpected %s %s", r.Method, r.URL.Path)

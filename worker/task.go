@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/worker/build"
 )
 
 // taskRun is the state of the task being played. Only the task's goroutine touches it, except
@@ -156,6 +157,10 @@ func (t *taskRun) play(ctx, taskCtx context.Context, remaining int) (endpoint, m
 		case err != nil:
 			if re := (*RunError)(nil); errors.As(err, &re) {
 				return "stop_run", re.Message, nil
+			}
+			if be := (*build.Error)(nil); errors.As(err, &be) {
+				// The server counts the workers that failed to build a run by this message.
+				return "failed_task", be.Message(), nil
 			}
 			return "failed_task", err.Error(), nil
 		}

@@ -55,10 +55,13 @@ type Worker struct {
 	// instead of the shared jsonHeader.
 	send      func(*http.Request) (*http.Response, error)
 	ownHeader bool
-	log       *slog.Logger
-	obs       Observer
-	base      string // ServerURL without a trailing slash
-	scale     float64
+	// client is Config.HTTPClient (or the default one), nil when a RoundTripper takes the
+	// calls: Fetch's downloads use it without its timeout.
+	client *http.Client
+	log    *slog.Logger
+	obs    Observer
+	base   string // ServerURL without a trailing slash
+	scale  float64
 
 	running  atomic.Bool
 	stopOnce sync.Once
@@ -82,9 +85,10 @@ func NewUniqueKey(prefix string) string {
 
 // New checks cfg, fills its defaults and returns a worker that plays with src. Defaults:
 // Concurrency 1, MinThreads 1, MaxMemory 444+396*Concurrency MiB (what fishtest's worker needs
-// for STC games), a fresh UniqueKey, WorkerArch "unknown", Compiler "g++", ARCH "?", Uname
-// "<GOOS> shoal-worker", TimeScale 1, a client with a 30 s timeout and slog.Default(). The error
-// names the first invalid field.
+// for STC games), a fresh UniqueKey, WorkerArch "unknown", Compiler "g++" (version 9.3.0), ARCH
+// "?", Uname "<GOOS> shoal-worker", TimeScale 1, a client with a 30 s timeout and
+// slog.Default(). An *EngineSource without a Server gets the worker (its books, and the
+// sources it builds, come from the worker's server). The error names the first invalid field.
 func New(cfg Config, src GameSource) (*Worker, error) {
 	if src == nil {
 		return nil, errors.New("new worker: nil game source")
@@ -161,13 +165,20 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 	}
 	send, ownHeader := client.Do, client.Jar != nil
 	if cfg.RoundTripper != nil {
-		send, ownHeader = cfg.RoundTripper.RoundTrip, false
+		send, ownHeader, client = cfg.RoundTripper.RoundTrip, false, nil
+	}
+	gccVersion := cfg.GCCVersion
+	if gccVersion == [3]int{} {
+		// No compiler is used by a worker that builds nothing; fishtest's minimum g++ keeps
+		// servers that check it content.
+		gccVersion = [3]int{9, 3, 0}
 	}
 	w := &Worker{
 		cfg:       cfg,
 		src:       src,
 		send:      send,
 		ownHeader: ownHeader,
+		client:    client,
 		obs:       cfg.Observer,
 		base:      strings.TrimRight(cfg.ServerURL, "/"),
 		scale:     cfg.TimeScale,
@@ -183,16 +194,17 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 			// fishtest's schema wants a Python version; there is no Python here, so this is the
 			// Go toolchain's version, which is at least truthful about what runs.
 			PythonVersion: goVersion(),
-			// No compiler is used by the simulated source; fishtest's minimum g++ keeps servers
-			// that check it content.
-			GCCVersion: [3]int{9, 3, 0},
-			Compiler:   cfg.Compiler,
-			UniqueKey:  cfg.UniqueKey,
-			WorkerArch: cfg.WorkerArch,
-			ARCH:       cfg.ARCH,
+			GCCVersion:    gccVersion,
+			Compiler:      cfg.Compiler,
+			UniqueKey:     cfg.UniqueKey,
+			WorkerArch:    cfg.WorkerArch,
+			ARCH:          cfg.ARCH,
 		},
 	}
 	w.log = logger.With("component", "worker", "worker", w.info.LongName())
+	if es, ok := src.(*EngineSource); ok && es.Server == nil {
+		es.Server = w
+	}
 	return w, nil
 }
 

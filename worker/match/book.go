@@ -2,7 +2,6 @@ package match
 
 import (
 	"bufio"
-	"embed"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -12,14 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/shoal-chess/shoal/books"
 )
 
-//go:generate go run ./internal/genbook -o books/shoal_openings_v1.epd
-
-// shipped are the opening books that come with the worker, regenerable with go generate.
-//
-//go:embed books/*.epd
-var shipped embed.FS
+// The opening books that come with the worker are the ones Shoal ships (package books), which
+// the server holds too.
 
 // Book is an opening book: start positions as FENs, in the book's order.
 type Book []string
@@ -27,11 +24,20 @@ type Book []string
 // ErrNoBook is a book the worker does not have.
 var ErrNoBook = errors.New("opening book not found")
 
+// CheckBookName refuses a name that is not a book's file name (a path, a hidden file): a
+// wrapped ErrNoBook.
+func CheckBookName(name string) error {
+	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) {
+		return fmt.Errorf("%w: %q is not a book's file name", ErrNoBook, name)
+	}
+	return nil
+}
+
 // LoadBook finds the book a run names: a file of that name in dir (if dir is set), else one the
 // worker ships. Books are in fishtest's EPD format, one position a line.
 func LoadBook(name, dir string) (Book, error) {
-	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") {
-		return nil, fmt.Errorf("%w: %q is not a book's file name", ErrNoBook, name)
+	if err := CheckBookName(name); err != nil {
+		return nil, err
 	}
 	if dir != "" {
 		f, err := os.Open(filepath.Join(dir, name))
@@ -43,7 +49,7 @@ func LoadBook(name, dir string) (Book, error) {
 			return nil, err
 		}
 	}
-	f, err := shipped.Open("books/" + name)
+	f, err := books.Shipped.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is neither in the books directory nor one of the books the worker ships (%s)",
 			ErrNoBook, name, strings.Join(ShippedBooks(), ", "))
@@ -52,9 +58,18 @@ func LoadBook(name, dir string) (Book, error) {
 	return ParseEPD(f)
 }
 
+// ShippedBook returns the text of a book the worker ships, false if it ships none of that name.
+func ShippedBook(name string) ([]byte, bool) {
+	if CheckBookName(name) != nil {
+		return nil, false
+	}
+	data, err := fs.ReadFile(books.Shipped, name)
+	return data, err == nil
+}
+
 // ShippedBooks lists the books the worker ships.
 func ShippedBooks() []string {
-	entries, _ := shipped.ReadDir("books")
+	entries, _ := fs.ReadDir(books.Shipped, ".")
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())

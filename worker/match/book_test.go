@@ -2,24 +2,26 @@ package match
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/shoal-chess/shoal/books"
 	"github.com/shoal-chess/shoal/worker/match/internal/genbook/gen"
 )
 
 // The shipped book is what its generator writes, so anyone can make it again; every position in
 // it is one a game can start from.
 func TestShippedBookIsRegenerable(t *testing.T) {
-	data, err := shipped.ReadFile("books/shoal_openings_v1.epd")
+	data, err := fs.ReadFile(books.Shipped, "shoal_openings_v1.epd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Split(strings.TrimSpace(string(data)), "\n"), gen.Book(); !slices.Equal(got, want) {
-		t.Fatalf("the shipped book (%d lines) is not what genbook writes (%d lines): run go generate ./worker/match", len(got), len(want))
+		t.Fatalf("the shipped book (%d lines) is not what genbook writes (%d lines): run go generate ./books", len(got), len(want))
 	}
 	b, err := LoadBook("shoal_openings_v1.epd", "")
 	if err != nil {

@@ -1,8 +1,8 @@
-// Command genbook writes the opening book the worker ships (see match.LoadBook): positions
+// Command genbook writes the opening book Shoal ships (package books): positions
 // reached by random legal moves from the standard position, with equal material, none in check,
 // no two alike, in a fixed order. The same seed gives the same book.
 //
-//	go run ./worker/match/internal/genbook -o worker/match/books/shoal_openings_v1.epd
+//	go run ./worker/match/internal/genbook -o books/shipped/shoal_openings_v1.epd (go generate ./books)
 package main
 
 import (
