@@ -7,6 +7,11 @@ LDFLAGS   := -X main.version=$(VERSION)
 # `make run ADDR=0.0.0.0:8000` overrides the listen address; by default serve takes it from
 # SHOAL_ADDR, the config file or its default, 127.0.0.1:8000.
 ADDR      ?=
+# Stockfish 11's repository (eight real commits), kept outside this one: `make demo SOURCE=1`
+# plays a patch of it, and make test hands it to the tests that build engines from source
+# (SHOAL_TEST_SF_FIXTURE), which skip without it, except in CI.
+SF_FIXTURE ?= ../shared/fixtures/stockfish-sf11.git.tar.gz
+TEST_ENV   := SHOAL_TEST_SF_FIXTURE=$(abspath $(SF_FIXTURE))
 
 .DEFAULT_GOAL := help
 .PHONY: help build run demo test test-race test-norace lint fmt bench bench-go fuzz clean FORCE
@@ -20,20 +25,21 @@ build: ## build bin/shoal
 run: build ## build and serve on the embedded database in ./data
 	$(BIN) serve $(if $(ADDR),--addr $(ADDR))
 
-demo: build ## serve on a temporary database and watch a few hundred simulated workers decide an SPRT test; ENGINE=/usr/games/stockfish: local workers decide one with real games
-	$(BIN) demo $(if $(ENGINE),--engine $(ENGINE))
+demo: build ## serve on a temporary database and watch a few hundred simulated workers decide an SPRT test; ENGINE=/usr/games/stockfish: local workers decide one with real games; SOURCE=1: a Stockfish 11 patch submitted by branch, built from source and played
+	$(BIN) demo $(if $(ENGINE),--engine $(ENGINE))$(if $(SOURCE), --source $(SF_FIXTURE))
 
 test: test-race test-norace ## vet, then every test with the race detector, then the race-free end-to-end pass
 
 test-race:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(TEST_ENV) $(GO) test -race -count=1 ./...
 
-# Tests that build the binary, run long end-to-end scenarios (fleets of simulated workers) or
-# drive a real browser carry //go:build !race and are named TestBinary..., TestE2E... or
-# TestBrowser...; the browser test saves its screenshots under artifacts/screenshots.
+# Tests that build the binary, run long end-to-end scenarios (fleets of simulated workers, real
+# engines built from source) or drive a real browser carry //go:build !race and are named
+# TestBinary..., TestE2E..., TestBuildE2E... or TestBrowser...; the browser test saves its
+# screenshots under artifacts/screenshots.
 test-norace:
-	$(GO) test -count=1 -run 'Binary|E2E|Browser' ./cmd/shoal/
+	$(TEST_ENV) $(GO) test -count=1 -run 'Binary|E2E|Browser' ./cmd/shoal/ ./worker/
 
 lint: ## gofmt, go vet, and golangci-lint (depguard keeps the package layering) if installed
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
