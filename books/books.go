@@ -102,6 +102,10 @@ type Store struct {
 	dir    string
 	logger *slog.Logger
 
+	// scan serialises Rescan (and so Add and SetKnown), so that an older scan never publishes
+	// over a newer one. Lock order: scan, then mu.
+	scan sync.Mutex
+
 	mu    sync.RWMutex
 	books map[string]Book   // what is served, by name
 	known map[string]string // name -> sri from books.json
@@ -159,6 +163,8 @@ func shippedBooks() map[string]Book {
 // ones dropped. A file whose name is not a book's, or one of a shipped book, or whose checksum
 // differs from books.json's, is left out with a warning.
 func (s *Store) Rescan() error {
+	s.scan.Lock()
+	defer s.scan.Unlock()
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("books: read %s: %w", s.dir, err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -142,5 +143,28 @@ func TestRescanFollowsTheDirectoryAndBooksJSON(t *testing.T) {
 	}
 	if _, ok := s.Get("dropped.epd"); ok {
 		t.Error("a removed file is still held")
+	}
+}
+
+// A scan running while a book is added never publishes a view without it: the book an approver
+// was told was added is served.
+func TestConcurrentScansKeepAnAddedBook(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		name := "book" + strconv.Itoa(i) + ".epd"
+		done := make(chan error, 1)
+		go func() { done <- s.Rescan() }()
+		if _, err := s.Add(name, strings.NewReader(twoPositions)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s.Get(name); !ok {
+			t.Fatalf("%s is not held after a scan that ran while it was added", name)
+		}
 	}
 }

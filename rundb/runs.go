@@ -79,6 +79,9 @@ type BuildFailure struct {
 	TaskID  int       `bson:"task_id" json:"task_id"`
 	Time    time.Time `bson:"time" json:"time"`
 	Message string    `bson:"message" json:"message"`
+	// Counted: the report counts towards stopping the run, as its worker's user may stop runs
+	// (the CPU hours stop_run asks for).
+	Counted bool `bson:"counted" json:"counted"`
 }
 
 // Listed is a shallow copy of r as run listings show it: without its tasks, bad tasks and

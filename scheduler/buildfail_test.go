@@ -18,6 +18,10 @@ const buildLog = protocol.BuildFailedPrefix + "7150183d07 (make -j2 build ARCH=x
 func TestThreeWorkersFailingToBuildStopTheRun(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestScheduler(t)
+	// The workers' user may stop runs, as stop_run asks.
+	if err := dbOf(s).UserCache.Put(ctx, &rundb.UserStats{Username: worker(1).Username, CPUHours: MinCPUHoursToStop}); err != nil {
+		t.Fatal(err)
+	}
 	id := addRun(t, s, runSpec{numGames: 40000, approved: true})
 	fail := func(n int, message string) {
 		t.Helper()
@@ -60,7 +64,7 @@ func TestThreeWorkersFailingToBuildStopTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stored.Finished || len(stored.BuildFailures) != 3 || stored.BuildFailures[2].Message != buildLog {
+	if !stored.Finished || len(stored.BuildFailures) != 3 || stored.BuildFailures[2].Message != buildLog || !stored.BuildFailures[2].Counted {
 		t.Errorf("stored run: finished %v, reports %+v", stored.Finished, stored.BuildFailures)
 	}
 	actions, err := dbOf(s).Actions.Find(ctx, rundb.ActionFilter{Action: "stop_run"}, 10)
@@ -73,6 +77,34 @@ func TestThreeWorkersFailingToBuildStopTheRun(t *testing.T) {
 	}
 }
 
+// An account that has not contributed the CPU hours stop_run asks for cannot stop a run by
+// reporting build failures, however many workers it runs: the reports are kept and shown, not
+// counted.
+func TestBuildFailuresOfAnAccountWithoutCPUHoursDoNotStopTheRun(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTestScheduler(t)
+	id := addRun(t, s, runSpec{numGames: 40000, approved: true})
+	for n := 1; n <= 4; n++ {
+		task := request(t, s, worker(n))
+		reply, err := s.FailedTask(ctx, id, task.TaskID, buildLog)
+		if err == nil {
+			err = reply.Stored(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := snapshot(t, s, id)
+	if r.Finished || len(r.BuildFailures) != 4 {
+		t.Fatalf("finished %v with %d reports; want the run going on, the 4 reports kept", r.Finished, len(r.BuildFailures))
+	}
+	for _, f := range r.BuildFailures {
+		if f.Counted {
+			t.Errorf("report of %s counted", f.Worker)
+		}
+	}
+}
+
 func TestBuildFailureReportsAreBounded(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	r := runSpec{numGames: 1000}.build(now)
@@ -81,7 +113,7 @@ func TestBuildFailureReportsAreBounded(t *testing.T) {
 	}
 	long := protocol.BuildFailedPrefix + strings.Repeat("é", maxBuildFailureMessage)
 	for n := range len(r.Tasks) {
-		noteBuildFailure(r, n, long, now)
+		noteBuildFailure(r, n, long, true, now)
 	}
 	if len(r.BuildFailures) != maxBuildFailures {
 		t.Errorf("%d reports kept; want %d", len(r.BuildFailures), maxBuildFailures)
@@ -93,5 +125,17 @@ func TestBuildFailureReportsAreBounded(t *testing.T) {
 	}
 	if last := r.BuildFailures[len(r.BuildFailures)-1].Worker; last != worker(2*maxBuildFailures-1).ShortName() {
 		t.Errorf("the last report is %s's; want the latest worker's", last)
+	}
+}
+
+// A revived run counts its build failures afresh; the reports stay.
+func TestARevivedRunCountsBuildFailuresAfresh(t *testing.T) {
+	s, _ := newTestScheduler(t)
+	r := runSpec{numGames: 1000}.build(time.Now())
+	r.Finished = true
+	r.BuildFailures = []rundb.BuildFailure{{Worker: "a", Counted: true}, {Worker: "b", Counted: true}}
+	s.setActiveRun(r)
+	if r.Finished || len(r.BuildFailures) != 2 || r.BuildFailures[0].Counted || r.BuildFailures[1].Counted {
+		t.Errorf("revived: finished %v, reports %+v; want both kept, neither counted", r.Finished, r.BuildFailures)
 	}
 }

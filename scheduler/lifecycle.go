@@ -142,6 +142,10 @@ func (s *Scheduler) setActiveRun(r *rundb.Run) {
 	s.unfinished[r.ID] = true
 	s.mu.Unlock()
 	r.Deleted, r.Failed, r.IsGreen, r.IsYellow, r.Finished = false, false, false, false, false
+	// A revived run starts its count of build failures afresh; the reports stay to be read.
+	for i := range r.BuildFailures {
+		r.BuildFailures[i].Counted = false
+	}
 }
 
 // stopRun finishes a run and, if it asks for it, purges bad workers, which may revive it.

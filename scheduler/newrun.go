@@ -733,9 +733,10 @@ var (
 )
 
 // CreateRun builds the run username asks for (BuildRun), with this server's default book if it
-// names none, checks that its book and networks are on this server, stores it and logs a new_run
-// action. A run named by branch must have been through PrepareRun first. It returns the caller's own copy of the stored
-// run. Errors: a *FieldError for an invalid request, or a database error.
+// names none, checks that its book and networks are on this server, stores it, makes the
+// repository's mirror keep its commits (a few milliseconds of git) and logs a new_run action. A
+// run named by branch must have been through PrepareRun first. It returns the caller's own copy
+// of the stored run. Errors: a *FieldError for an invalid request, or a database error.
 func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username string) (*rundb.Run, error) {
 	if err := s.calls.enter(); err != nil {
 		return nil, err
@@ -759,6 +760,7 @@ func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username stri
 	if err := s.AddRun(ctx, r); err != nil {
 		return nil, fmt.Errorf("create run: %w", err)
 	}
+	s.keepCommits(ctx, out.Args)
 	// The run exists now: failing the request would invite a duplicate submission, so a lost
 	// action is logged, not returned.
 	err = s.db.actions.Insert(ctx, &rundb.Action{

@@ -45,7 +45,7 @@ type side struct {
 // when it can be reached; what it finds wrong (another bench, a base that is not an ancestor) is
 // shown on the run's page as a warning, not refused.
 //
-// Every commit of the request is then kept by the mirror for good. Errors other than a
+// CreateRun then makes the mirror keep the stored run's commits for good. Errors other than a
 // *FieldError are the caller's context ending.
 func (s *Scheduler) PrepareRun(ctx context.Context, req RunRequest) (RunRequest, error) {
 	repo := strings.TrimSuffix(strings.TrimSpace(req.TestsRepo), "/")
@@ -90,20 +90,23 @@ func (s *Scheduler) PrepareRun(ctx context.Context, req RunRequest) (RunRequest,
 		}
 		*sd.nets = nets
 	}
-	var keep []string
-	for _, c := range commits {
-		if c != nil {
-			keep = append(keep, c.SHA)
-		}
-	}
-	if len(keep) > 0 {
-		if err := mirrors.Keep(ctx, repo, keep...); err != nil {
-			// The run can be played without it; only a force-push upstream could then lose
-			// its commits, and its page would say so.
-			s.logger.Warn("keep a run's commits in the mirror", "repo", repo, "commits", keep, "err", err)
-		}
-	}
 	return req, ctx.Err()
+}
+
+// keepCommits makes the mirror keep a stored run's commits for good (gitmirror.Keep). A
+// failure is logged: the run can be played without it, and only a force-push upstream could
+// then lose its commits, which its page would say.
+func (s *Scheduler) keepCommits(ctx context.Context, args rundb.RunArgs) {
+	if s.cfg.Sources == nil {
+		return
+	}
+	shas := []string{args.ResolvedNew}
+	if args.ResolvedBase != args.ResolvedNew {
+		shas = append(shas, args.ResolvedBase)
+	}
+	if err := s.cfg.Sources.Keep(ctx, args.TestsRepo, shas...); err != nil {
+		s.logger.Warn("keep a run's commits in the mirror", "repo", args.TestsRepo, "commits", shas, "err", err)
+	}
 }
 
 // resolveSide fills one engine of a request from the mirror and returns its commit, or nil when

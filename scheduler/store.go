@@ -37,6 +37,7 @@ type workerRecords interface {
 
 // contributorStats is one of the two contributor tables (all-time, this month).
 type contributorStats interface {
+	Get(ctx context.Context, username string) (*rundb.UserStats, error)
 	All(ctx context.Context) ([]*rundb.UserStats, error)
 	Put(ctx context.Context, st *rundb.UserStats) error
 	Delete(ctx context.Context, usernames ...string) error

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/demo"
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // The fixture's commits and their Bench: lines (its README).
@@ -186,6 +187,11 @@ func TestE2EBuildFromSource(t *testing.T) {
 	}
 	if err := inst.Primary().Scheduler().StopRunByUser(ctx, mustID(t, cliRun), users.Submitter.Name); err != nil {
 		t.Fatalf("stop %s: %v", id, err)
+	}
+	// The workers' user may stop runs (the CPU hours stop_run asks for), so its workers'
+	// failures count.
+	if err := inst.DB().UserCache.Put(ctx, &rundb.UserStats{Username: users.Workers.Name, CPUHours: 1000}); err != nil {
+		t.Fatal(err)
 	}
 	req := demo.RunRequest("")
 	req.TestsRepo, req.NewTag, req.BaseTag = repo, "broken", sfBaseBranch

@@ -86,8 +86,9 @@ func (s *Server) patchOf(ctx context.Context, r *rundb.Run) (viewPatch, []string
 	}
 	d, err := src.Diff(ctx, a.TestsRepo, a.ResolvedBase, a.ResolvedNew)
 	if err != nil {
+		// The details (git's words, paths on the server) are for the log, not for visitors.
 		s.logger.Warn("diff of a run", "run", r.ID, "repo", a.TestsRepo, "err", err)
-		p.Err = "The patch cannot be shown: " + err.Error()
+		p.Err = "The patch cannot be shown now; the server's log says why."
 	} else {
 		p.Diff = d
 		p.Files = patchFiles(d)
@@ -118,9 +119,12 @@ func patchFiles(d *gitmirror.Diff) []viewPatchFile {
 
 // sourceWarnings are fishtest's warnings about a run's commits, from the mirror: a signature that
 // is not its commit's "Bench:" number, and a base that is not where a patch should start (an
-// ancestor of the default branch, an ancestor of new, their latest common ancestor). A run
-// whose new commit is already in the default branch gets none of the latter, nor an SPSA run.
+// ancestor of the default branch, an ancestor of new, their latest common ancestor); a run whose
+// new commit is already in the default branch gets none of the latter, nor an SPSA run. A patch
+// with binary files is warned of too.
 func (s *Server) sourceWarnings(ctx context.Context, r *rundb.Run, p viewPatch) []string {
+	// A file git reads as binary (a NUL byte in a .cpp compiles) hides its changes from a
+	// reviewer: said first.
 	a := r.Args
 	var w []string
 	for _, side := range []struct {
@@ -132,6 +136,18 @@ func (s *Server) sourceWarnings(ctx context.Context, r *rundb.Run, p viewPatch) 
 		}
 		w = append(w, fmt.Sprintf("the %s signature %s is not the bench of its commit, whose message says Bench: %s",
 			side.what, side.signature, side.c.Bench))
+	}
+	if p.Diff != nil {
+		var binary []string
+		for _, f := range p.Diff.Files {
+			if f.Binary {
+				binary = append(binary, f.Path)
+			}
+		}
+		if len(binary) > 0 {
+			w = append(w, fmt.Sprintf("the patch changes %s that git reads as binary, whose changes are not shown: %s",
+				plural(len(binary), "file"), strings.Join(binary, ", ")))
+		}
 	}
 	if a.SPSA != nil {
 		return w

@@ -41,15 +41,18 @@ const (
 	runsNormalThroughput = 100
 )
 
+// plural writes a count of word: "1 test", "2 tests".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
 // runFuncs are this area's template functions.
 var runFuncs = template.FuncMap{
 	// runsPlural writes "1 test", "2 tests".
-	"runsPlural": func(n int, word string) string {
-		if n == 1 {
-			return "1 " + word
-		}
-		return strconv.Itoa(n) + " " + word + "s"
-	},
+	"runsPlural": plural,
 	// runsMillions writes nodes per second in millions: "12.34".
 	"runsMillions": func(x float64) string { return strconv.FormatFloat(x/1e6, 'f', 2, 64) },
 	// runsRatio is a/b.

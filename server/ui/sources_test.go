@@ -24,7 +24,7 @@ import (
 // a branch from master's first commit; nobench, a commit whose message names no bench.
 type engineRepo struct {
 	*gitmirrortest.Repo
-	first, master, patch, sibling, nobench string
+	first, master, patch, sibling, nobench, binary string
 }
 
 func newEngineRepo(t *testing.T) engineRepo {
@@ -38,6 +38,9 @@ func newEngineRepo(t *testing.T) engineRepo {
 	r.sibling = r.Commit("Elsewhere\n\nBench: 1000003", map[string]string{"README": "other\n"})
 	r.Branch("nobench", r.master)
 	r.nobench = r.Commit("An unsigned change", map[string]string{"README": "engine\n"})
+	// A NUL byte in a source file compiles, but git reads the file as binary.
+	r.Branch("binary", r.master)
+	r.binary = r.Commit("Weights\n\nBench: 1000005", map[string]string{"src/weights.cpp": "int w[] = {1};\x00\n"})
 	r.Checkout("master")
 	return r
 }
@@ -160,6 +163,8 @@ func TestUIRunPageWarnsAboutTheRepository(t *testing.T) {
 		{"a base behind the latest common ancestor", repo.patch, repo.first, "", "base is not the latest common ancestor of new and master"},
 		{"a base that is not an ancestor of new", repo.sibling, repo.master, "", "base is not an ancestor of new"},
 		{"a base off the default branch", repo.patch, repo.sibling, "", "base is not an ancestor of master"},
+		{"a source file git reads as binary", repo.binary, repo.master, "",
+			"the patch changes 1 file that git reads as binary, whose changes are not shown: src/weights.cpp"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,7 +177,7 @@ func TestUIRunPageWarnsAboutTheRepository(t *testing.T) {
 			}
 			r := env.submittedRun(w)
 			warnings := warningsOf(body(alice.get("/tests/view/" + r.ID.Hex())))
-			repoWarnings := regexp.MustCompile(`(?m)^Warning: (base .*|the (test|base) signature .*)$`).FindAllString(warnings, -1)
+			repoWarnings := regexp.MustCompile(`(?m)^Warning: (base .*|the (test|base) signature .*|the patch changes .*)$`).FindAllString(warnings, -1)
 			switch {
 			case c.want == "" && len(repoWarnings) > 0:
 				t.Errorf("warnings %q; want none", repoWarnings)
@@ -200,6 +205,9 @@ func TestUIRunPageShowsBuildFailures(t *testing.T) {
 	if !strings.Contains(page, "<strong>wendy-4cores-ab12</strong>") || !strings.Contains(page, `<pre class="build-log">`+html.EscapeString(log)+`</pre>`) {
 		t.Errorf("the page does not show the build failure's worker and log, escaped:\n%s", page)
 	}
+	if !strings.Contains(page, "(not counted: its user has fewer CPU hours") {
+		t.Error("the page does not say that the report does not count towards the stop")
+	}
 }
 
 func TestUIRunPageWithoutTheCommitsInTheMirror(t *testing.T) {
@@ -221,15 +229,13 @@ func TestUIBooksPage(t *testing.T) {
 	env, held := newSourcesEnv(t, repo)
 	book := "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n"
 	upload := func(b *browser, name string) *httptest.ResponseRecorder {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		_ = mw.WriteField("csrf_token", b.csrf())
-		fw, _ := mw.CreateFormFile("book", name)
-		_, _ = fw.Write([]byte(book))
-		_ = mw.Close()
-		req := httptest.NewRequest(http.MethodPost, "/books", &buf)
-		req.Header.Set("Content-Type", mw.FormDataContentType())
-		return b.do(req)
+		return uploadBook(b, name, book, b.csrf())
+	}
+	if w := uploadBook(env.as("bob"), "forged.epd", book, "not-the-token"); w.Code != http.StatusForbidden {
+		t.Errorf("an upload without the session's CSRF token: %d; want 403", w.Code)
+	}
+	if _, ok := held.Get("forged.epd"); ok {
+		t.Error("a forged upload was stored")
 	}
 	if w := upload(env.as("alice"), "mine.epd"); w.Code != http.StatusForbidden {
 		t.Errorf("a user's upload: %d; want 403 (approvers only)", w.Code)
@@ -256,6 +262,19 @@ func TestUIBooksPage(t *testing.T) {
 	if got, _ := formInputValue(body(env.as("alice").get("/tests/run")), "book"); got != books.FishtestDefault {
 		t.Errorf("the form's book is %q; want the new default", got)
 	}
+}
+
+// uploadBook posts a book file to /books with the given CSRF token, as the page's form does.
+func uploadBook(b *browser, name, content, token string) *httptest.ResponseRecorder {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	_ = mw.WriteField("csrf_token", token)
+	fw, _ := mw.CreateFormFile("book", name)
+	_, _ = fw.Write([]byte(content))
+	_ = mw.Close()
+	req := httptest.NewRequest(http.MethodPost, "/books", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	return b.do(req)
 }
 
 // warningsOf is the warnings card's text, a line each.

@@ -493,17 +493,18 @@ type viewPageData struct {
 	// HasPatch: the page shows the run's patch (Patch), with the approval under it.
 	HasPatch bool
 	Patch    viewPatch
-	// BuildStop is how many workers' build failures stop a run.
-	BuildStop  int
-	Warnings   []string
-	Notes      []string
-	Perms      viewPerms
-	Charts     viewCharts
-	Chi2       viewChi2
-	Tasks      viewTasks
-	SPSAParams []rundb.SPSAParam
-	OG         viewOG
-	LiveSrc    string
+	// BuildStop is how many workers' build failures stop a run, StopHours the CPU hours their
+	// users must have contributed for their reports to count.
+	BuildStop, StopHours int
+	Warnings             []string
+	Notes                []string
+	Perms                viewPerms
+	Charts               viewCharts
+	Chi2                 viewChi2
+	Tasks                viewTasks
+	SPSAParams           []rundb.SPSAParam
+	OG                   viewOG
+	LiveSrc              string
 }
 
 // viewSPRTElo is the Elo line of an SPRT run: its SPRT Elo estimate and LOS.
@@ -541,7 +542,7 @@ func viewDataOf(r *rundb.Run, q url.Values, user *rundb.User, primary bool, csrf
 	id := r.ID.Hex()
 	d := viewPageData{Run: r, ID: id, RunTitle: runTitle(r), Status: runStatus(r), Result: runResults(r),
 		Args: viewArgs(r), Perms: viewPermsFor(r, user, primary, csrf), HasPatch: hasPatch,
-		BuildStop: scheduler.BuildFailuresToStop}
+		BuildStop: scheduler.BuildFailuresToStop, StopHours: scheduler.MinCPUHoursToStop}
 	if d.Result.LLR != "" {
 		d.Result.Elo = viewSPRTElo(r)
 	}
