@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/worker"
@@ -44,25 +45,10 @@ type Source struct {
 
 // sourceRun is what the demo reads of GET /api/get_run/{id}.
 type sourceRun struct {
-	Finished bool `json:"finished"`
-	Results  struct {
-		Wins        int   `json:"wins"`
-		Losses      int   `json:"losses"`
-		Draws       int   `json:"draws"`
-		Pentanomial []int `json:"pentanomial"`
-	} `json:"results"`
-	Args struct {
-		NewTag        string `json:"new_tag"`
-		BaseTag       string `json:"base_tag"`
-		ResolvedNew   string `json:"resolved_new"`
-		ResolvedBase  string `json:"resolved_base"`
-		NewSignature  string `json:"new_signature"`
-		BaseSignature string `json:"base_signature"`
-		MsgNew        string `json:"msg_new"`
-		MsgBase       string `json:"msg_base"`
-		Book          string `json:"book"`
-	} `json:"args"`
-	Failed bool `json:"failed"`
+	Finished bool             `json:"finished"`
+	Failed   bool             `json:"failed"`
+	Results  protocol.Stats   `json:"results"`
+	Args     protocol.RunArgs `json:"args"`
 }
 
 func (r *sourceRun) games() int { return r.Results.Wins + r.Results.Losses + r.Results.Draws }
@@ -184,7 +170,7 @@ func RunSource(ctx context.Context, base string, db *rundb.DB, d Source, stdout 
 	res := r.Results
 	fmt.Fprintf(stdout, "\nRun %s: %d games in %.0f s, stopped as planned\n", id, r.games(), time.Since(start).Seconds())
 	fmt.Fprintf(stdout, "  W %d, L %d, D %d; pentanomial %v\n", res.Wins, res.Losses, res.Draws, res.Pentanomial)
-	if len(res.Pentanomial) == 5 {
+	if r.games() > 0 {
 		q := url.Values{}
 		for i, k := range []string{"LL", "LD", "DDWL", "WD", "WW"} {
 			q.Set(k, strconv.Itoa(res.Pentanomial[i]))

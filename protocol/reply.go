@@ -61,19 +61,23 @@ type MyTask struct {
 
 // RunArgs is the typed view of the run arguments a worker needs; other keys of args are ignored.
 type RunArgs struct {
-	BaseTag       string `json:"base_tag"`
-	NewTag        string `json:"new_tag"`
-	NumGames      int    `json:"num_games"`
-	TC            string `json:"tc"`
-	NewTC         string `json:"new_tc,omitempty"`
-	Threads       int    `json:"threads"`
-	Book          string `json:"book"`
-	BookDepth     string `json:"book_depth"`
-	BookSRI       string `json:"book_sri,omitempty"`
-	BaseOptions   string `json:"base_options"`
-	NewOptions    string `json:"new_options"`
-	ResolvedBase  string `json:"resolved_base"`
-	ResolvedNew   string `json:"resolved_new"`
+	BaseTag      string `json:"base_tag"`
+	NewTag       string `json:"new_tag"`
+	NumGames     int    `json:"num_games"`
+	TC           string `json:"tc"`
+	NewTC        string `json:"new_tc,omitempty"`
+	Threads      int    `json:"threads"`
+	Book         string `json:"book"`
+	BookDepth    string `json:"book_depth"`
+	BookSRI      string `json:"book_sri,omitempty"`
+	BaseOptions  string `json:"base_options"`
+	NewOptions   string `json:"new_options"`
+	ResolvedBase string `json:"resolved_base"`
+	ResolvedNew  string `json:"resolved_new"`
+	// MsgBase and MsgNew are the commits' first lines (a person's tools show them; a worker
+	// does not need them).
+	MsgBase       string `json:"msg_base,omitempty"`
+	MsgNew        string `json:"msg_new,omitempty"`
 	BaseSignature string `json:"base_signature"`
 	NewSignature  string `json:"new_signature"`
 	TestsRepo     string `json:"tests_repo"`

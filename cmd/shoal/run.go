@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/config"
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/scheduler"
 )
@@ -209,16 +210,7 @@ func printResolved(ctx context.Context, c *apiclient.Client, runID string, w io.
 		return
 	}
 	var run struct {
-		Args struct {
-			NewTag        string `json:"new_tag"`
-			BaseTag       string `json:"base_tag"`
-			ResolvedNew   string `json:"resolved_new"`
-			ResolvedBase  string `json:"resolved_base"`
-			NewSignature  string `json:"new_signature"`
-			BaseSignature string `json:"base_signature"`
-			MsgNew        string `json:"msg_new"`
-			MsgBase       string `json:"msg_base"`
-		} `json:"args"`
+		Args protocol.RunArgs `json:"args"`
 	}
 	if json.Unmarshal(data, &run) != nil {
 		return
