@@ -33,9 +33,9 @@ type Worker struct {
 	Engine, Engines, Books string
 	SpeedFactor            float64
 	// Build makes the worker build the runs' engines from the server's sources, with
-	// BuildCommand (BuildJobs jobs, 0 meaning Concurrency) and the ARCH Arch (empty: the best
-	// this machine runs), within BuildTimeout; the engine is src/EngineBinary, cached in Dir
-	// (at most EngineCache of them and EngineCacheMB MiB).
+	// BuildCommand (BuildJobs jobs, 0 meaning Concurrency; g++ unless it says COMP=clang) and
+	// the ARCH Arch (empty: the best this machine runs), within BuildTimeout; the engine is
+	// src/EngineBinary, cached in Dir (at most EngineCache of them and EngineCacheMB MiB).
 	Build         bool
 	Dir           string
 	BuildCommand  string
@@ -129,7 +129,7 @@ func workerOptions() []Option[Worker] {
 				}
 				return nil
 			}),
-		String("build_command", "the build command, run in the sources' src/ without a shell: split on spaces, {jobs} and {arch} replaced",
+		String("build_command", "the build command, run in the sources' src/ without a shell: split on spaces, {jobs} and {arch} replaced; it builds with g++ unless it says COMP=clang (needed on a machine with clang++ and no g++)",
 			func(s *Worker) *string { return &s.BuildCommand }, func(v string) error {
 				if strings.TrimSpace(v) == "" {
 					return errors.New("must not be empty")
@@ -137,7 +137,7 @@ func workerOptions() []Option[Worker] {
 				return nil
 			}),
 		Int("build_jobs", "{jobs} of the build command; 0 = the concurrency", func(s *Worker) *int { return &s.BuildJobs }, 0, atLeast(0)),
-		Duration("build_timeout", "a build taking longer is killed and fails its task", func(s *Worker) *time.Duration { return &s.BuildTimeout },
+		Duration("build_timeout", "a build taking longer is killed and its task fails, as this machine's failure, not the commit's", func(s *Worker) *time.Duration { return &s.BuildTimeout },
 			func(d time.Duration) error {
 				if d <= 0 {
 					return errors.New("must be positive")

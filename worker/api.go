@@ -132,7 +132,8 @@ type Config struct {
 	// minute does for a real one.
 	RetryDelay time.Duration
 	// HTTPClient is used for every call and may be shared by a fleet; default: a client with a
-	// 30 s timeout, as fishtest's worker.
+	// 30 s timeout, as fishtest's worker. The worker uses a copy of it whose redirect policy
+	// refuses to redirect a POST (it carries the password) and then defers to HTTPClient's.
 	HTTPClient *http.Client
 	// RoundTripper, if set, takes every call instead of HTTPClient, as a single round trip: no
 	// redirect is followed, no cookie kept and no timeout added, so it must bound each call

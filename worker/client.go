@@ -163,8 +163,10 @@ func (w *Worker) do(ctx context.Context, endpoint string, payload any) (*reply, 
 
 // Fetch makes one call to the server for a file (build.Server): a GET of path (below the
 // server's URL) when body is nil, else a POST of body's JSON. It goes through the worker's
-// HTTP client (or RoundTripper), whose redirects it follows, but not its 30 s timeout: a
-// download may take longer, and ctx bounds it, body included. The caller closes the body.
+// HTTP client (or RoundTripper), but not its 30 s timeout: a download may take longer, and ctx
+// bounds it, body included. A GET follows redirects (a network may be on another host) and
+// carries no credentials; a POST, whose body carries the password, follows none: a redirect is
+// an error. The caller closes the body.
 func (w *Worker) Fetch(ctx context.Context, path string, body any) (*http.Response, error) {
 	method := http.MethodGet
 	var reader io.Reader

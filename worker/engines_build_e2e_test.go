@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,13 @@ func TestBuildE2EStockfish11(t *testing.T) {
 			t.Fatalf("%s names the fixture, but %s is not installed", sfFixtureEnv, tool)
 		}
 	}
+	// The ARCH this machine should build Stockfish 11 with; a machine none fits could not
+	// build it (and the check of the log below would check nothing).
+	arch := build.ChooseArch(build.ParseMakeHelp(sf11Archs), build.ReadCPU())
+	if arch == "" {
+		t.Skipf("none of Stockfish 11's ARCHes %v runs on this machine (%s/%s): nothing to build",
+			build.ParseMakeHelp(sf11Archs), runtime.GOOS, runtime.GOARCH)
+	}
 	const sha = "4901218d4cc31658942486ccd1dbadf2d2df783a" // tweak-futility
 	unpacked := t.TempDir()
 	if out, err := exec.Command("tar", "xzf", fixture, "-C", unpacked).CombinedOutput(); err != nil {
@@ -68,8 +76,9 @@ func TestBuildE2EStockfish11(t *testing.T) {
 	if s := b.Stats; s.Wins+s.Losses+s.Draws != 2 || s.Crashes != 0 {
 		t.Errorf("stats %+v, want two games without a crash", s)
 	}
-	if !strings.Contains(log.String(), "arch="+build.ChooseArch(build.ParseMakeHelp(sf11Archs), build.ReadCPU())) {
-		t.Errorf("the build did not use the ARCH this machine runs best")
+	// The whole value: "arch=x86-64" is also the start of "arch=x86-64-bmi2".
+	if !strings.Contains(log.String(), "Built the engine") || !strings.Contains(log.String(), " arch="+arch+" ") {
+		t.Errorf("the build did not use %s, the ARCH this machine runs best", arch)
 	}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/worker/build"
@@ -110,5 +111,37 @@ func TestWorkerReportsABuildFailure(t *testing.T) {
 	if !strings.HasPrefix(msg, protocol.BuildFailedPrefix+sha[:10]+": make -j1 build ARCH=") || !strings.Contains(msg, "exit status 2\n") ||
 		!strings.Contains(msg, "search.cpp:100: error") || strings.Contains(msg, "search.cpp:50:") || len(msg) > 4000 {
 		t.Errorf("failed_task message of %d bytes:\n%s", len(msg), msg)
+	}
+}
+
+// A build this machine could not finish (killed at build_timeout) fails the task with a message
+// that says so and lacks protocol.BuildFailedPrefix: the server must not count it against the
+// run.
+func TestWorkerDoesNotBlameTheCommitForATimeout(t *testing.T) {
+	files := buildtest.NewFiles()
+	sha, tgz := buildtest.Archive(t, buildtest.Engine(t, buildtest.Archs, "@echo compiling", "@sleep 300"))
+	files.AddSource(sha, tgz)
+	st := newStubWithFiles(t, func(c call) answer {
+		if c.endpoint == "request_task" && c.n == 1 {
+			return taskAnswer(3, 8, 0, map[string]any{"resolved_new": sha, "resolved_base": sha,
+				"book": "shoal_openings_v1.epd"}, nil)
+		}
+		return nil
+	}, files)
+	log := &syncBuffer{}
+	dir := t.TempDir()
+	src := &EngineSource{Build: builder(t, dir, log, build.Config{Timeout: time.Second}), Dir: dir, Factor: 1}
+	cfg := testConfig(st, log)
+	cfg.MaxTasks = 1
+	if err := start(t, context.Background(), cfg, src).wait(t); err != nil {
+		t.Fatal(err)
+	}
+	got := st.got("failed_task", "stop_run", "update_task")
+	if len(got) != 1 || got[0].endpoint != "failed_task" {
+		t.Fatalf("calls %+v, want one failed_task", got)
+	}
+	if msg := *got[0].req.Message; strings.HasPrefix(msg, protocol.BuildFailedPrefix) ||
+		!strings.Contains(msg, "took longer than build_timeout (1s) on this machine") {
+		t.Errorf("failed_task message %q, want the timeout, not a build failure", msg)
 	}
 }

@@ -55,8 +55,8 @@ type Worker struct {
 	// instead of the shared jsonHeader.
 	send      func(*http.Request) (*http.Response, error)
 	ownHeader bool
-	// client is Config.HTTPClient (or the default one), nil when a RoundTripper takes the
-	// calls: Fetch's downloads use it without its timeout.
+	// client is a copy of Config.HTTPClient (or the default one) with redirectPolicy, nil
+	// when a RoundTripper takes the calls: Fetch's downloads use it without its timeout.
 	client *http.Client
 	log    *slog.Logger
 	obs    Observer
@@ -87,8 +87,10 @@ func NewUniqueKey(prefix string) string {
 // Concurrency 1, MinThreads 1, MaxMemory 444+396*Concurrency MiB (what fishtest's worker needs
 // for STC games), a fresh UniqueKey, WorkerArch "unknown", Compiler "g++" (version 9.3.0), ARCH
 // "?", Uname "<GOOS> shoal-worker", TimeScale 1, a client with a 30 s timeout and
-// slog.Default(). An *EngineSource without a Server gets the worker (its books, and the
-// sources it builds, come from the worker's server). The error names the first invalid field.
+// slog.Default(). The client (a copy of HTTPClient, when given) follows no redirect of a POST,
+// which carries the password (redirectPolicy). An *EngineSource without a Server gets the
+// worker (its books, and the sources it builds, come from the worker's server). The error
+// names the first invalid field.
 func New(cfg Config, src GameSource) (*Worker, error) {
 	if src == nil {
 		return nil, errors.New("new worker: nil game source")
@@ -151,14 +153,19 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 	if cfg.TimeScale == 0 {
 		cfg.TimeScale = 1
 	}
-	client := cfg.HTTPClient
-	if client == nil {
+	var client *http.Client
+	if cfg.HTTPClient != nil {
+		// A copy, to change its redirects without changing the caller's (a fleet's, shared).
+		c := *cfg.HTTPClient
+		client = &c
+	} else {
 		// Idle connections close before the server's idle timeout (90 s by default) would close
 		// them under a request.
 		transport := http.DefaultTransport.(*http.Transport).Clone()
 		transport.IdleConnTimeout = 60 * time.Second
 		client = &http.Client{Timeout: defaultHTTPTimeout, Transport: transport}
 	}
+	client.CheckRedirect = redirectPolicy(client.CheckRedirect)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -206,6 +213,30 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 		es.Server = w
 	}
 	return w, nil
+}
+
+// errRedirectedPOST refuses the redirect of a POST.
+var errRedirectedPOST = errors.New("the server redirected a POST, which carries the worker's password: not followed")
+
+// redirectPolicy is the worker's http.Client.CheckRedirect: a POST (every worker API call, a
+// source request) is never redirected, since its body carries the password and Go's client
+// sends it again on a 307 or 308, to whatever host the redirect names. A GET (a network, a
+// book) may be, as a server redirects /api/nn/NAME to its nn_url host; it carries no
+// credentials, and must not. Then next (the caller's policy, if any; else Go's ten redirects)
+// decides.
+func redirectPolicy(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if via[0].Method != http.MethodGet {
+			return fmt.Errorf("%w (%s %s to %s)", errRedirectedPOST, via[0].Method, via[0].URL.Path, req.URL.Redacted())
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
 
 // binaryFormat is the second element of Python's platform.architecture() for this OS.

@@ -204,7 +204,9 @@ func TestE2EBuildFromSource(t *testing.T) {
 	var wg sync.WaitGroup
 	logs := make([]string, 3)
 	for i := range logs {
-		wg.Go(func() { logs[i] = runWorker(t, base, users, filepath.Join(dir, fmt.Sprintf("broken%d", i)), fmt.Sprintf("bad%d", i), 1) })
+		wg.Go(func() {
+			logs[i] = runWorker(t, base, users, filepath.Join(dir, fmt.Sprintf("broken%d", i)), fmt.Sprintf("bad%d", i), 1)
+		})
 	}
 	wg.Wait()
 	var stopped struct {

@@ -22,10 +22,11 @@ import (
 const stcGameSeconds = 30.912
 
 // newBuilder makes the builder of a building worker (--build) and fills cfg's worker_info with
-// what it builds with: the compiler found and the ARCH this machine builds today's Stockfish
-// with (or the operator's arch).
+// what it builds with: the compiler its build command builds with (g++ unless the command says
+// COMP=clang) and the ARCH this machine builds today's Stockfish with (or the operator's arch).
+// A machine without that compiler is refused here, before any task: every build would fail.
 func newBuilder(ctx context.Context, s config.Worker, cfg *worker.Config, logger *slog.Logger) (*build.Builder, error) {
-	compiler, err := build.DetectCompiler(ctx)
+	compiler, err := build.DetectCompiler(ctx, cmp.Or(s.BuildCommand, build.DefaultCommand))
 	if err != nil {
 		return nil, fmt.Errorf("worker: --build: %w", err)
 	}

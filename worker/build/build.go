@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,8 +50,10 @@ const (
 // loader) use it: the worker implements it with its own HTTP client and credentials.
 type Server interface {
 	// Fetch makes one call to the server: a GET of path (below the server's URL) when body
-	// is nil, else a POST of body's JSON. Redirects are followed; ctx bounds the whole call,
-	// body included. The caller closes the response's body.
+	// is nil, else a POST of body's JSON. A GET's redirects are followed (a network may be on
+	// another host), and it carries no credentials; a POST's, whose body carries the
+	// password, are not. ctx bounds the whole call, body included. The caller closes the
+	// response's body.
 	Fetch(ctx context.Context, path string, body any) (*http.Response, error)
 	// SourceRequest is the body of a source request for the commit sha, with the worker's
 	// password and worker_info.
@@ -59,15 +62,17 @@ type Server interface {
 
 // Config configures a Builder. Zero values get defaults (see New).
 type Config struct {
-	// Dir is the worker's own directory: engines/ holds the built engines, nets/ the
-	// networks, tmp/ each build's sources while it runs. Required; made if missing.
+	// Dir is the worker's own directory: engines/ holds the built engines (each with its
+	// sha256 beside it), nets/ the networks, tmp/ each build's directory while it runs (its
+	// sources, and the HOME and TMPDIR the build runs with). Required; made if missing.
 	Dir string
 	// Command is the build command, run in the sources' src/ directory without a shell:
 	// split on spaces, with {jobs} and {arch} replaced. Default DefaultCommand.
 	Command string
 	// Jobs replaces {jobs}; default 1.
 	Jobs int
-	// Timeout bounds a build (make help and the build command); default DefaultTimeout.
+	// Timeout bounds a build (make help and the build command); default DefaultTimeout. A
+	// build killed at it is this machine's failure, not the commit's: a plain error.
 	Timeout time.Duration
 	// CacheEntries and CacheBytes bound the engines kept; defaults DefaultCacheEntries and
 	// DefaultCacheBytes.
@@ -154,11 +159,11 @@ func New(cfg Config) (*Builder, error) {
 		}
 	}
 	b := &Builder{cfg: cfg, command: command, log: cfg.Logger,
-		engines: &cache{dir: filepath.Join(dir, "engines"), maxEntries: cfg.CacheEntries, maxBytes: cfg.CacheBytes},
-		nets:    filepath.Join(dir, "nets"), tmp: filepath.Join(dir, "tmp")}
+		nets: filepath.Join(dir, "nets"), tmp: filepath.Join(dir, "tmp")}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
+	b.engines = &cache{dir: filepath.Join(dir, "engines"), maxEntries: cfg.CacheEntries, maxBytes: cfg.CacheBytes, log: b.log}
 	if cfg.CPU != nil {
 		b.cpu = *cfg.CPU
 	} else {
@@ -205,13 +210,15 @@ type Commit struct {
 	SHA, Role string
 }
 
-// Error is a build that failed: the commit's fault, not the worker's (the command exited with
-// an error or was killed at the timeout, or made no engine). The worker reports it with
-// Message, which the server recognises by protocol.BuildFailedPrefix.
+// Error is a build that failed: the commit's fault, not the worker's (the build command ran
+// and exited with an error, or made no engine). The worker reports it with Message, which the
+// server recognises by protocol.BuildFailedPrefix and counts against the run. What stops a
+// build on this machine instead (a build killed at build_timeout, make help failing, a make or
+// compiler that cannot be run, a full disk, a command killed by a signal) is never an Error.
 type Error struct {
 	SHA     string // the commit's full SHA
 	Command string // the command as run, its words joined by spaces
-	Status  string // how it ended: "exit status 2", "killed after 15m0s (build_timeout)"...
+	Status  string // how it ended: "exit status 2", "exit status 0, but it made no src/stockfish"
 	// Log is the end of the command's output (standard output and error together): at most
 	// maxLogLines lines and maxLogBytes bytes.
 	Log string
@@ -251,11 +258,12 @@ func clip(s string, n int, keepEnd bool) string {
 	return strings.ToValidUTF8(s[:n], "")
 }
 
-// Engines returns the engines of the commits, in order, building those not cached. A commit
-// named twice is built once; the engines of every commit named are spared by the cache's
-// eviction. The error is a *Error when a build failed (the commit's fault); any other error is
-// the worker's or the server's (a download that failed, a source that does not check out), or
-// ctx's.
+// Engines returns the engines of the commits, in order, building those not cached (or cached
+// but changed since: their sha256 is checked). A commit named twice is built once; the engines
+// of every commit named are spared by the cache's eviction. The error is a *Error when a build
+// failed (the commit's fault); any other error is the worker's or the server's (a download
+// that failed, a source that does not check out, a build that could not run or finish here),
+// or ctx's.
 func (b *Builder) Engines(ctx context.Context, srv Server, commits ...Commit) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -305,11 +313,13 @@ func (b *Builder) engine(ctx context.Context, srv Server, c Commit, pinned map[s
 	if err != nil {
 		return "", fmt.Errorf("build: %w", err)
 	}
-	// The sources go as soon as the engine is built: a worker keeps no copy.
+	// The sources go as soon as the engine is built: a worker keeps no copy. So do the HOME
+	// and TMPDIR the build ran with: the build runs the commit's code, which must find
+	// nothing of the worker's there and leave nothing behind.
 	defer os.RemoveAll(work)
-	tree, tmp := filepath.Join(work, "tree"), filepath.Join(work, "tmp")
-	for _, d := range []string{tree, tmp} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+	tree, home, tmp := filepath.Join(work, "tree"), filepath.Join(work, "home"), filepath.Join(work, "tmp")
+	for _, d := range []string{tree, home, tmp} {
+		if err := os.Mkdir(d, 0o700); err != nil {
 			return "", fmt.Errorf("build: %w", err)
 		}
 	}
@@ -328,7 +338,7 @@ func (b *Builder) engine(ctx context.Context, srv Server, c Commit, pinned map[s
 	if err := b.placeNets(ctx, srv, src); err != nil {
 		return "", err
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + b.cfg.Dir, "TMPDIR=" + tmp, "LANG=C"}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp, "LANG=C"}
 	deadline := time.Now().Add(b.cfg.Timeout) // make help's and the build's
 	arch, err := b.chooseArch(ctx, c.SHA, src, env, deadline)
 	if err != nil {
@@ -342,6 +352,10 @@ func (b *Builder) engine(ctx context.Context, srv Server, c Commit, pinned map[s
 	b.log.Info("Building the engine", "sha", short(c.SHA), "for", c.Role, "arch", arch, "command", strings.Join(args, " "))
 	start := time.Now()
 	if _, err := b.run(ctx, c.SHA, src, env, args, deadline); err != nil {
+		if errors.Is(err, errDeadline) {
+			return "", fmt.Errorf("build: the build of %s took longer than build_timeout (%v) on this machine and was killed: %s",
+				short(c.SHA), b.cfg.Timeout, strings.Join(args, " "))
+		}
 		return "", err
 	}
 	binary := filepath.Join(src, b.cfg.Binary)
@@ -378,16 +392,28 @@ func srcDir(tree string) (string, error) {
 }
 
 // chooseArch is the operator's ARCH, else the best that `make help` in src offers and this
-// machine runs.
+// machine runs. make help failing or hanging is this machine's error, never an *Error: it
+// only lists, and a Makefile that cannot is left to the build to fail on.
 func (b *Builder) chooseArch(ctx context.Context, sha, src string, env []string, deadline time.Time) (string, error) {
 	if b.cfg.Arch != "" {
 		return b.cfg.Arch, nil
 	}
+	limit := b.cfg.Timeout
 	if d := time.Now().Add(helpTimeout); d.Before(deadline) {
-		deadline = d
+		deadline, limit = d, helpTimeout
 	}
 	out, err := b.run(ctx, sha, src, env, []string{"make", "help"}, deadline)
-	if err != nil {
+	var failed *Error
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case errors.Is(err, errDeadline):
+		return "", fmt.Errorf("build: make help, which lists the ARCHes of %s's Makefile, did not end within %v on this machine", short(sha), limit)
+	case errors.As(err, &failed):
+		return "", fmt.Errorf("build: make help, which lists the ARCHes of %s's Makefile, failed on this machine: %s; set arch to skip it",
+			short(sha), failed.Status)
+	default:
 		return "", err
 	}
 	targets := ParseMakeHelp(out)
@@ -398,9 +424,15 @@ func (b *Builder) chooseArch(ctx context.Context, sha, src string, env []string,
 	return arch, nil
 }
 
+// errDeadline is a command killed at its deadline.
+var errDeadline = errors.New("killed at the deadline")
+
 // run runs args in dir with env, in a process group of its own, killed when ctx ends or at
-// deadline. It returns the command's output (its end, bounded). A command that exits with an
-// error or is killed at the deadline is an *Error; one that cannot start is the worker's error.
+// deadline. It returns the command's output (its end, bounded). The error is ctx's when ctx
+// ended, errDeadline (wrapped) for a command killed at the deadline, a *Error for a command
+// that ran and exited with an error of its own, and a plain error when this machine is at fault
+// (machineFault): a command that could not start, could not run its program, ran out of disk
+// or was killed by a signal. The output of a command killed or at fault is logged.
 func (b *Builder) run(ctx context.Context, sha, dir string, env, args []string, deadline time.Time) (string, error) {
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -420,13 +452,54 @@ func (b *Builder) run(ctx context.Context, sha, dir string, env, args []string, 
 	case ctx.Err() != nil:
 		return "", ctx.Err()
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
-		return "", &Error{SHA: sha, Command: command, Status: fmt.Sprintf("killed after %v (build_timeout)", b.cfg.Timeout), Log: out.tail()}
+		b.log.Warn("Killed at the deadline", "sha", short(sha), "command", command, "output", out.tail())
+		return "", fmt.Errorf("build: %s: %w", command, errDeadline)
 	}
 	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return "", &Error{SHA: sha, Command: command, Status: exit.ProcessState.String(), Log: out.tail()}
+	if !errors.As(err, &exit) {
+		return "", fmt.Errorf("build: run %s: %w", command, err)
 	}
-	return "", fmt.Errorf("build: run %s: %w", command, err)
+	if fault := machineFault(exit, out.String()); fault != "" {
+		b.log.Warn("The build could not run on this machine", "sha", short(sha), "command", command,
+			"status", exit.ProcessState.String(), "output", out.tail())
+		return "", fmt.Errorf("build: %s: %s on this machine (%s), not a fault of %s", command, fault, exit.ProcessState.String(), short(sha))
+	}
+	return "", &Error{SHA: sha, Command: command, Status: exit.ProcessState.String(), Log: out.tail()}
+}
+
+// Signs in a failed command's output that this machine could not build, rather than the
+// commit: make's "Error 127" for a recipe whose program was not found, the line of the shell
+// ("/bin/sh: 1: g++: not found", "bash: line 1: g++: command not found") or of make itself
+// ("make: g++: No such file or directory") that names it, and the names of C++ compilers.
+var (
+	makeError127 = regexp.MustCompile(`\bError 127\b`)
+	notFound     = regexp.MustCompile(`(?m)(?:^|[\s:])([A-Za-z0-9_.+/-]+): (?:not found|[Nn]o such file or directory|[Cc]ommand not found)\s*$`)
+	compilerName = regexp.MustCompile(`^(?:[A-Za-z0-9_.]+-)*(?:g\+\+|c\+\+|gcc|cc|clang\+\+|clang|icpx|icx|icpc)(?:-[0-9][0-9.]*)?$`)
+)
+
+// machineFault says why a command that exited with an error failed because of this machine
+// (its make, compiler, disk), or "" when it is the commit's failure: a command killed by a
+// signal the worker did not send (the out-of-memory killer, an operator), an exit status of 126
+// or 127 (the build command could not run its program, as a shell reports it), make's Error 127
+// for a compiler it could not find, a disk full.
+func machineFault(exit *exec.ExitError, output string) string {
+	if strings.Contains(output, "No space left on device") {
+		return "no space left on the device"
+	}
+	switch code := exit.ExitCode(); code {
+	case -1:
+		return "killed by a signal"
+	case 126, 127:
+		return fmt.Sprintf("the build command's program could not be run (exit status %d)", code)
+	}
+	if makeError127.MatchString(output) {
+		for _, m := range notFound.FindAllStringSubmatch(output, -1) {
+			if name := filepath.Base(m[1]); compilerName.MatchString(name) {
+				return "the compiler " + name + " is not installed"
+			}
+		}
+	}
+	return ""
 }
 
 // tailWriter keeps the last bytes written to it, between max and 2*max of them. Its Write is

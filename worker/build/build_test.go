@@ -256,21 +256,26 @@ func TestBuildFailureKeepsTheLogsEnd(t *testing.T) {
 	}
 }
 
-// A build that hangs is killed at the timeout, with the processes it started, and is a *Error.
+// A build that hangs is killed at the timeout, with the processes it started; that is this
+// machine's lack of time, not the commit's fault: a plain error that says so, not a *Error.
 func TestBuildTimeout(t *testing.T) {
 	f := newFixture(t)
-	sha := f.serve(t, buildtest.Engine(t, buildtest.Archs, "@echo compiling", "@sleep 300 & echo $$! > $(HOME)/sleep.pid; wait"))
+	pidFile := filepath.Join(t.TempDir(), "sleep.pid")
+	sha := f.serve(t, buildtest.Engine(t, buildtest.Archs, "@echo compiling", "@sleep 300 & echo $$! > "+pidFile+"; wait"))
 	b := f.builder(t, Config{Timeout: time.Second})
 	start := time.Now()
 	_, err := b.Engines(context.Background(), f.srv, Commit{sha, "new"})
 	var be *Error
-	if !errors.As(err, &be) || !strings.Contains(be.Status, "killed after 1s") || !strings.Contains(be.Log, "compiling") {
-		t.Fatalf("%v, want a build error killed at the timeout", err)
+	if err == nil || errors.As(err, &be) || !strings.Contains(err.Error(), "took longer than build_timeout (1s) on this machine") {
+		t.Fatalf("%v, want a plain error saying the build took longer than build_timeout", err)
 	}
 	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("the build returned after %v", took)
 	}
-	data, err := os.ReadFile(filepath.Join(f.dir, "sleep.pid"))
+	if !strings.Contains(f.log.String(), "compiling") {
+		t.Errorf("the log lacks the build's output:\n%s", f.log)
+	}
+	data, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,6 +284,105 @@ func TestBuildTimeout(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
 	waitFor(t, "the build's sleep to die", func() bool { return !alive(pid) })
+}
+
+// script writes an executable shell script of body in a fresh directory and returns its path.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "build.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// helpMakefile is a Makefile whose help target runs help (shell lines) and whose build target
+// makes the engine.
+func helpMakefile(help ...string) string {
+	mk := ".PHONY: help build\nhelp:\n"
+	for _, line := range help {
+		mk += "\t" + line + "\n"
+	}
+	return mk + "build:\n\tcp engine.sh stockfish\n\tchmod +x stockfish\n"
+}
+
+// What stops a build on this machine rather than in the commit is a plain error, which the
+// worker reports without protocol.BuildFailedPrefix (the server does not count it against the
+// run): make help failing or hanging, a build command that cannot be run (exit status 126 or
+// 127), a compiler make cannot find, a full disk, a command killed by a signal the worker did not
+// send. A command that ran and failed otherwise, even with make's Error 127 or a file "not found",
+// is the commit's: a *Error.
+func TestMachineFaultsAreNotBuildErrors(t *testing.T) {
+	engine := func(recipe ...string) func(*testing.T) map[string]string {
+		return func(t *testing.T) map[string]string { return buildtest.Engine(t, buildtest.Archs, recipe...) }
+	}
+	withHelp := func(help ...string) func(*testing.T) map[string]string {
+		return func(t *testing.T) map[string]string {
+			files := buildtest.Engine(t, buildtest.Archs)
+			files["src/Makefile"] = helpMakefile(help...)
+			return files
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		files   func(*testing.T) map[string]string
+		command func(*testing.T) string // nil: the default
+		gone    bool                    // the command is removed once the builder looked it up
+		timeout time.Duration
+		want    string // in the plain error; "" : a *Error
+	}{
+		{name: "make help fails", files: withHelp("@echo 'make: *** No rule to make target' >&2; exit 2"),
+			want: "make help"},
+		{name: "make help hangs", files: withHelp("@sleep 300"), timeout: time.Second,
+			want: "make help"},
+		{name: "the build command exits 127", files: engine(),
+			command: func(t *testing.T) string { return script(t, "exit 127") }, want: "could not be run"},
+		{name: "the build command exits 126", files: engine(),
+			command: func(t *testing.T) string { return script(t, "exit 126") }, want: "could not be run"},
+		{name: "the build command is gone", files: engine(),
+			command: func(t *testing.T) string { return script(t, "exit 0") }, gone: true, want: "run "},
+		{name: "make cannot find the compiler", files: engine("x86_64-linux-gnu-g++-99 -o stockfish main.cpp"),
+			want: "x86_64-linux-gnu-g++-99 is not installed"},
+		{name: "the shell cannot find the compiler", files: engine("@x86_64-linux-gnu-g++-99 --version && true"),
+			want: "x86_64-linux-gnu-g++-99 is not installed"},
+		{name: "the disk is full", files: engine(`@echo "/usr/bin/ld: final link failed: No space left on device" >&2; exit 1`),
+			want: "no space left"},
+		{name: "the command is killed by a signal", files: engine(),
+			command: func(t *testing.T) string { return script(t, "kill -KILL $$") }, want: "signal: killed"},
+		{name: "a recipe that exits 127", files: engine("@echo 'error: it does not compile' >&2; exit 127")},
+		{name: "a missing header", files: engine(`@echo "search.cpp:1:10: fatal error: foo.h: No such file or directory" >&2; exit 1`)},
+		{name: "the compiler not found without make's Error 127", files: engine(`@echo "/bin/sh: 1: g++: not found" >&2; exit 1`)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			sha := f.serve(t, tt.files(t))
+			cfg := Config{Timeout: tt.timeout}
+			if tt.command != nil {
+				cfg.Command = tt.command(t)
+			}
+			b := f.builder(t, cfg)
+			if tt.gone {
+				if err := os.Remove(cfg.Command); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := b.Engines(context.Background(), f.srv, Commit{sha, "new"})
+			var be *Error
+			switch {
+			case err == nil:
+				t.Fatal("the build succeeded")
+			case tt.want == "" && !errors.As(err, &be):
+				t.Errorf("%v, want a *build.Error", err)
+			case tt.want != "" && errors.As(err, &be):
+				t.Errorf("a *build.Error (%v), want a plain error (%q)\n%s", err, tt.want, be.Log)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Errorf("%v, want it to say %q", err, tt.want)
+			}
+			if left := sourceFilesLeft(t, f.dir); len(left) != 0 {
+				t.Errorf("the sources were left on disk: %q", left)
+			}
+		})
+	}
 }
 
 // alive reports whether the process runs (a zombie does not), on Linux.
@@ -354,4 +458,70 @@ func TestBuildRefusesWhatDoesNotCheckOut(t *testing.T) {
 			t.Errorf("%v, want refused before asking", err)
 		}
 	})
+}
+
+// A build runs with a HOME and a TMPDIR of its own, inside its build directory, never the
+// worker's directory (where the engines are): what a patch's Makefile writes there goes with
+// the sources.
+func TestBuildHasAHomeOfItsOwn(t *testing.T) {
+	f := newFixture(t)
+	out := t.TempDir()
+	sha := f.serve(t, buildtest.Engine(t, buildtest.Archs,
+		`@echo "$$HOME" > `+filepath.Join(out, "home"), `@echo "$$TMPDIR" > `+filepath.Join(out, "tmpdir"),
+		`@touch "$$HOME/.written-by-the-build" "$$TMPDIR/written-by-the-build"`))
+	b := f.builder(t, Config{})
+	if _, err := b.Engines(context.Background(), f.srv, Commit{sha, "new"}); err != nil {
+		t.Fatalf("%v\n%s", err, f.log)
+	}
+	read := func(name string) string {
+		data, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(data))
+	}
+	home, tmp := read("home"), read("tmpdir")
+	buildDir := filepath.Dir(home)
+	if filepath.Dir(buildDir) != filepath.Join(f.dir, "tmp") || filepath.Dir(tmp) != buildDir || home == tmp {
+		t.Errorf("HOME %s and TMPDIR %s, want two directories of one build directory in %s", home, tmp, filepath.Join(f.dir, "tmp"))
+	}
+	if _, err := os.Stat(buildDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the build's directory %s is still there: %v", buildDir, err)
+	}
+	if left := sourceFilesLeft(t, f.dir); len(left) != 0 {
+		t.Errorf("files left in the worker's directory: %q", left)
+	}
+}
+
+// An engine whose bytes changed since it was cached (by a build that wrote into engines/, by
+// a disk) is not used: the next request builds it again, and the log says why.
+func TestTamperedEngineIsBuiltAgain(t *testing.T) {
+	f := newFixture(t)
+	sha := f.serve(t, buildtest.Engine(t, buildtest.Archs))
+	b := f.builder(t, Config{})
+	p, err := b.Engines(context.Background(), f.srv, Commit{sha, "new"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, f.log)
+	}
+	if _, err := b.Engines(context.Background(), f.srv, Commit{sha, "new"}); err != nil || f.files.Requests("source") != 1 {
+		t.Fatalf("an untouched engine: %v, %d source requests; want it used", err, f.files.Requests("source"))
+	}
+	data, err := os.ReadFile(p[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := append([]byte("#!/bin/sh\necho tampered\n"), data...)
+	if err := os.WriteFile(p[0], tampered, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.Engines(context.Background(), f.srv, Commit{sha, "new"})
+	if err != nil || again[0] != p[0] || f.files.Requests("source") != 2 {
+		t.Fatalf("a tampered engine: %q, %v, %d source requests; want it built again", again, err, f.files.Requests("source"))
+	}
+	if data, err := os.ReadFile(again[0]); err != nil || bytes.Contains(data, []byte("tampered")) {
+		t.Errorf("the engine is still the tampered one: %v", err)
+	}
+	if !strings.Contains(f.log.String(), "level=WARN") || !strings.Contains(f.log.String(), "sha256") {
+		t.Errorf("the log does not warn of the changed engine:\n%s", f.log)
+	}
 }

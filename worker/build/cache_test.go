@@ -102,3 +102,40 @@ func TestCacheEviction(t *testing.T) {
 		}
 	})
 }
+
+// An engine is used only while its bytes are those recorded when it was added: one changed
+// since, or without a record (cached by an older worker), is removed, with its record.
+func TestCacheChecksTheEnginesSHA256(t *testing.T) {
+	always := func(string) bool { return true }
+	for _, tt := range []struct {
+		name   string
+		change func(t *testing.T, path string)
+	}{
+		{"its bytes changed", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("#!/bin/sh\necho another engine\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"its record is gone", func(t *testing.T, path string) {
+			if err := os.Remove(sumPath(path)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &cache{dir: t.TempDir(), maxEntries: 10, maxBytes: 1 << 30}
+			put(t, c, sha('a'), 10, 1)
+			p := c.lookup(sha('a'), always)
+			if p == "" {
+				t.Fatal("an engine just added is not used")
+			}
+			tt.change(t, p)
+			if got := c.lookup(sha('a'), always); got != "" {
+				t.Errorf("lookup of a changed engine: %q", got)
+			}
+			if left, _ := os.ReadDir(c.dir); len(left) != 0 {
+				t.Errorf("left in the cache: %v", left)
+			}
+		})
+	}
+}
