@@ -15,21 +15,42 @@ import (
 )
 
 // Config is what an operator sets (or a test) for the mirrors. A zero field takes its default:
-// FetchTimeout 10 minutes, MaxBytes 2 GiB, RefetchAfter 1 minute, ArchiveCacheBytes 1 GiB, Git
-// "git".
+// FetchTimeout 10 minutes, MaxBytes 2 GiB, MaxRepos 1000, RefetchAfter 1 minute,
+// ArchiveCacheBytes 1 GiB, Git "git".
+//
+// git runs with an environment of its own: PATH, and from the server's environment the proxy
+// variables HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY (each in upper and lower case) when
+// set, so that a server behind an egress proxy fetches through it; nothing else of the
+// server's environment, nor any user's or system git configuration.
 type Config struct {
-	// Dir holds the mirrors and the archive cache (the server's data_dir/repos). One Mirrors
-	// owns it at a time: nothing else may write there.
+	// Dir holds the mirrors and the archive cache (the server's data_dir/repos). Several
+	// Mirrors (server instances sharing a data_dir: a primary, a standby, secondaries) may
+	// open one Dir. The first to write there (fetch, keep, make an archive) takes an exclusive
+	// lock on the file shoal-mirrors.lock in Dir and is the one writer until it closes or its
+	// process ends; it then removes what an interrupted writer left and lists the archive
+	// cache. The others read what the mirrors and the cache hold, and their writes fail with
+	// ErrReadOnly; each write tries the lock again, so a standby becomes the writer once the
+	// primary is gone. The lock is flock(2), between processes of one machine; where there is
+	// no flock (not Linux, macOS or a BSD) there is no lock either, and only one Mirrors may
+	// open a Dir. Nothing else may write in Dir.
 	Dir string
 	// Allowed are the repositories that may be mirrored: https:// URL prefixes, matched at a
 	// path boundary ("https://github.com/" admits every GitHub repository), and absolute local
-	// paths, each admitting that repository only.
+	// paths, each admitting that repository only. GitHub owner and repository names are
+	// matched and mirrored without regard to case, as GitHub answers for them: one mirror,
+	// named in lower case (a mirror made under another case is renamed so by the writer).
 	Allowed []string
 	// FetchTimeout bounds one fetch.
 	FetchTimeout time.Duration
-	// MaxBytes bounds one repository's mirror on disk; a fetch that would grow it past this
-	// is stopped and fails with ErrTooLarge.
+	// MaxBytes bounds one repository's mirror on disk. A first fetch that would grow it past
+	// this is stopped and leaves no mirror; a later fetch that would is stopped or undone, and
+	// leaves the mirror as it was: its refs, and its files but for the objects of a commit kept
+	// (Keep) during that fetch. Either fails with ErrTooLarge, and so does every fetch of a
+	// mirror already past it.
 	MaxBytes int64
+	// MaxRepos bounds the repositories mirrored in Dir: the first fetch of one more is refused
+	// with ErrTooLarge.
+	MaxRepos int
 	// RefetchAfter is the least time between two fetches of one repository.
 	RefetchAfter time.Duration
 	// ArchiveCacheBytes bounds the source archives kept on disk, least recently used out.
@@ -49,9 +70,15 @@ var (
 	// https:// URL (or a listed path) of the plain shape allowed.
 	ErrNotAllowed = errors.New("repository not allowed")
 	// ErrUnreachable: the repository could not be fetched (refused, timed out, redirected, not a
-	// git repository).
+	// git repository, objects that fail git's checks), or not now: 16 fetches already wait for
+	// one of the two that run at once, or another instance writes the mirrors (ErrReadOnly).
 	ErrUnreachable = errors.New("repository not reachable")
-	// ErrTooLarge: the repository grew past Config.MaxBytes.
+	// ErrReadOnly: another instance holds Dir's lock (see Config.Dir), so this one reads the
+	// mirrors only and did not fetch, keep or make an archive. An error that is ErrReadOnly
+	// (errors.Is) is ErrUnreachable too.
+	ErrReadOnly = errors.New("another instance holds the mirrors; this one reads them only")
+	// ErrTooLarge: the repository grew past Config.MaxBytes, or it would be one more than
+	// Config.MaxRepos.
 	ErrTooLarge = errors.New("repository too large")
 	// ErrBadRef: a ref that is neither a branch or tag name nor a (short) SHA.
 	ErrBadRef = errors.New("not a branch, tag or commit")
@@ -128,7 +155,12 @@ type Line struct {
 }
 
 // Archive is a cached source archive, open for reading: a gzipped tarball of the commit's tree
-// (no leading directory). The caller closes it; eviction from the cache never spoils an open one.
+// (no leading directory), made by the package itself, not by `git archive`, so that no
+// attribute of the repository (export-ignore, export-subst) changes it. It holds every regular
+// file (mode 0644, or 0755 when executable) and symbolic link of the tree under its path in the
+// tree, owned by uid and gid 0, dated with the commit's committer time; no directories, no
+// submodules, and none of the paths git refuses to check out (a ".." or ".git" component).
+// The caller closes it; eviction from the cache never spoils an open one.
 type Archive struct {
 	*os.File
 	Size   int64

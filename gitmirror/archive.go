@@ -19,12 +19,15 @@ import (
 )
 
 // archiveCache is the source archives on disk, least recently used out past its bound. An
-// evicted file is unlinked, so readers that have it open keep reading it.
+// evicted file is unlinked, so readers that have it open keep reading it. Only the writer of
+// Dir lists, makes and evicts archives; until this instance is the writer the cache is not
+// listed, and archives are read from Dir as they are.
 type archiveCache struct {
 	dir string
 	max int64
 
 	mu      sync.Mutex
+	listed  bool                     // load ran: this instance is the writer
 	order   *list.List               // of *archiveEntry, most recently used first
 	bySHA   map[string]*list.Element // by commit SHA
 	total   int64                    // bytes of the files listed
@@ -38,16 +41,21 @@ type archiveEntry struct {
 	sum string
 }
 
-// openArchiveCache lists the archives already in dir, taking each file's modification time for
-// its last use (it is touched on every use), and removes what an interrupted run left.
-func openArchiveCache(dir string, max int64) (*archiveCache, error) {
+// newArchiveCache returns the cache in dir, created if need be, not listed yet.
+func newArchiveCache(dir string, max int64) (*archiveCache, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("gitmirror: create %s: %w", dir, err)
 	}
-	c := &archiveCache{dir: dir, max: max, order: list.New(), bySHA: map[string]*list.Element{}, flights: map[string]*flight{}}
-	entries, err := os.ReadDir(dir)
+	return &archiveCache{dir: dir, max: max, order: list.New(), bySHA: map[string]*list.Element{}, flights: map[string]*flight{}}, nil
+}
+
+// load lists the archives in the cache's directory, taking each file's modification time for
+// its last use (it is touched on every use), removes what an interrupted writer left, and
+// evicts past the bound. The caller has just become the writer.
+func (c *archiveCache) load() error {
+	entries, err := os.ReadDir(c.dir)
 	if err != nil {
-		return nil, fmt.Errorf("gitmirror: read %s: %w", dir, err)
+		return fmt.Errorf("read %s: %w", c.dir, err)
 	}
 	type found struct {
 		e    *archiveEntry
@@ -57,7 +65,7 @@ func openArchiveCache(dir string, max int64) (*archiveCache, error) {
 	for _, de := range entries {
 		name := de.Name()
 		if strings.HasPrefix(name, "tmp-") {
-			os.Remove(filepath.Join(dir, name))
+			os.Remove(filepath.Join(c.dir, name))
 			continue
 		}
 		sha, ok := strings.CutSuffix(name, ".tar.gz")
@@ -71,14 +79,18 @@ func openArchiveCache(dir string, max int64) (*archiveCache, error) {
 		all = append(all, found{&archiveEntry{sha: sha, size: info.Size()}, info.ModTime()})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].used.After(all[j].used) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.order.Init()
+	clear(c.bySHA)
+	c.total = 0
 	for _, f := range all {
 		c.bySHA[f.e.sha] = c.order.PushBack(f.e)
 		c.total += f.e.size
 	}
-	c.mu.Lock()
+	c.listed = true
 	c.evict(nil)
-	c.mu.Unlock()
-	return c, nil
+	return nil
 }
 
 func (c *archiveCache) path(sha string) string { return filepath.Join(c.dir, sha+".tar.gz") }
@@ -106,6 +118,10 @@ func (c *archiveCache) drop(el *list.Element) {
 // open returns the cached archive of sha, open for reading, or nil when there is none.
 func (c *archiveCache) open(sha string) (*Archive, error) {
 	c.mu.Lock()
+	if !c.listed {
+		c.mu.Unlock()
+		return c.openUnlisted(sha)
+	}
 	el, ok := c.bySHA[sha]
 	if !ok {
 		c.mu.Unlock()
@@ -142,8 +158,31 @@ func (c *archiveCache) open(sha string) (*Archive, error) {
 	return &Archive{File: f, Size: size, SHA256: sum}, nil
 }
 
+// openUnlisted opens the archive of sha as Dir has it, for an instance that is not the writer
+// (and so never touches nor removes a file), or returns nil when there is none.
+func (c *archiveCache) openUnlisted(sha string) (*Archive, error) {
+	f, err := os.Open(c.path(sha))
+	if err != nil {
+		return nil, nil
+	}
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("archive %s: %w", sha, err)
+	}
+	return &Archive{File: f, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
 // Archive returns the source archive of commit sha (full) of repo, from the cache or made from
-// the mirror (without fetching).
+// the mirror. When the mirror lacks the commit (or the repository is not mirrored yet), the
+// repository is fetched for it, at most once per Config.RefetchAfter. Errors wrap
+// ErrNotAllowed, ErrBadRef, ErrUnknownRef (the mirror lacks the commit even so; when that
+// fetch failed, its error is wrapped too), or ErrReadOnly when the archive is not cached and
+// another instance is the writer.
 func (m *Mirrors) Archive(ctx context.Context, repo, sha string) (*Archive, error) {
 	st, err := m.repo(repo)
 	if err != nil {
@@ -152,17 +191,36 @@ func (m *Mirrors) Archive(ctx context.Context, repo, sha string) (*Archive, erro
 	if sha, err = parseSHA(sha); err != nil {
 		return nil, err
 	}
-	if !st.mirrored() {
-		return nil, st.notMirrored()
-	}
 	// The cache is by commit, whichever repository made it; this repository must have it too.
-	if _, err := m.commit(ctx, st, sha); err != nil {
+	has := func() error {
+		if !st.mirrored() {
+			return st.notMirrored()
+		}
+		_, err := m.commit(ctx, st, sha)
+		return err
+	}
+	if err := has(); errors.Is(err, ErrUnknownRef) {
+		// A run given by SHA, or a writer new to an empty Dir: the mirror may not have it yet.
+		if ferr := m.fetchIfDue(ctx, st); ferr != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("archive %s of %s: %w", sha, st.t.canon, ctx.Err())
+			}
+			if err := has(); err != nil {
+				return nil, fmt.Errorf("archive: %w (and fetching for it failed: %w)", err, ferr)
+			}
+		} else if err := has(); err != nil {
+			return nil, fmt.Errorf("archive: %w", err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
 	c := m.archives
 	for {
 		if a, err := c.open(sha); a != nil || err != nil {
 			return a, err
+		}
+		if err := m.becomeWriter(fmt.Sprintf("archive %s of %s", sha, st.t.canon)); err != nil {
+			return nil, err
 		}
 		c.mu.Lock()
 		if f := c.flights[sha]; f != nil {
@@ -193,6 +251,10 @@ func (m *Mirrors) Archive(ctx context.Context, repo, sha string) (*Archive, erro
 // makeArchive writes the archive of sha into the cache and returns it open. The gzip header
 // has no time or name in it, so an archive's bytes depend on its commit only.
 func (m *Mirrors) makeArchive(ctx context.Context, st *repoState, sha string) (*Archive, error) {
+	// Close ends it too: the next writer may remove its temporary file.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
 	c := m.archives
 	tmp, err := os.CreateTemp(c.dir, "tmp-*")
 	if err != nil {
@@ -210,7 +272,7 @@ func (m *Mirrors) makeArchive(ctx context.Context, st *repoState, sha string) (*
 		return nil, err
 	}
 	m.archiveCount.Add(1)
-	_, err = m.run(ctx, gitRun{dir: st.dir, stdout: zw, args: []string{"archive", "--format=tar", "--end-of-options", sha}})
+	err = m.writeTar(ctx, st.dir, sha, zw)
 	if err == nil {
 		err = zw.Close()
 	}

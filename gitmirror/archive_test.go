@@ -207,3 +207,46 @@ func TestArchiveCacheEviction(t *testing.T) {
 		}
 	})
 }
+
+// A commit the mirror lacks is fetched for: one given by SHA, or any for a writer new to an
+// empty directory.
+func TestArchiveFetchesACommitTheMirrorLacks(t *testing.T) {
+	up := newUpstream(t)
+	up.write("a", "1\n")
+	up.commit("one")
+	m := newTestMirrors(t, Config{Allowed: []string{up.dir}})
+	clock := &fakeClock{now: time.Unix(1800000000, 0)}
+	m.now = clock.Now
+	ctx := testCtx(t)
+	if _, err := m.Resolve(ctx, up.dir, "master"); err != nil {
+		t.Fatal(err)
+	}
+	up.write("a", "2\n")
+	two := up.commit("two")
+	clock.advance(2 * time.Minute)
+	a, err := m.Archive(ctx, up.dir, two)
+	if err != nil {
+		t.Fatalf("Archive of a commit pushed since the last fetch: %v", err)
+	}
+	a.Close()
+	if _, err := m.Archive(ctx, up.dir, strings.Repeat("6", 40)); !errors.Is(err, ErrUnknownRef) {
+		t.Errorf("Archive of a commit upstream lacks too: %v, want ErrUnknownRef", err)
+	}
+
+	t.Run("an empty directory", func(t *testing.T) {
+		fresh := newTestMirrors(t, Config{Allowed: []string{up.dir}})
+		a, err := fresh.Archive(ctx, up.dir, two)
+		if err != nil {
+			t.Fatalf("Archive from mirrors never fetched: %v", err)
+		}
+		a.Close()
+	})
+	t.Run("upstream unreachable", func(t *testing.T) {
+		gone := filepath.Join(t.TempDir(), "gone")
+		m := newTestMirrors(t, Config{Allowed: []string{gone}})
+		_, err := m.Archive(ctx, gone, two)
+		if !errors.Is(err, ErrUnknownRef) || !errors.Is(err, ErrUnreachable) {
+			t.Errorf("Archive: %v, want ErrUnknownRef and the fetch's ErrUnreachable", err)
+		}
+	})
+}

@@ -24,7 +24,9 @@ const (
 const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 // Diff returns the diff from the merge base of base and new to new (full SHAs), from the
-// mirror, without fetching; diffs are cached per pair. The result is shared: do not modify it.
+// mirror, without fetching. Diffs are cached per pair; calls for a pair being computed wait
+// for it; a failure is answered again for a minute (until a fetch) without running git. The
+// result is shared: do not modify it.
 func (m *Mirrors) Diff(ctx context.Context, repo, base, new string) (*Diff, error) {
 	st, err := m.repo(repo)
 	if err != nil {
@@ -42,6 +44,35 @@ func (m *Mirrors) Diff(ctx context.Context, repo, base, new string) (*Diff, erro
 	}
 	if !st.mirrored() {
 		return nil, st.notMirrored()
+	}
+	if err := m.failed(st, "diff "+key); err != nil {
+		return nil, err
+	}
+	return m.diffFlights.do(ctx, key, func() (*Diff, error) {
+		if d, ok := m.diffs.get(key); ok {
+			return d, nil // made while this caller was on its way
+		}
+		gen := m.fetchGen(st)
+		release, err := m.readSlot(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("diff in %s: %w", st.t.canon, err)
+		}
+		defer release()
+		d, err := m.diff(ctx, st, base, new)
+		if err != nil {
+			m.remember("diff "+key, gen, err)
+			return nil, err
+		}
+		m.diffs.add(key, d)
+		return d, nil
+	})
+}
+
+// diff computes the diff of Diff.
+func (m *Mirrors) diff(ctx context.Context, st *repoState, base, new string) (*Diff, error) {
+	m.diffCount.Add(1)
+	if m.diffHook != nil {
+		m.diffHook()
 	}
 	if err := m.requireCommits(ctx, st, "diff", base, new); err != nil {
 		return nil, err
@@ -77,7 +108,6 @@ func (m *Mirrors) Diff(ctx context.Context, repo, base, new string) (*Diff, erro
 		return nil, fmt.Errorf("diff in %s: %w", st.t.canon, err)
 	}
 	addHunks(d, patch, cut)
-	m.diffs.add(key, d)
 	return d, nil
 }
 

@@ -16,8 +16,15 @@ import (
 
 // fetchIfDue fetches the repository unless it was tried less than RefetchAfter ago, in which
 // case it returns that attempt's error. Callers arriving during a fetch wait for it and share
-// its result; a caller whose ctx ends stops waiting, but the fetch goes on for the others.
+// its result; a caller whose ctx ends stops waiting, but the fetch goes on for the others. A
+// fetch is refused at once, and not counted as an attempt, when this instance is not the
+// writer (ErrReadOnly), when maxWaitingFetches already wait for a turn (ErrUnreachable), and
+// when the repository would be one more than MaxRepos (ErrTooLarge).
 func (m *Mirrors) fetchIfDue(ctx context.Context, st *repoState) error {
+	if err := m.becomeWriter("fetch " + st.t.canon); err != nil {
+		return err
+	}
+	first := !st.mirrored()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -30,9 +37,22 @@ func (m *Mirrors) fetchIfDue(ctx context.Context, st *repoState) error {
 			m.mu.Unlock()
 			return err
 		}
-		f = &flight{done: make(chan struct{})}
+		if m.flights >= parallelFetches+maxWaitingFetches {
+			m.mu.Unlock()
+			return fmt.Errorf("fetch %s: %w: too many fetches waiting; try again in a minute", st.t.canon, ErrUnreachable)
+		}
+		if first && m.mirrorCount+m.firstFetches >= m.cfg.MaxRepos {
+			m.mu.Unlock()
+			return fmt.Errorf("fetch %s: %w: this server mirrors %d repositories, its limit, and takes no more",
+				st.t.canon, ErrTooLarge, m.cfg.MaxRepos)
+		}
+		f = &flight{done: make(chan struct{}), first: first}
 		st.flight = f
 		st.lastAttempt = m.now()
+		m.flights++
+		if first {
+			m.firstFetches++
+		}
 		m.fetches.Add(1)
 		go m.runFetch(st, f)
 	}
@@ -61,6 +81,13 @@ func (m *Mirrors) runFetch(st *repoState, f *flight) {
 	st.flight = nil
 	st.head = nil
 	st.gen++
+	m.flights--
+	if f.first {
+		m.firstFetches--
+		if st.mirrored() {
+			m.mirrorCount++
+		}
+	}
 	m.mu.Unlock()
 	f.err = err
 	close(f.done)
@@ -68,7 +95,8 @@ func (m *Mirrors) runFetch(st *repoState, f *flight) {
 
 // fetch brings the mirror up to date with the repository's branches and tags and its default
 // branch. A first fetch works in a temporary directory renamed into place on success, so a
-// mirror never exists half made.
+// mirror never exists half made; a later one is undone unless it succeeds within MaxBytes
+// (refetch).
 func (m *Mirrors) fetch(st *repoState) (err error) {
 	select {
 	case m.sem <- struct{}{}:
@@ -78,61 +106,103 @@ func (m *Mirrors) fetch(st *repoState) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.FetchTimeout)
 	defer cancel()
-
-	work := st.dir
-	existing := st.mirrored()
-	if existing {
-		if size := dirSize(work); size > m.cfg.MaxBytes {
-			return fmt.Errorf("fetch %s: %w: the mirror already has %d bytes on disk, more than the limit of %d",
-				st.t.canon, ErrTooLarge, size, m.cfg.MaxBytes)
-		}
-	} else {
-		tmp, mkErr := os.MkdirTemp(m.cfg.Dir, "tmp-"+filepath.Base(st.dir)+"-")
-		if mkErr != nil {
-			return fmt.Errorf("fetch %s: %w", st.t.canon, mkErr)
-		}
-		defer func() {
-			if tmp != "" {
-				os.RemoveAll(tmp)
-			}
-		}()
-		if _, err := m.run(ctx, gitRun{args: []string{"init", "--bare", "-q", "--end-of-options", tmp}}); err != nil {
-			return fmt.Errorf("fetch %s: create the mirror: %w", st.t.canon, err)
-		}
-		if err := os.WriteFile(filepath.Join(tmp, repoFile), []byte(st.t.canon+"\n"), 0o644); err != nil {
-			return fmt.Errorf("fetch %s: %w", st.t.canon, err)
-		}
-		work = tmp
-		defer func() {
-			// err is fetch's result: the mirror appears only when the whole fetch succeeded.
-			if err == nil {
-				if err = os.Rename(tmp, st.dir); err != nil {
-					err = fmt.Errorf("fetch %s: %w", st.t.canon, err)
-				} else {
-					tmp = ""
-				}
-			}
-		}()
+	if st.mirrored() {
+		return m.refetch(ctx, st)
 	}
 
-	head, err := m.remoteHead(ctx, work, st.t)
+	tmp, err := os.MkdirTemp(m.cfg.Dir, "tmp-"+filepath.Base(st.dir)+"-")
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", st.t.canon, err)
+	}
+	defer os.RemoveAll(tmp) // fails harmlessly once renamed
+	if _, err := m.run(ctx, gitRun{args: []string{"init", "--bare", "-q", "--end-of-options", tmp}}); err != nil {
+		return fmt.Errorf("fetch %s: create the mirror: %w", st.t.canon, err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, repoFile), []byte(st.t.canon+"\n"), 0o644); err != nil {
+		return fmt.Errorf("fetch %s: %w", st.t.canon, err)
+	}
+	head, err := m.remoteHead(ctx, tmp, st.t)
 	if err != nil {
 		return m.fetchError(ctx, st, err)
 	}
-	if err := m.fetchObjects(ctx, st, work, existing); err != nil {
-		return err
+	tooLarge, err := m.fetchObjects(ctx, st, tmp, nil, true, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+	if tooLarge {
+		return m.tooLarge(st)
 	}
-	if err := m.setHead(ctx, work, head); err != nil {
+	if err != nil {
+		return m.fetchError(ctx, st, err)
+	}
+	if err := m.setHead(ctx, tmp, head); err != nil {
 		return fmt.Errorf("fetch %s: set the default branch: %w", st.t.canon, err)
+	}
+	if err := os.Rename(tmp, st.dir); err != nil {
+		return fmt.Errorf("fetch %s: %w", st.t.canon, err)
 	}
 	return nil
 }
 
-// fetchObjects runs git fetch into work, stopping it when the mirror grows past MaxBytes.
-func (m *Mirrors) fetchObjects(ctx context.Context, st *repoState, work string, existing bool) error {
+// incomingRefs is where a fetch into an existing mirror puts the repository's branches
+// (incomingRefs+"heads/") and tags ("tags/") until it is known to fit MaxBytes.
+const incomingRefs = "refs/shoal/incoming/"
+
+// refetch fetches into an existing mirror in quarantine: the branches and tags into
+// incomingRefs, the objects into new pack files only (fetch.unpackLimit=1), gc held off. If the
+// mirror then fits MaxBytes the incoming refs replace the branches and tags (those deleted
+// upstream are deleted, refs/shoal/keep/ is left alone); otherwise, or if the fetch failed,
+// the incoming refs and the new pack files are removed, and the mirror is as it was.
+func (m *Mirrors) refetch(ctx context.Context, st *repoState) error {
+	dir := st.dir
+	if size := dirSize(dir); size > m.cfg.MaxBytes {
+		return fmt.Errorf("fetch %s: %w: the mirror already has %d bytes on disk, more than the limit of %d",
+			st.t.canon, ErrTooLarge, size, m.cfg.MaxBytes)
+	}
+	head, err := m.remoteHead(ctx, dir, st.t)
+	if err != nil {
+		return m.fetchError(ctx, st, err)
+	}
+	// Incoming refs are left only by a fetch that was killed; they would be taken for new ones.
+	if err := m.dropIncoming(ctx, dir); err != nil {
+		return fmt.Errorf("fetch %s: %w", st.t.canon, err)
+	}
+	before, err := m.snapshot(st)
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", st.t.canon, err)
+	}
+	tooLarge, err := m.fetchObjects(ctx, st, dir,
+		[]string{"-c", "fetch.unpackLimit=1", "-c", "gc.auto=0", "-c", "maintenance.auto=false"}, false,
+		"+refs/heads/*:"+incomingRefs+"heads/*", "+refs/tags/*:"+incomingRefs+"tags/*")
+	if err != nil || tooLarge {
+		m.undoFetch(st, before)
+		if tooLarge {
+			return m.tooLarge(st)
+		}
+		return m.fetchError(ctx, st, err)
+	}
+	if err := m.acceptIncoming(ctx, dir); err != nil {
+		return fmt.Errorf("fetch %s: update the branches and tags: %w", st.t.canon, err)
+	}
+	if err := m.setHead(ctx, dir, head); err != nil {
+		return fmt.Errorf("fetch %s: set the default branch: %w", st.t.canon, err)
+	}
+	// gc was held off during the fetch, lest it repack what the fetch brought with the rest.
+	if _, err := m.run(ctx, gitRun{dir: dir, args: []string{"gc", "--auto", "--quiet"}}); err != nil {
+		m.log.Warn("gc after a fetch", "repo", st.t.canon, "err", err)
+	}
+	return nil
+}
+
+// tooLarge is the error of a fetch stopped or undone past MaxBytes.
+func (m *Mirrors) tooLarge(st *repoState) error {
+	return fmt.Errorf("fetch %s: %w: the mirror grew past %d bytes on disk (the limit)", st.t.canon, ErrTooLarge, m.cfg.MaxBytes)
+}
+
+// fetchObjects runs git fetch of refspecs into work, with config (-c options) before the
+// subcommand and --prune if asked, and stops it when work grows past MaxBytes. tooLarge: it
+// was stopped, or it ended past MaxBytes.
+func (m *Mirrors) fetchObjects(ctx context.Context, st *repoState, work string, config []string, prune bool, refspecs ...string) (tooLarge bool, err error) {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var tooLarge atomic.Bool
+	var over atomic.Bool
 	var watch sync.WaitGroup
 	watch.Add(1)
 	go func() {
@@ -145,7 +215,7 @@ func (m *Mirrors) fetchObjects(ctx context.Context, st *repoState, work string, 
 				return
 			case <-tick.C:
 				if dirSize(work) > m.cfg.MaxBytes {
-					tooLarge.Store(true)
+					over.Store(true)
 					stop()
 					return
 				}
@@ -154,29 +224,18 @@ func (m *Mirrors) fetchObjects(ctx context.Context, st *repoState, work string, 
 	}()
 	// --update-shallow: a shallow upstream (a fixture, a mirror made with --depth) has
 	// branches whose history ends at a shallow root; without it, git refuses them.
-	_, err := m.run(fctx, gitRun{dir: work, local: st.t.local, args: []string{
-		"fetch", "--prune", "--no-tags", "--quiet", "--update-shallow", "--end-of-options", st.t.canon,
-		"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
-	}})
+	args := append(append([]string(nil), config...), "fetch", "--no-tags", "--quiet", "--update-shallow")
+	if prune {
+		args = append(args, "--prune")
+	}
+	args = append(append(args, "--end-of-options", st.t.canon), refspecs...)
+	_, err = m.run(fctx, gitRun{dir: work, local: st.t.local, args: args})
 	stop()
 	watch.Wait()
 	if err == nil && dirSize(work) > m.cfg.MaxBytes {
-		tooLarge.Store(true)
+		over.Store(true)
 	}
-	if err != nil || tooLarge.Load() {
-		if existing {
-			st.keepMu.Lock()
-			cleanFailedFetch(work)
-			st.keepMu.Unlock()
-		}
-	}
-	if tooLarge.Load() {
-		return fmt.Errorf("fetch %s: %w: the mirror grew past %d bytes on disk (the limit)", st.t.canon, ErrTooLarge, m.cfg.MaxBytes)
-	}
-	if err != nil {
-		return m.fetchError(ctx, st, err)
-	}
-	return nil
+	return over.Load(), err
 }
 
 // fetchError turns a failed git call of a fetch into the error callers see.
@@ -194,8 +253,8 @@ func (m *Mirrors) fetchError(ctx context.Context, st *repoState, err error) erro
 	return fmt.Errorf("fetch %s: %w: %v", st.t.canon, ErrUnreachable, err)
 }
 
-// cleanFailedFetch removes what a stopped fetch leaves in a mirror: temporary packs and
-// objects, and lock files that would fail the next fetch.
+// cleanFailedFetch removes what a stopped fetch (or a writer whose process ended) leaves in a
+// mirror: temporary packs and objects, and lock files that would fail the next fetch.
 func cleanFailedFetch(dir string) {
 	filepath.WalkDir(filepath.Join(dir, "objects"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

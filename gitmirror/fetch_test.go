@@ -210,7 +210,7 @@ func TestMaxBytes(t *testing.T) {
 		}
 		entries, _ := os.ReadDir(m.cfg.Dir)
 		for _, e := range entries {
-			if e.Name() != ".home" && e.Name() != "archives" {
+			if e.Name() != ".home" && e.Name() != "archives" && e.Name() != lockFile {
 				t.Errorf("left %s behind", e.Name())
 			}
 		}
@@ -262,6 +262,8 @@ func TestFetchFromAShallowUpstream(t *testing.T) {
 		t.Fatalf("the clone is not shallow: %v", err)
 	}
 	m := newTestMirrors(t, Config{Allowed: []string{shallow}})
+	clock := &fakeClock{now: time.Unix(1800000000, 0)}
+	m.now = clock.Now
 	for ref, want := range map[string]string{"master": base, "patch": patch} {
 		c, err := m.Resolve(testCtx(t), shallow, ref)
 		if err != nil || c.SHA != want {
@@ -271,5 +273,12 @@ func TestFetchFromAShallowUpstream(t *testing.T) {
 	d, err := m.Diff(testCtx(t), shallow, base, patch)
 	if err != nil || len(d.Files) != 1 || d.Files[0].Added != 1 || d.Files[0].Removed != 0 {
 		t.Fatalf("Diff = %+v, %v; want src/search.cpp +1 -0", d, err)
+	}
+	// A later fetch from it works too.
+	next := gitT(t, shallow, "commit-tree", "-p", patch, "-m", "next", patch+"^{tree}")
+	gitT(t, shallow, "update-ref", "refs/heads/patch", next)
+	clock.advance(2 * time.Minute)
+	if c, err := m.Resolve(testCtx(t), shallow, "patch"); err != nil || c.SHA != next {
+		t.Fatalf("Resolve(patch) after it moved = %s, %v; want %s", c.SHA, err, next)
 	}
 }

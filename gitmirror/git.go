@@ -122,12 +122,21 @@ func exitCode(err error) int {
 	return -1
 }
 
+// proxyVars are the variables of the server's environment that reach git: a server behind an
+// egress proxy fetches through it. curl reads http_proxy in lower case only, the others in
+// either case.
+var proxyVars = [...]string{
+	"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+	"ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+}
+
 // gitEnv is the whole environment of every git process: nothing of the server's own
-// environment or of a user's configuration reaches git, and git never waits for a password.
-// allow is GIT_ALLOW_PROTOCOL: "https", or "https:file" for fetches of listed local paths.
-func gitEnv(home, allow string) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
+// environment but PATH and the proxy variables (proxyVars) reaches git, nor any of a user's
+// configuration, and git never waits for a password. allow is GIT_ALLOW_PROTOCOL: "https", or
+// "https:file" for fetches of listed local paths. getenv reads the server's environment.
+func gitEnv(home, allow string, getenv func(string) string) []string {
+	env := []string{
+		"PATH=" + getenv("PATH"),
 		"HOME=" + home,
 		"XDG_CONFIG_HOME=" + home,
 		"GIT_CONFIG_NOSYSTEM=1",
@@ -139,11 +148,24 @@ func gitEnv(home, allow string) []string {
 		"LC_ALL=C",
 		"GIT_ALLOW_PROTOCOL=" + allow,
 	}
+	for _, k := range proxyVars {
+		if v := getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // gitConfig is the configuration every git call gets on its command line. Redirects are not
 // followed at all, so a forge cannot send a fetch to a host the operator did not allow; gc runs
 // in the foreground so that it stays in the fetch's process group and under its timeout.
+//
+// What a repository says of itself changes nothing the server shows or serves: attributes are
+// read from no file (core.attributesFile) and, on git 2.42 and later, from the empty tree
+// instead of HEAD's (attr.tree; older git ignores the key, and reads no tree's attributes in a
+// bare repository anyway), so a committed .gitattributes cannot make a source file "binary" to
+// the diff or hide it. Fetched objects are checked (transfer.fsckObjects), which refuses the
+// malformed trees and commits that git's own vulnerabilities have been reached through.
 func gitConfig(caBundle string) []string {
 	c := []string{
 		"-c", "protocol.allow=never",
@@ -156,6 +178,9 @@ func gitConfig(caBundle string) []string {
 		"-c", "gc.autoDetach=false",
 		"-c", "maintenance.autoDetach=false",
 		"-c", "init.defaultBranch=master",
+		"-c", "core.attributesFile=/dev/null",
+		"-c", "attr.tree=" + emptyTree,
+		"-c", "transfer.fsckObjects=true",
 	}
 	if caBundle != "" {
 		c = append(c, "-c", "http.sslCAInfo="+caBundle)
@@ -176,6 +201,7 @@ func (m *Mirrors) run(ctx context.Context, r gitRun) ([]byte, error) {
 		args = append(args, "--git-dir="+r.dir)
 	}
 	args = append(args, r.args...)
+	m.runCount.Add(1)
 	cmd := exec.CommandContext(ctx, m.git, args...)
 	cmd.Env = env
 	cmd.Dir = m.cfg.Dir
@@ -217,8 +243,11 @@ func (m *Mirrors) run(ctx context.Context, r gitRun) ([]byte, error) {
 	return captured, nil
 }
 
-// subcommand names a git call in messages.
+// subcommand names a git call in messages: its first argument after any -c options.
 func subcommand(args []string) string {
+	for len(args) >= 2 && args[0] == "-c" {
+		args = args[2:]
+	}
 	if len(args) == 0 {
 		return ""
 	}

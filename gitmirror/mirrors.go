@@ -21,6 +21,7 @@ import (
 const (
 	defaultFetchTimeout      = 10 * time.Minute
 	defaultMaxBytes          = 2 << 30
+	defaultMaxRepos          = 1000
 	defaultRefetchAfter      = time.Minute
 	defaultArchiveCacheBytes = 1 << 30
 )
@@ -30,7 +31,17 @@ const (
 	// parallelFetches is how many repositories are fetched at once; more would only share the
 	// same network link and disk.
 	parallelFetches = 2
-	commitCacheSize = 4096
+	// maxWaitingFetches bounds the fetches waiting for one of those; past it a fetch is
+	// refused at once rather than queued behind minutes of others.
+	maxWaitingFetches = 16
+	// parallelReads bounds the git processes the reads of run pages (Commit, Relation, Diff)
+	// run at once, which anyone may ask for.
+	parallelReads = 4
+	// failureMemory is how long a failed Diff or Relation is answered with its error without
+	// running git again.
+	failureMemory    = time.Minute
+	failureCacheSize = 1024
+	commitCacheSize  = 4096
 	// relationCacheSize and diffCacheSize bound entries; diffCacheBytes bounds the diffs' text,
 	// which can be large.
 	relationCacheSize = 1024
@@ -40,6 +51,8 @@ const (
 	sizePollEvery = 200 * time.Millisecond
 	// repoFile, in each mirror, names the repository it mirrors, for people looking at Dir.
 	repoFile = "shoal-repo"
+	// lockFile, in Dir, is locked by the one Mirrors that writes there.
+	lockFile = "shoal-mirrors.lock"
 )
 
 // errClosed: the mirrors were closed.
@@ -47,9 +60,10 @@ var errClosed = errors.New("gitmirror: closed")
 
 // Mirrors is the set of repository mirrors under Config.Dir. It is safe for concurrent use.
 //
-// Locks: mu guards closed, repos and the repoState fields marked so. No lock is held while git
-// runs except a repoState's keepMu, and no two locks are ever held together, so there is no
-// lock order to keep.
+// Locks: writerMu is taken before mu and before the archive cache's; mu guards closed, repos,
+// the counts below it and the repoState fields marked so; a repoState's keepMu is taken with
+// no other lock held. No lock is held while git runs except writerMu (while a new writer
+// cleans up) and keepMu.
 type Mirrors struct {
 	cfg      Config
 	git      string   // the git binary's path
@@ -65,21 +79,40 @@ type Mirrors struct {
 	fetches sync.WaitGroup
 	// sem holds a token per fetch in progress, bounding fetches of different repositories.
 	sem chan struct{}
+	// readSem holds a token per read of a run page computing (parallelReads).
+	readSem chan struct{}
 
-	// Test seams: the clock, the size poll interval and counts of the expensive git calls.
+	// writerMu serialises becoming the writer; lock is Dir's lock file, held while writer.
+	writerMu       sync.Mutex
+	writer         atomic.Bool
+	lock           *os.File
+	readOnlyLogged atomic.Bool
+
+	// Test seams: the clock, the size poll interval, counts of the expensive git calls and a
+	// hook run at the start of each diff computed.
 	now          func() time.Time
 	pollEvery    time.Duration
 	fetchCount   atomic.Int64
 	archiveCount atomic.Int64
+	diffCount    atomic.Int64
+	runCount     atomic.Int64
+	diffHook     func()
 
-	mu     sync.Mutex
-	closed bool
-	repos  map[string]*repoState // by target.canon
+	mu           sync.Mutex
+	closed       bool
+	repos        map[string]*repoState // by target.canon
+	flights      int                   // fetches running or waiting for a token of sem
+	mirrorCount  int                   // mirrors in Dir, counted when this became the writer
+	firstFetches int                   // first fetches in flight, each one more mirror if it succeeds
 
-	commits   *lru[Commit]
-	relations *lru[Relation]
-	diffs     *lru[*Diff]
-	archives  *archiveCache
+	commits       *lru[Commit]
+	relations     *lru[Relation]
+	diffs         *lru[*Diff]
+	failures      *lru[failure]
+	commitFlights flightGroup[Commit]
+	relFlights    flightGroup[Relation]
+	diffFlights   flightGroup[*Diff]
+	archives      *archiveCache
 }
 
 // repoState is what the mirrors remember of one repository between calls.
@@ -93,25 +126,36 @@ type repoState struct {
 	flight      *flight   // the fetch in progress, if any
 	head        *headInfo // the default branch as of the last fetch; nil: read it again
 	gen         uint64    // fetches ended, so that a head read during one is not remembered
+	//                       and a failure remembered before one is forgotten
 
-	// keepMu is held shared by Keep and exclusively by the cleanup after a failed fetch, so the
-	// cleanup's removal of stale lock files never removes one a Keep is using.
+	// keepMu is held shared by Keep and exclusively by the undoing of a fetch, so that its
+	// removal of stale lock files never removes one a Keep is using, nor its removal of the
+	// fetch's packs an object a Keep just made a ref to (kept counts the Keeps that did).
 	keepMu sync.RWMutex
+	kept   atomic.Uint64
 }
 
 // headInfo is a mirror's default branch.
 type headInfo struct {
 	name, sha string
+	// read is when it was read, byWriter whether this instance was the writer then: one that
+	// was not sees no fetch end, so it reads the default branch again after RefetchAfter.
+	read     time.Time
+	byWriter bool
 }
 
 // flight is work in progress that later callers wait for instead of repeating it.
 type flight struct {
 	done chan struct{}
 	err  error
+	// first: a fetch of a repository not mirrored yet, counted in Mirrors.firstFetches.
+	first bool
 }
 
 // New checks cfg (the git binary present, the allowed entries well formed) and returns the
-// mirrors, creating Dir if need be.
+// mirrors, creating Dir if need be. Another instance may be writing in Dir: New only creates
+// directories there and writes git's CA bundle, and Dir's lock is taken, and what an
+// interrupted writer left removed, on the first write (see Config.Dir).
 func New(cfg Config) (*Mirrors, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("gitmirror: Config.Dir is empty")
@@ -121,6 +165,9 @@ func New(cfg Config) (*Mirrors, error) {
 	}
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = defaultMaxBytes
+	}
+	if cfg.MaxRepos <= 0 {
+		cfg.MaxRepos = defaultMaxRepos
 	}
 	if cfg.RefetchAfter <= 0 {
 		cfg.RefetchAfter = defaultRefetchAfter
@@ -139,12 +186,14 @@ func New(cfg Config) (*Mirrors, error) {
 		cfg:       cfg,
 		log:       log.With("component", "gitmirror"),
 		sem:       make(chan struct{}, parallelFetches),
+		readSem:   make(chan struct{}, parallelReads),
 		now:       time.Now,
 		pollEvery: sizePollEvery,
 		repos:     map[string]*repoState{},
 		commits:   newLRU[Commit](commitCacheSize, 0, nil),
 		relations: newLRU[Relation](relationCacheSize, 0, nil),
 		diffs:     newLRU(diffCacheSize, diffCacheBytes, diffCost),
+		failures:  newLRU[failure](failureCacheSize, 0, nil),
 	}
 	for _, e := range cfg.Allowed {
 		r, err := parseAllowed(e)
@@ -173,16 +222,13 @@ func New(cfg Config) (*Mirrors, error) {
 			return nil, fmt.Errorf("gitmirror: %w", err)
 		}
 	}
-	m.env = gitEnv(home, "https")
-	m.envLocal = gitEnv(home, "https:file")
+	m.env = gitEnv(home, "https", os.Getenv)
+	m.envLocal = gitEnv(home, "https:file", os.Getenv)
 	m.config = gitConfig(ca)
 	if err := m.checkVersion(); err != nil {
 		return nil, err
 	}
-	if err := removeTemps(dir); err != nil {
-		return nil, err
-	}
-	if m.archives, err = openArchiveCache(filepath.Join(dir, "archives"), cfg.ArchiveCacheBytes); err != nil {
+	if m.archives, err = newArchiveCache(filepath.Join(dir, "archives"), cfg.ArchiveCacheBytes); err != nil {
 		return nil, err
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -221,7 +267,8 @@ var caBundles = [...]string{
 }
 
 // writeCABundle writes the system's certificate authorities and those of caFile into one file
-// under home and returns its path.
+// under home and returns its path. The file is named for its contents and written whole by a
+// rename, so that instances sharing home never see each other's half written.
 func writeCABundle(home, caFile string) (string, error) {
 	extra, err := os.ReadFile(caFile)
 	if err != nil {
@@ -238,36 +285,47 @@ func writeCABundle(home, caFile string) (string, error) {
 		}
 	}
 	bundle = append(bundle, extra...)
-	path := filepath.Join(home, "ca-bundle.pem")
-	if err := os.WriteFile(path, bundle, 0o644); err != nil {
+	sum := sha256.Sum256(bundle)
+	path := filepath.Join(home, "ca-bundle-"+hex.EncodeToString(sum[:8])+".pem")
+	if b, err := os.ReadFile(path); err == nil && string(b) == string(bundle) {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(home, "tmp-ca-bundle-*")
+	if err != nil {
+		return "", fmt.Errorf("write CA bundle: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	_, err = tmp.Write(bundle)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
 		return "", fmt.Errorf("write CA bundle: %w", err)
 	}
 	return path, nil
 }
 
-// removeTemps removes the mirrors half made by a server that stopped during a first fetch.
-func removeTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("gitmirror: read %s: %w", dir, err)
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "tmp-") {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return fmt.Errorf("gitmirror: remove %s: %w", e.Name(), err)
-			}
-		}
-	}
-	return nil
-}
-
-// Close ends the fetches in progress and waits for them. Calls after Close fail.
+// Close ends the fetches in progress, waits for them and lets go of Dir's lock, if this was the
+// writer. Calls after Close fail.
 func (m *Mirrors) Close() error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
 	m.cancel()
 	m.fetches.Wait()
+	m.writerMu.Lock()
+	defer m.writerMu.Unlock()
+	if m.lock != nil {
+		m.writer.Store(false)
+		m.lock.Close()
+		m.lock = nil
+	}
 	return nil
 }
 
@@ -284,8 +342,7 @@ func (m *Mirrors) repo(repo string) (*repoState, error) {
 	}
 	st := m.repos[t.canon]
 	if st == nil {
-		sum := sha256.Sum256([]byte(t.canon))
-		st = &repoState{t: t, dir: filepath.Join(m.cfg.Dir, hex.EncodeToString(sum[:12])+".git")}
+		st = &repoState{t: t, dir: m.mirrorDir(t.canon)}
 		m.repos[t.canon] = st
 	}
 	return st, nil

@@ -21,10 +21,13 @@ const maxCommitBytes = 1 << 20
 // fishtest's "(?!\d)" asks.
 var benchLine = regexp.MustCompile(`(^|\s)[Bb]ench[ :]+([1-9][0-9]*)`)
 
-// Resolve returns the commit ref names in repo: a branch, a tag, or a full or short SHA. A
-// branch or tag is read from a fetch at most Config.RefetchAfter old (so a branch pushed a minute
-// ago is seen); a SHA the mirror lacks is fetched for, at most once per RefetchAfter. Errors wrap
-// ErrNotAllowed, ErrBadRef, ErrUnreachable, ErrTooLarge or ErrUnknownRef.
+// Resolve returns the commit ref names in repo: a branch, a tag, or a full or short SHA. Any
+// ref but a full SHA may name a branch or tag (a branch may be called "1234" or "cafe"), so it
+// is read from a fetch at most Config.RefetchAfter old (a branch pushed a minute ago is seen);
+// a branch, then a tag, then a commit whose SHA begins so. A full SHA is a commit only, read
+// from the mirror as it is, and fetched for, at most once per RefetchAfter, when the mirror
+// lacks it. Errors wrap ErrNotAllowed, ErrBadRef, ErrUnreachable (ErrReadOnly), ErrTooLarge or
+// ErrUnknownRef.
 func (m *Mirrors) Resolve(ctx context.Context, repo, ref string) (Commit, error) {
 	st, err := m.repo(repo)
 	if err != nil {
@@ -39,14 +42,14 @@ func (m *Mirrors) Resolve(ctx context.Context, repo, ref string) (Commit, error)
 			return Commit{}, err
 		}
 	}
-	if r.hex == "" {
-		// Only a name can have moved since the mirror last looked.
+	if !r.full() {
+		// A name can have moved since the mirror last looked, hex digits or not.
 		if err := m.fetchIfDue(ctx, st); err != nil {
 			return Commit{}, err
 		}
 	}
 	sha, err := m.lookup(ctx, st, ref, r)
-	if errors.Is(err, ErrUnknownRef) && r.hex != "" {
+	if errors.Is(err, ErrUnknownRef) && r.full() {
 		if err := m.fetchIfDue(ctx, st); err != nil {
 			return Commit{}, err
 		}
@@ -108,12 +111,29 @@ func (m *Mirrors) Commit(ctx context.Context, repo, sha string) (Commit, error) 
 	return m.commit(ctx, st, sha)
 }
 
-// commit reads commit sha from the mirror, or from the cache: a commit never changes.
+// commit reads commit sha from the mirror, or from the cache: a commit never changes. Calls
+// for a commit being read wait for it.
 func (m *Mirrors) commit(ctx context.Context, st *repoState, sha string) (Commit, error) {
 	key := st.t.canon + " " + sha
 	if c, ok := m.commits.get(key); ok {
 		return c, nil
 	}
+	return m.commitFlights.do(ctx, key, func() (Commit, error) {
+		release, err := m.readSlot(ctx)
+		if err != nil {
+			return Commit{}, fmt.Errorf("read commit %s of %s: %w", sha, st.t.canon, err)
+		}
+		defer release()
+		c, err := m.readCommit(ctx, st, sha)
+		if err == nil {
+			m.commits.add(key, c)
+		}
+		return c, err
+	})
+}
+
+// readCommit reads commit sha from the mirror.
+func (m *Mirrors) readCommit(ctx context.Context, st *repoState, sha string) (Commit, error) {
 	out, err := m.run(ctx, gitRun{dir: st.dir, args: []string{"cat-file", "--batch"},
 		stdin: strings.NewReader(sha + "\n"), limit: maxCommitBytes + 100})
 	if err != nil {
@@ -132,7 +152,6 @@ func (m *Mirrors) commit(ctx context.Context, st *repoState, sha string) (Commit
 	if err != nil {
 		return Commit{}, fmt.Errorf("read commit %s of %s: %w", sha, st.t.canon, err)
 	}
-	m.commits.add(key, c)
 	return c, nil
 }
 
@@ -221,7 +240,8 @@ func (m *Mirrors) requireCommits(ctx context.Context, st *repoState, op string, 
 }
 
 // Keep makes the mirror keep the commits shas (full) for good, whatever happens upstream (a
-// force-push, a deleted branch, a gc), with refs of Shoal's own.
+// force-push, a deleted branch, a gc), with refs of Shoal's own. Errors wrap ErrNotAllowed,
+// ErrBadRef, ErrUnknownRef or ErrReadOnly.
 func (m *Mirrors) Keep(ctx context.Context, repo string, shas ...string) error {
 	st, err := m.repo(repo)
 	if err != nil {
@@ -244,15 +264,22 @@ func (m *Mirrors) Keep(ctx context.Context, repo string, shas ...string) error {
 	if err := m.requireCommits(ctx, st, "keep", shas...); err != nil {
 		return err
 	}
+	if err := m.becomeWriter("keep in " + st.t.canon); err != nil {
+		return err
+	}
 	st.keepMu.RLock()
 	defer st.keepMu.RUnlock()
-	if _, err := m.run(ctx, gitRun{dir: st.dir, args: []string{"update-ref", "--stdin"}, stdin: strings.NewReader(in.String())}); err != nil {
+	_, err = m.run(ctx, gitRun{dir: st.dir, args: []string{"update-ref", "--stdin"}, stdin: strings.NewReader(in.String())})
+	st.kept.Add(1) // even a failed transaction may have made some refs
+	if err != nil {
 		return fmt.Errorf("keep in %s: %w", st.t.canon, err)
 	}
 	return nil
 }
 
 // Relation tells how base and new (full SHAs) stand, from the mirror, without fetching.
+// Relations are cached; calls for one being computed wait for it; a failure is answered again
+// for a minute (until a fetch) without running git.
 func (m *Mirrors) Relation(ctx context.Context, repo, base, new string) (Relation, error) {
 	st, err := m.repo(repo)
 	if err != nil {
@@ -276,6 +303,31 @@ func (m *Mirrors) Relation(ctx context.Context, repo, base, new string) (Relatio
 	if r, ok := m.relations.get(key); ok {
 		return r, nil
 	}
+	if err := m.failed(st, "relation "+key); err != nil {
+		return Relation{}, err
+	}
+	return m.relFlights.do(ctx, key, func() (Relation, error) {
+		if r, ok := m.relations.get(key); ok {
+			return r, nil
+		}
+		gen := m.fetchGen(st)
+		release, err := m.readSlot(ctx)
+		if err != nil {
+			return Relation{}, fmt.Errorf("relation in %s: %w", st.t.canon, err)
+		}
+		defer release()
+		r, err := m.relation(ctx, st, base, new, head)
+		if err != nil {
+			m.remember("relation "+key, gen, err)
+			return Relation{}, err
+		}
+		m.relations.add(key, r)
+		return r, nil
+	})
+}
+
+// relation computes the answer of Relation.
+func (m *Mirrors) relation(ctx context.Context, st *repoState, base, new string, head headInfo) (Relation, error) {
 	if err := m.requireCommits(ctx, st, "relation", base, new); err != nil {
 		return Relation{}, err
 	}
@@ -294,18 +346,24 @@ func (m *Mirrors) Relation(ctx context.Context, repo, base, new string) (Relatio
 			return Relation{}, fmt.Errorf("relation in %s: %w", st.t.canon, err)
 		}
 	}
-	m.relations.add(key, r)
 	return r, nil
 }
 
-// headOf returns the mirror's default branch and its tip, remembered until the next fetch.
+// headOf returns the mirror's default branch and its tip, remembered until the next fetch (for
+// an instance that does not fetch, for RefetchAfter).
 func (m *Mirrors) headOf(ctx context.Context, st *repoState) (headInfo, error) {
 	m.mu.Lock()
 	h, gen := st.head, st.gen
 	m.mu.Unlock()
-	if h != nil {
+	if h != nil && (h.byWriter || m.now().Sub(h.read) < m.cfg.RefetchAfter) {
 		return *h, nil
 	}
+	release, err := m.readSlot(ctx)
+	if err != nil {
+		return headInfo{}, fmt.Errorf("read the default branch of %s: %w", st.t.canon, err)
+	}
+	defer release()
+	read, byWriter := m.now(), m.writer.Load()
 	out, err := m.run(ctx, gitRun{dir: st.dir, args: []string{"symbolic-ref", "-q", "HEAD"}})
 	if err != nil && exitCode(err) != 1 {
 		return headInfo{}, fmt.Errorf("read the default branch of %s: %w", st.t.canon, err)
@@ -318,7 +376,7 @@ func (m *Mirrors) headOf(ctx context.Context, st *repoState) (headInfo, error) {
 	if err != nil {
 		return headInfo{}, fmt.Errorf("read the default branch of %s: %w", st.t.canon, err)
 	}
-	h = &headInfo{name: name, sha: infos[0].sha}
+	h = &headInfo{name: name, sha: infos[0].sha, read: read, byWriter: byWriter}
 	m.mu.Lock()
 	// A fetch that ended or began meanwhile may have moved HEAD: then it is read again next time.
 	if st.gen == gen && st.flight == nil {

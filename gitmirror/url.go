@@ -170,13 +170,16 @@ func (m *Mirrors) policy(repo string) (target, error) {
 		return r.host == host && (r.path == "" || p == r.path || strings.HasPrefix(p, r.path+"/"))
 	}
 	if owner, name, ok := gitHubParts(host, p); ok {
-		// GitHub answers for "x", "x.git" and "www.": one mirror for all of them.
-		canon = "https://github.com/" + owner + "/" + name
+		// GitHub answers for "x", "x.git", "www." and any case of the owner's and the
+		// repository's names: one mirror for all of them, and an allowed prefix matches
+		// without regard to case.
+		path := "/" + strings.ToLower(owner) + "/" + strings.ToLower(name)
+		canon = "https://github.com" + path
 		raw := under
 		under = func(r allowRule) bool {
-			return raw(r) || r.host == "github.com" && (r.path == "" ||
-				canon[len("https://github.com"):] == r.path ||
-				strings.HasPrefix(canon[len("https://github.com"):], r.path+"/"))
+			prefix := strings.ToLower(r.path)
+			return raw(r) || r.host == "github.com" &&
+				(prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/"))
 		}
 	}
 	for _, r := range m.rules {

@@ -79,25 +79,33 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCanonicalGitHubURLsShareAMirror(t *testing.T) {
-	m := newTestMirrors(t, Config{Allowed: []string{"https://github.com/official-stockfish/Stockfish"}})
-	var canon []string
+	// GitHub's names are case-insensitive, and so is the allowed prefix's match on GitHub.
+	m := newTestMirrors(t, Config{Allowed: []string{"https://github.com/Official-Stockfish/Stockfish"}})
+	const want = "https://github.com/official-stockfish/stockfish"
 	for _, repo := range []string{
 		"https://github.com/official-stockfish/Stockfish",
 		"https://github.com/official-stockfish/Stockfish/",
 		"https://github.com/official-stockfish/Stockfish.git",
 		"https://www.github.com/official-stockfish/Stockfish",
+		"https://github.com/Official-Stockfish/stockfish",
+		"https://github.com/OFFICIAL-STOCKFISH/STOCKFISH.git",
+		"https://GitHub.com/official-stockfish/stockfish",
 	} {
 		tg, err := m.policy(repo)
 		if err != nil {
 			t.Fatalf("policy(%q): %v", repo, err)
 		}
-		canon = append(canon, tg.canon)
-	}
-	for _, c := range canon {
-		if c != "https://github.com/official-stockfish/Stockfish" {
-			t.Errorf("canonical form %q, want https://github.com/official-stockfish/Stockfish", c)
+		if tg.canon != want {
+			t.Errorf("policy(%q) = %q, want %s", repo, tg.canon, want)
 		}
 	}
+	t.Run("another host keeps its case", func(t *testing.T) {
+		m := newTestMirrors(t, Config{Allowed: []string{"https://git.example.org/"}})
+		tg, err := m.policy("https://git.example.org/Team/Engine")
+		if err != nil || tg.canon != "https://git.example.org/Team/Engine" {
+			t.Errorf("policy = %q, %v; want https://git.example.org/Team/Engine", tg.canon, err)
+		}
+	})
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {

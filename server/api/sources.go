@@ -70,7 +70,14 @@ func (s *Server) Source(c *gin.Context) {
 	a, err := s.deps.Sources.Archive(c.Request.Context(), repo, req.SHA)
 	switch {
 	case errors.Is(err, gitmirror.ErrUnknownRef), errors.Is(err, gitmirror.ErrNotAllowed):
-		Error(c, http.StatusNotFound, fmt.Sprintf("commit %s is not in the mirror of %s: %v", req.SHA, repo, err))
+		Error(c, http.StatusNotFound, fmt.Sprintf("commit %s is not in the mirror of its repository", req.SHA))
+		return
+	case errors.Is(err, gitmirror.ErrUnreachable), errors.Is(err, gitmirror.ErrReadOnly):
+		// The repository could not be fetched now, or another instance writes the mirrors:
+		// the worker may try again.
+		s.logger.Warn("source archive", "sha", req.SHA, "repo", repo, "err", err)
+		c.Header("Retry-After", "60")
+		Error(c, http.StatusServiceUnavailable, fmt.Sprintf("the sources of commit %s cannot be made now; try again later", req.SHA))
 		return
 	case err != nil:
 		s.internalError(c, fmt.Errorf("source archive of %s: %w", req.SHA, err))
