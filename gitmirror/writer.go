@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/shoal-chess/shoal/filelock"
 )
 
 // readOnlyError is the error of a write asked of an instance that is not the writer: it is
@@ -38,8 +40,8 @@ func (m *Mirrors) becomeWriter(op string) error {
 	if closed {
 		return errClosed
 	}
-	f, err := lockFileAt(filepath.Join(m.cfg.Dir, lockFile))
-	if errors.Is(err, errLocked) {
+	f, err := filelock.TryLock(filepath.Join(m.cfg.Dir, lockFile))
+	if errors.Is(err, filelock.ErrLocked) {
 		if !m.readOnlyLogged.Swap(true) {
 			m.log.Info("another instance writes the mirrors; this one reads them until it is gone", "dir", m.cfg.Dir)
 		}

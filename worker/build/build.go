@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/protocol"
+
+	"github.com/shoal-chess/shoal/filelock"
 )
 
 // DefaultCommand is the build command unless the operator gives another: {jobs} and {arch} are
@@ -174,7 +176,10 @@ func New(cfg Config) (*Builder, error) {
 			return nil, fmt.Errorf("build: %w", err)
 		}
 	}
-	if b.lock, err = lockDir(filepath.Join(dir, "lock")); err != nil {
+	if b.lock, err = filelock.TryLock(filepath.Join(dir, "lock")); err != nil {
+		if errors.Is(err, filelock.ErrLocked) {
+			err = errors.New("another worker uses this directory")
+		}
 		return nil, fmt.Errorf("build: %s: %w", dir, err)
 	}
 	if err := clearDir(b.tmp); err != nil {
