@@ -4,7 +4,7 @@
 // commit, and the source archive the workers build from.
 //
 // It runs the git command (see the README for why, measured against go-git); nothing from a URL
-// or a ref reaches git as an option. The package imports nothing of Shoal's.
+// or a ref reaches git as an option. The package imports nothing of Shoal's but filelock.
 package gitmirror
 
 import (
