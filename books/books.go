@@ -7,9 +7,7 @@ package books
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha512"
 	"embed"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 //go:generate go run ../worker/match/internal/genbook -o shipped/shoal_openings_v1.epd
@@ -135,9 +135,6 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	}
 	return s, nil
 }
-
-// Dir is the directory of the operator's books.
-func (s *Store) Dir() string { return s.dir }
 
 // shippedBooks reads the books Shoal ships.
 func shippedBooks() map[string]Book {
@@ -350,7 +347,7 @@ func measureFile(path string) (Book, error) {
 // measure reads a book: its size, checksum (protocol.BookSRI's, computed as the book streams
 // by) and openings. A book with none is ErrEmpty.
 func measure(name string, r io.Reader) (Book, error) {
-	h := sha512.New384()
+	h := protocol.NewBookHash()
 	br := bufio.NewReaderSize(r, 64<<10)
 	pgn := strings.HasSuffix(name, ".pgn")
 	b := Book{Name: name}
@@ -363,7 +360,7 @@ func measure(name string, r io.Reader) (Book, error) {
 		}
 		if len(line) > 0 {
 			b.Size += int64(len(line))
-			h.Write(textLine(line))
+			h.Write(line)
 			b.Positions += opening(line, pgn)
 		}
 		if err == io.EOF {
@@ -376,19 +373,8 @@ func measure(name string, r io.Reader) (Book, error) {
 	if b.Positions == 0 {
 		return Book{}, fmt.Errorf("%w: %q", ErrEmpty, name)
 	}
-	b.SRI = base64.StdEncoding.EncodeToString(h.Sum(nil))
+	b.SRI = h.SRI()
 	return b, nil
-}
-
-// textLine is a line as read in text mode: "\r\n" and a lone "\r" become "\n" (protocol.BookSRI).
-// A line that ends in "\r" before its end of file is split by ReadSlice only at "\n", so a lone
-// "\r" inside a line is translated here too.
-func textLine(line []byte) []byte {
-	if !bytes.ContainsRune(line, '\r') {
-		return line
-	}
-	out := bytes.ReplaceAll(line, []byte("\r\n"), []byte("\n"))
-	return bytes.ReplaceAll(out, []byte("\r"), []byte("\n"))
 }
 
 // opening counts the openings a line starts: a position line of an EPD book, a game's first tag

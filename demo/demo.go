@@ -150,15 +150,21 @@ type eloReply struct {
 
 // getElo reads GET /api/get_elo/{id}.
 func getElo(ctx context.Context, base, id string) (*eloReply, error) {
-	data, err := apiclient.Get(ctx, http.DefaultClient, base+"/api/get_elo/"+id, apiclient.MaxReplyBytes)
+	return getRunJSON[eloReply](ctx, base, "get_elo", id, apiclient.MaxReplyBytes)
+}
+
+// getRunJSON decodes the read API's endpoint (get_elo, get_run) of run id, a reply of at most
+// limit bytes.
+func getRunJSON[T any](ctx context.Context, base, endpoint, id string, limit int64) (*T, error) {
+	data, err := apiclient.Get(ctx, http.DefaultClient, base+"/api/"+endpoint+"/"+id, limit)
 	if err != nil {
-		return nil, fmt.Errorf("get_elo %s: %w", id, err)
+		return nil, fmt.Errorf("%s %s: %w", endpoint, id, err)
 	}
-	var e eloReply
-	if err := json.Unmarshal(data, &e); err != nil {
-		return nil, fmt.Errorf("get_elo %s: %w", id, err)
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", endpoint, id, err)
 	}
-	return &e, nil
+	return &v, nil
 }
 
 // Simulated is the demo with simulated games: Workers simulated workers playing a patch worth

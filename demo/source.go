@@ -54,15 +54,7 @@ type sourceRun struct {
 func (r *sourceRun) games() int { return r.Results.Wins + r.Results.Losses + r.Results.Draws }
 
 func getRun(ctx context.Context, base, id string) (*sourceRun, error) {
-	data, err := apiclient.Get(ctx, http.DefaultClient, base+"/api/get_run/"+id, 64<<20)
-	if err != nil {
-		return nil, fmt.Errorf("get_run %s: %w", id, err)
-	}
-	var r sourceRun
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("get_run %s: %w", id, err)
-	}
-	return &r, nil
+	return getRunJSON[sourceRun](ctx, base, "get_run", id, 64<<20)
 }
 
 // RunSource submits the patch by branch names alone, shows what the server resolved them to,

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -98,6 +99,12 @@ type Commit struct {
 	// Bench is the number on the message's last "Bench: N" line (fishtest's rule, any number
 	// of digits), "" when there is none.
 	Bench string
+}
+
+// Subject is the message's first line, trimmed: what fishtest keeps as msg_new and msg_base.
+func (c Commit) Subject() string {
+	line, _, _ := strings.Cut(c.Message, "\n")
+	return strings.TrimSpace(line)
 }
 
 // Relation is how two commits of a run stand to each other and to the repository's default

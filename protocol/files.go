@@ -6,6 +6,7 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
+	"hash"
 	"regexp"
 )
 
@@ -49,10 +50,60 @@ func SHA256Hex(data []byte) string {
 // fishtest's worker computes it: the base64 of the SHA-384 of the book read as text, so with
 // every "\r\n" and lone "\r" read as "\n".
 func BookSRI(data []byte) string {
-	text := bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
-	text = bytes.ReplaceAll(text, []byte("\r"), []byte("\n"))
-	sum := sha512.Sum384(text)
-	return base64.StdEncoding.EncodeToString(sum[:])
+	h := NewBookHash()
+	h.Write(data)
+	return h.SRI()
+}
+
+// BookHash computes BookSRI of a book written to it in pieces of any size, for a book read as a
+// stream. It is not safe for concurrent use.
+type BookHash struct {
+	h  hash.Hash
+	cr bool // the last byte written was a "\r", which the next may join as "\r\n"
+}
+
+// NewBookHash returns a BookHash of nothing yet.
+func NewBookHash() *BookHash { return &BookHash{h: sha512.New384()} }
+
+var newline = []byte{'\n'}
+
+// Write adds p to the book; it never fails.
+func (b *BookHash) Write(p []byte) (int, error) {
+	n := len(p)
+	if b.cr && len(p) > 0 {
+		b.h.Write(newline)
+		b.cr = false
+		if p[0] == '\n' {
+			p = p[1:]
+		}
+	}
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\r')
+		if i < 0 {
+			b.h.Write(p)
+			break
+		}
+		b.h.Write(p[:i])
+		if i+1 == len(p) {
+			b.cr = true
+			break
+		}
+		b.h.Write(newline)
+		p = p[i+1:]
+		if p[0] == '\n' {
+			p = p[1:]
+		}
+	}
+	return n, nil
+}
+
+// SRI is the checksum of what was written.
+func (b *BookHash) SRI() string {
+	if b.cr {
+		b.h.Write(newline)
+		b.cr = false
+	}
+	return base64.StdEncoding.EncodeToString(b.h.Sum(nil))
 }
 
 // netName is a network's file name: "nn-", the first 12 hex digits of its sha256, ".nnue".

@@ -66,6 +66,20 @@ func TestBookSRI(t *testing.T) {
 	}
 }
 
+// A book hashed in pieces, a "\r\n" cut between two, has the checksum of the whole.
+func TestBookHashInPieces(t *testing.T) {
+	text := []byte("a b c d\r\ne f g h\r\ri j k l\r")
+	whole := protocol.BookSRI(text)
+	for cut := range len(text) + 1 {
+		h := protocol.NewBookHash()
+		h.Write(text[:cut])
+		h.Write(text[cut:])
+		if got := h.SRI(); got != whole {
+			t.Errorf("cut at %d: %s; want %s", cut, got, whole)
+		}
+	}
+}
+
 func TestNetsInSource(t *testing.T) {
 	sf16 := []byte("#define EvalFileDefaultName   \"nn-5af11540bbfe.nnue\"\n")
 	sf17 := []byte("#define EvalFileDefaultNameBig \"nn-1111cefa1111.nnue\"\n#define EvalFileDefaultNameSmall \"nn-37f18f62d772.nnue\"\n" +

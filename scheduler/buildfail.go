@@ -32,13 +32,17 @@ const (
 	maxBuildFailureMessage = 5120
 )
 
-// IsBuildFailure reports whether a failed task's message says the worker could not build the
+// isBuildFailure reports whether a failed task's message says the worker could not build the
 // run's engines: Shoal's worker's report, or fishtest's worker's ("Executing ['make', ...]
 // failed. Error: ...").
-func IsBuildFailure(message string) bool {
+func isBuildFailure(message string) bool {
 	return strings.HasPrefix(message, protocol.BuildFailedPrefix) ||
 		strings.HasPrefix(message, "Executing ['make'") && strings.Contains(message, "failed")
 }
+
+// buildReport is what a failed task's message says of a build: whether it reports one that
+// failed, and whether that report counts towards stopping the run (buildFailureCounts).
+type buildReport struct{ failed, counts bool }
 
 // noteBuildFailure records the build failure of task taskID's worker on r (counted: it counts
 // towards the stop) and reports whether r has now failed to build on BuildFailuresToStop

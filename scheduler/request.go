@@ -356,7 +356,7 @@ func (s *Scheduler) insertInWtt(ctx context.Context, name string, ref taskRef, n
 	s.wtt[name] = ref
 	s.mu.Unlock()
 	if known && prev != ref {
-		s.failTask(ctx, prev, "Stale active task", metrics.ReasonStale, false, now, ev)
+		s.failTask(ctx, prev, "Stale active task", metrics.ReasonStale, buildReport{}, now, ev)
 	}
 }
 

@@ -78,7 +78,7 @@ func (s *Scheduler) PrepareRun(ctx context.Context, req RunRequest) (RunRequest,
 		commits[i] = c
 	}
 	if newCommit := commits[0]; newCommit != nil && strings.TrimSpace(req.Info) == "" {
-		req.Info = InfoFromMessage(newCommit.Message)
+		req.Info = infoFromMessage(newCommit.Message)
 	}
 	for i, sd := range sides {
 		if commits[i] == nil || len(*sd.nets) > 0 {
@@ -124,7 +124,7 @@ func (s *Scheduler) resolveSide(ctx context.Context, repo string, sd side, baseO
 			return nil, refFieldError(sd.tagField, *sd.tag, repo, err)
 		}
 		*sd.resolved = c.SHA
-		*sd.msg = firstLine(c.Message)
+		*sd.msg = c.Subject()
 		if *sd.signature == "" && !baseOfSPSA {
 			if c.Bench == "" {
 				return nil, fieldErr(sd.sigField, "commit %s (%s) has no \"Bench: N\" line in its message: give its bench signature",
@@ -148,7 +148,7 @@ func (s *Scheduler) resolveSide(ctx context.Context, repo string, sd side, baseO
 		return nil, nil
 	}
 	if *sd.msg == "" {
-		*sd.msg = firstLine(c.Message)
+		*sd.msg = c.Subject()
 	}
 	if *sd.signature == "" && !baseOfSPSA {
 		*sd.signature = c.Bench
@@ -156,10 +156,10 @@ func (s *Scheduler) resolveSide(ctx context.Context, repo string, sd side, baseO
 	return &c, nil
 }
 
-// netsOf lists the networks the sources of commit sha name (protocol.NetsInSource).
+// netsOf lists the networks the sources of commit sha name (protocol.NetsInSource):
+// src/evaluate.h's, or, for sources older than those, src/ucioption.cpp's.
 func (s *Scheduler) netsOf(ctx context.Context, repo, sha string) ([]string, error) {
-	var files [2][]byte
-	for i, path := range []string{"src/evaluate.h", "src/ucioption.cpp"} {
+	read := func(path string) ([]byte, error) {
 		data, err := s.cfg.Sources.File(ctx, repo, sha, path, maxSourceFile)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -169,9 +169,20 @@ func (s *Scheduler) netsOf(ctx context.Context, repo, sha string) ([]string, err
 			}
 			s.logger.Warn("read a run's sources for its networks", "repo", repo, "commit", sha, "file", path, "err", err)
 		}
-		files[i] = data
+		return data, nil
 	}
-	nets := protocol.NetsInSource(files[0], files[1])
+	evaluate, err := read("src/evaluate.h")
+	if err != nil {
+		return nil, err
+	}
+	nets := protocol.NetsInSource(evaluate, nil)
+	if len(nets) == 0 {
+		ucioption, err := read("src/ucioption.cpp")
+		if err != nil {
+			return nil, err
+		}
+		nets = protocol.NetsInSource(nil, ucioption)
+	}
 	if nets == nil {
 		nets = []string{}
 	}
@@ -203,12 +214,6 @@ func refFieldError(field, ref, repo string, err error) error {
 	return fieldErr(field, "%v", err)
 }
 
-// firstLine is a commit message's first line, as fishtest keeps it in msg_new and msg_base.
-func firstLine(msg string) string {
-	line, _, _ := strings.Cut(msg, "\n")
-	return strings.TrimSpace(line)
-}
-
 // short is a commit's first ten hex digits.
 func short(sha string) string { return sha[:min(10, len(sha))] }
 
@@ -218,10 +223,10 @@ var (
 	blankLines = regexp.MustCompile(`\n+`)
 )
 
-// InfoFromMessage is a run's description made from its new commit's message, as fishtest makes
+// infoFromMessage is a run's description made from its new commit's message, as fishtest makes
 // it: the "Bench: N" of the last line that has one taken out, runs of spaces and of blank lines
 // made single, trailing space trimmed.
-func InfoFromMessage(msg string) string {
+func infoFromMessage(msg string) string {
 	lines := strings.Split(strings.TrimSpace(msg), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if benchToken.MatchString(lines[i]) {

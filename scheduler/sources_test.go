@@ -195,8 +195,8 @@ func TestInfoFromMessage(t *testing.T) {
 		{"  Tabs\tand   spaces  ", "Tabs and spaces"},
 	}
 	for _, c := range cases {
-		if got := InfoFromMessage(c.msg); got != c.want {
-			t.Errorf("InfoFromMessage(%q) = %q; want %q", c.msg, got, c.want)
+		if got := infoFromMessage(c.msg); got != c.want {
+			t.Errorf("infoFromMessage(%q) = %q; want %q", c.msg, got, c.want)
 		}
 	}
 }

@@ -276,24 +276,24 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 		return Reply{}, err
 	}
 	defer s.calls.leave()
-	counts := false
-	if IsBuildFailure(message) {
+	var build buildReport
+	if isBuildFailure(message) {
 		var err error
-		if counts, err = s.buildFailureCounts(ctx, runID, taskID); err != nil {
+		build.failed = true
+		if build.counts, err = s.buildFailureCounts(ctx, runID, taskID); err != nil {
 			return Reply{}, err
 		}
 	}
 	ev := &events{}
-	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, metrics.ReasonFailed, counts, s.now(), ev)
+	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, metrics.ReasonFailed, build, s.now(), ev)
 	s.writeActions(ctx, ev.actions)
 	return reply, err
 }
 
 // failTask ends an active task for reason (a metrics.Reason*) and logs a failed_task action
-// with message; a worker's report of a failed build is kept on the run, and buildCounts says
-// whether it counts towards stopping it (buildFailureCounts). The reply's Stored waits for the
-// change to be stored.
-func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason string, buildCounts bool, now time.Time, ev *events) (Reply, error) {
+// with message; a worker's report of a failed build (build.failed) is kept on the run. The
+// reply's Stored waits for the change to be stored.
+func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason string, build buildReport, now time.Time, ev *events) (Reply, error) {
 	var reply Reply
 	stored, err := s.modifyStored(ctx, ref.run, ref.task, func(r *rundb.Run) (rundb.Prio, error) {
 		if ref.task >= len(r.Tasks) || !r.Tasks[ref.task].Active {
@@ -305,12 +305,12 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 		a := taskAction("failed_task", r, ref.task)
 		a.Message = message
 		ev.add(a)
-		if reason != metrics.ReasonFailed || !IsBuildFailure(message) {
+		if !build.failed {
 			return rundb.PrioMedium, nil
 		}
 		// The report goes into the run's document, which a journal record of the task does not
 		// carry: written whole at once (a build failure is rare).
-		if noteBuildFailure(r, ref.task, message, buildCounts, now) && !r.Finished {
+		if noteBuildFailure(r, ref.task, message, build.counts, now) && !r.Finished {
 			stop := taskAction("stop_run", r, ref.task)
 			stop.Message = buildStopMessage(r)
 			ev.add(stop)

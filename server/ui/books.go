@@ -2,7 +2,6 @@ package ui
 
 import (
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -42,8 +41,8 @@ func (s *Server) booksPage(c *gin.Context, status int, errs map[string]string) {
 func (s *Server) BooksPage(c *gin.Context) { s.booksPage(c, http.StatusOK, nil) }
 
 // BooksSubmit is POST /books: an approver adds a book. The body is streamed to the books
-// directory after the CSRF token (the form's first field) is checked; a refused book is stored
-// nowhere and the page says why.
+// directory after the CSRF token (the form's first field) is checked (openFileUpload); a refused
+// book is stored nowhere and the page says why.
 func (s *Server) BooksSubmit(c *gin.Context) {
 	if _, ok := s.requireApprover(c); !ok || !s.requirePrimaryPage(c) {
 		return
@@ -54,76 +53,28 @@ func (s *Server) BooksSubmit(c *gin.Context) {
 	}
 	s.transfers.AllowSlowBody(c) // only once an approver is known
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, books.MaxSize+1<<20)
-	name, file, err := s.openBookUpload(c)
+	up, err := openFileUpload(c, "book")
 	if err == nil {
+		defer up.file.Close()
 		var b books.Book
-		b, err = s.deps.Books.Add(name, file)
+		b, err = s.deps.Books.Add(up.name, up.file)
 		if err == nil {
 			s.flash(c, "success", "Book "+b.Name+" added: "+groupThousands(int64(b.Positions))+" openings.")
 			s.redirect(c, BooksPath)
 			return
 		}
 	}
-	var tooBig *http.MaxBytesError
 	switch {
-	case errors.Is(err, errNNUploadCSRF):
+	case errors.Is(err, errUploadCSRF):
 		s.PageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
-	case errors.As(err, &tooBig), errors.Is(err, books.ErrTooLarge):
+	case tooBig(err), errors.Is(err, books.ErrTooLarge):
 		s.booksPage(c, http.StatusBadRequest, map[string]string{"book": "The book must be smaller than " + nnSize(books.MaxSize) + "."})
-	case errors.Is(err, errNoBookFile), errors.Is(err, books.ErrBadName), errors.Is(err, books.ErrExists),
+	case errors.Is(err, errUploadNoFile):
+		s.booksPage(c, http.StatusBadRequest, map[string]string{"book": "Choose a book file to upload."})
+	case errors.Is(err, books.ErrBadName), errors.Is(err, books.ErrExists),
 		errors.Is(err, books.ErrChecksum), errors.Is(err, books.ErrEmpty):
 		s.booksPage(c, http.StatusBadRequest, map[string]string{"book": err.Error()})
 	default:
 		s.uiError(c, err)
-	}
-}
-
-// errNoBookFile is an upload without a file.
-var errNoBookFile = errors.New("choose a book file to upload")
-
-// openBookUpload finds the book file in the multipart body, checking the CSRF token (header, or
-// a field before the file) before a byte of the file is read.
-func (s *Server) openBookUpload(c *gin.Context) (string, io.Reader, error) {
-	token := c.GetHeader("X-CSRF-Token")
-	mr, err := c.Request.MultipartReader()
-	if err != nil {
-		if !csrfTokenMatches(c, token) {
-			return "", nil, errNNUploadCSRF
-		}
-		return "", nil, errNoBookFile
-	}
-	for {
-		part, err := mr.NextPart()
-		switch {
-		case errors.Is(err, io.EOF):
-			if !csrfTokenMatches(c, token) {
-				return "", nil, errNNUploadCSRF
-			}
-			return "", nil, errNoBookFile
-		case err != nil:
-			return "", nil, err
-		}
-		switch part.FormName() {
-		case csrfField:
-			v, err := io.ReadAll(io.LimitReader(part, 1024))
-			if err != nil {
-				return "", nil, err
-			}
-			if token == "" {
-				token = string(v)
-			}
-		case "book":
-			if !csrfTokenMatches(c, token) {
-				return "", nil, errNNUploadCSRF
-			}
-			if part.FileName() == "" {
-				return "", nil, errNoBookFile
-			}
-			return part.FileName(), part, nil
-		default:
-			if _, err := io.Copy(io.Discard, io.LimitReader(part, 64<<10)); err != nil {
-				return "", nil, err
-			}
-		}
 	}
 }

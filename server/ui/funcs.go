@@ -68,11 +68,6 @@ var baseFuncs = template.FuncMap{
 		}
 		return s
 	},
-	// firstLine is a commit message's subject.
-	"firstLine": func(msg string) string {
-		line, _, _ := strings.Cut(msg, "\n")
-		return line
-	},
 	// diffClass and diffOp mark a diff line by its op (gitmirror.Line): added, removed,
 	// context, or git's "\ No newline at end of file".
 	"diffClass": func(op byte) string {

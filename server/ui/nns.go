@@ -176,7 +176,7 @@ func (s *Server) UploadSubmit(c *gin.Context) {
 	case err == nil:
 		s.flash(c, "success", "Network "+up.name+" uploaded.")
 		s.redirect(c, "/nns")
-	case errors.Is(err, errNNUploadCSRF):
+	case errors.Is(err, errUploadCSRF):
 		s.PageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
 	case errors.As(err, &refused):
 		s.uploadForm(c, http.StatusBadRequest, map[string]string{refused.field: refused.msg}, up.cc0)
@@ -192,69 +192,29 @@ type nnUploadPart struct {
 	cc0  bool          // the licence box was ticked
 }
 
-// openUpload finds the network in the request, read as a stream bounded by the size limit (the
-// CSRF middleware leaves a multipart body alone): the CSRF token (form field or X-CSRF-Token)
-// and the licence box must come before the file, as the form places them, and the token is
-// checked before a byte of the file is read.
+// openUpload finds the network in the request, read as a stream bounded by the size limit
+// (openFileUpload): the CSRF token and the licence box must come before the file, as the form
+// places them.
 func (s *Server) openUpload(c *gin.Context) (nnUploadPart, error) {
-	var up nnUploadPart
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxNetworkSize+1<<20)
-	token := c.GetHeader("X-CSRF-Token")
-	mr, err := c.Request.MultipartReader()
-	if err != nil {
-		if !csrfTokenMatches(c, token) {
-			return up, errNNUploadCSRF
-		}
+	fu, err := openFileUpload(c, "network", "cc0")
+	up := nnUploadPart{name: fu.name, file: fu.file, cc0: nnTruthy([]string{fu.fields["cc0"]})}
+	switch {
+	case errors.Is(err, errUploadCSRF):
+		return up, err
+	case errors.Is(err, errUploadNoFile):
 		return up, nnRefuse("network", "Choose a network file to upload.")
+	case err != nil:
+		return up, nnUploadReadError(err)
+	case !up.cc0:
+		return up, nnRefuse("cc0", "Confirm that the network may be shared under the CC0 licence.")
 	}
-	for {
-		part, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
-			if !csrfTokenMatches(c, token) {
-				return up, errNNUploadCSRF
-			}
-			return up, nnRefuse("network", "Choose a network file to upload.")
-		}
-		if err != nil {
-			return up, nnUploadReadError(err)
-		}
-		switch part.FormName() {
-		case csrfField, "cc0":
-			v, err := io.ReadAll(io.LimitReader(part, 1024))
-			if err != nil {
-				return up, nnUploadReadError(err)
-			}
-			if part.FormName() == "cc0" {
-				up.cc0 = nnTruthy([]string{string(v)})
-			} else if token == "" {
-				token = string(v)
-			}
-		case "network":
-			if !csrfTokenMatches(c, token) {
-				return up, errNNUploadCSRF
-			}
-			if part.FileName() == "" {
-				return up, nnRefuse("network", "Choose a network file to upload.")
-			}
-			if !up.cc0 {
-				return up, nnRefuse("cc0", "Confirm that the network may be shared under the CC0 licence.")
-			}
-			up.name, up.file = part.FileName(), part
-			return up, nil
-		default:
-			if _, err := io.Copy(io.Discard, io.LimitReader(part, 64<<10)); err != nil {
-				return up, nnUploadReadError(err)
-			}
-		}
-	}
+	return up, nil
 }
-
-// errNNUploadCSRF is an upload whose form did not carry the session's CSRF token.
-var errNNUploadCSRF = errors.New("upload without the CSRF token")
 
 // nnUploadReadError explains a failure to read the upload.
 func nnUploadReadError(err error) error {
-	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+	if tooBig(err) {
 		return nnRefuse("network", "The network must be smaller than %s.", nnSize(maxNetworkSize))
 	}
 	return nnRefuse("network", "The upload could not be read (%v); try again.", err)

@@ -192,9 +192,6 @@ func New(cfg Config) (*Builder, error) {
 // Close gives the directory up for another worker. The Builder must not be used after.
 func (b *Builder) Close() error { return b.lock.Close() }
 
-// Dir is the worker's directory, absolute.
-func (b *Builder) Dir() string { return b.cfg.Dir }
-
 // clearDir removes what dir holds.
 func clearDir(dir string) error {
 	des, err := os.ReadDir(dir)
