@@ -22,9 +22,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
 	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -82,7 +82,7 @@ func AddUsersCLI(ctx context.Context, exe string, dbArgs []string, machineLimit 
 
 // SubmitRun creates a run through the API as submitter and approves it as approver, as
 // `shoal run new` and `shoal run approve` do, and returns its id.
-func SubmitRun(ctx context.Context, base string, u Users, req scheduler.RunRequest) (string, error) {
+func SubmitRun(ctx context.Context, base string, u Users, req protocol.RunRequest) (string, error) {
 	c := &apiclient.Client{Server: base, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	var created struct {
 		RunID string `json:"run_id"`
@@ -111,8 +111,8 @@ func SubmitRun(ctx context.Context, base string, u Users, req scheduler.RunReque
 const engineOptions = "Hash=16"
 
 // RunRequest is a plausible test: the arguments `shoal run new` would send.
-func RunRequest(info string) scheduler.RunRequest {
-	return scheduler.RunRequest{
+func RunRequest(info string) protocol.RunRequest {
+	return protocol.RunRequest{
 		BaseTag: "master", NewTag: "demo-patch",
 		ResolvedBase: "0123456789abcdef0123456789abcdef01234567",
 		ResolvedNew:  "89abcdef0123456789abcdef0123456789abcdef",
@@ -193,7 +193,7 @@ func RunSimulated(ctx context.Context, base string, db *rundb.DB, d Simulated, s
 		return fmt.Errorf("demo: %w", err)
 	}
 	req := RunRequest(fmt.Sprintf("Shoal demo: a patch worth %+.1f Elo", d.Elo))
-	req.SPRT = &scheduler.SPRTRequest{Elo0: new(0.0), Elo1: new(2.0)}
+	req.SPRT = &protocol.SPRTRequest{Elo0: new(0.0), Elo1: new(2.0)}
 	id, err := SubmitRun(ctx, base, users, req)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
@@ -72,8 +73,8 @@ func TestRunRequestIsAValidTest(t *testing.T) {
 	games := RunRequest("bench run 1")
 	games.NumGames = 400000
 	sprt := RunRequest("Shoal demo")
-	sprt.SPRT = &scheduler.SPRTRequest{Elo0: new(0.0), Elo1: new(2.0)}
-	for name, req := range map[string]scheduler.RunRequest{"fixed games": games, "SPRT": sprt} {
+	sprt.SPRT = &protocol.SPRTRequest{Elo0: new(0.0), Elo1: new(2.0)}
+	for name, req := range map[string]protocol.RunRequest{"fixed games": games, "SPRT": sprt} {
 		if _, err := scheduler.BuildRun(req, "alice", time.Now()); err != nil {
 			t.Errorf("%s: the scheduler refuses the demo's request: %v", name, err)
 		}

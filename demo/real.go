@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker"
 	"github.com/shoal-chess/shoal/worker/match"
 	"github.com/shoal-chess/shoal/worker/uci"
@@ -45,7 +45,7 @@ func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.W
 	req.TC, req.NewOptions, req.BaseOptions = d.TC, d.NewOptions, d.BaseOptions
 	req.BaseSignature, req.NewSignature = sig, sig
 	req.Book = "shoal_openings_v1.epd"
-	req.SPRT = &scheduler.SPRTRequest{Elo0: new(0.0), Elo1: new(10.0)}
+	req.SPRT = &protocol.SPRTRequest{Elo0: new(0.0), Elo1: new(10.0)}
 	id, err := SubmitRun(ctx, base, users, req)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

@@ -1,6 +1,7 @@
 // Package protocol is the JSON of fishtest's worker API, shared by Shoal's server and Shoal's
 // worker. It holds the request and reply shapes, the validation fishtest applies to requests
-// (its vtjson api_access_schema and api_schema), and the worker naming rule.
+// (its vtjson api_access_schema and api_schema), and the worker naming rule; and the request
+// that creates a run (RunRequest), which the web form, the JSON API and their clients share.
 //
 // Every exported value is immutable or plainly a value, so everything here is safe for
 // concurrent use. The package imports nothing of Shoal's: the worker depends on it alone.

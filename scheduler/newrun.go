@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -76,67 +77,7 @@ var (
 	hashOptionPattern = regexp.MustCompile(`Hash=([0-9]+)`)
 )
 
-// RunRequest is what a user submits to create a run: fishtest's run arguments, as the new-test
-// form and POST /api/create_run carry them. The zero value of an optional field means "the
-// default": new_tc is tc, book UHO_Lichess_4852_v1.epd at depth 8, threads 1, throughput 100,
-// priority 0, adjudication on, auto-purge off, no arch filter or compiler requirement.
-//
-// Exactly one stop rule is given: NumGames (a fixed number of games), SPRT, or SPSA (whose game
-// count is SPSA.NumGames).
-type RunRequest struct {
-	BaseTag      string `json:"base_tag"`
-	NewTag       string `json:"new_tag"`
-	ResolvedBase string `json:"resolved_base"`
-	ResolvedNew  string `json:"resolved_new"`
-	MsgBase      string `json:"msg_base,omitempty"`
-	MsgNew       string `json:"msg_new,omitempty"`
-	// RescheduledFrom is the run this one repeats (the web form's reschedule), if any.
-	RescheduledFrom string       `json:"rescheduled_from,omitempty"`
-	TC              string       `json:"tc"`
-	NewTC           string       `json:"new_tc,omitempty"`
-	Book            string       `json:"book,omitempty"`
-	BookDepth       string       `json:"book_depth,omitempty"`
-	Threads         *int         `json:"threads,omitempty"`
-	BaseOptions     string       `json:"base_options"`
-	NewOptions      string       `json:"new_options"`
-	BaseSignature   string       `json:"base_signature"`
-	NewSignature    string       `json:"new_signature"`
-	BaseNets        []string     `json:"base_nets,omitempty"`
-	NewNets         []string     `json:"new_nets,omitempty"`
-	TestsRepo       string       `json:"tests_repo"`
-	Info            string       `json:"info"`
-	Priority        int          `json:"priority,omitempty"`
-	Throughput      *int         `json:"throughput,omitempty"`
-	AutoPurge       bool         `json:"auto_purge,omitempty"`
-	Adjudication    *bool        `json:"adjudication,omitempty"`
-	ArchFilter      string       `json:"arch_filter,omitempty"`
-	Compiler        string       `json:"compiler,omitempty"`
-	NumGames        int          `json:"num_games,omitempty"`
-	SPRT            *SPRTRequest `json:"sprt,omitempty"`
-	SPSA            *SPSARequest `json:"spsa,omitempty"`
-}
-
-// SPRTRequest asks for a sequential test between two normalized-Elo bounds.
-type SPRTRequest struct {
-	Elo0 *float64 `json:"elo0"`
-	Elo1 *float64 `json:"elo1"`
-	// EloModel must be "normalized" (the default), the only model of new runs.
-	EloModel string `json:"elo_model,omitempty"`
-}
-
-// SPSARequest asks for a classic SPSA tuning run of NumGames games. The stability constant is
-// given either as ARatio, a fraction of the iterations (the form's field, default 0.1), or as A,
-// a whole number of iterations (the stored run's args.spsa.A).
-type SPSARequest struct {
-	ARatio    *float64 `json:"A_ratio,omitempty"`
-	A         *float64 `json:"A,omitempty"`
-	Alpha     *float64 `json:"alpha,omitempty"`
-	Gamma     *float64 `json:"gamma,omitempty"`
-	RawParams string   `json:"raw_params"`
-	NumGames  int      `json:"num_games"`
-}
-
-// FieldError says which field of a RunRequest is invalid and why. Field is the JSON name, with
+// FieldError says which field of a protocol.RunRequest is invalid and why. Field is the JSON name, with
 // a dot for nested fields ("sprt.elo0").
 type FieldError struct {
 	Field   string
@@ -156,7 +97,7 @@ func fieldErr(field, format string, args ...any) *FieldError {
 //
 // The SHAs, signatures, info and nets are taken as given: PrepareRun fills them from the
 // repository first.
-func BuildRun(req RunRequest, username string, now time.Time) (*rundb.Run, error) {
+func BuildRun(req protocol.RunRequest, username string, now time.Time) (*rundb.Run, error) {
 	if username == "" {
 		return nil, fieldErr("username", "missing")
 	}
@@ -333,7 +274,7 @@ const (
 )
 
 // checkSizes bounds every field's size and every count's range before anything is parsed.
-func checkSizes(req RunRequest) error {
+func checkSizes(req protocol.RunRequest) error {
 	for _, f := range []struct {
 		name, value string
 		max         int
@@ -382,7 +323,7 @@ func checkSizes(req RunRequest) error {
 
 // buildStopRule checks that req has exactly one stop rule and fills args.NumGames and args.SPRT
 // or args.SPSA.
-func buildStopRule(req RunRequest, args *rundb.RunArgs) error {
+func buildStopRule(req protocol.RunRequest, args *rundb.RunArgs) error {
 	switch {
 	case req.SPRT != nil && req.SPSA != nil:
 		return fieldErr("spsa", "a run has one stop rule: give sprt or spsa, not both")
@@ -435,7 +376,7 @@ func checkNumGames(field string, n int) error {
 
 // buildSPRT returns the initial state of an SPRT run; its batch size (game pairs between two
 // updates) shrinks as games get longer: 16 pairs at 10+0.1, 3 at 60+0.6.
-func buildSPRT(req SPRTRequest, tc string, threads int) (*rundb.SPRT, error) {
+func buildSPRT(req protocol.SPRTRequest, tc string, threads int) (*rundb.SPRT, error) {
 	switch {
 	case req.Elo0 == nil:
 		return nil, fieldErr("sprt.elo0", "missing: give the lower bound in normalized Elo")
@@ -484,7 +425,7 @@ func buildSPRT(req SPRTRequest, tc string, threads int) (*rundb.SPRT, error) {
 // buildSPSA returns the initial state of a classic SPSA run of req.NumGames games (already
 // checked): A = int(A_ratio*num_games/2) unless A is given, and each parameter's gains from
 // raw_params.
-func buildSPSA(req SPSARequest) (*rundb.SPSA, error) {
+func buildSPSA(req protocol.SPSARequest) (*rundb.SPSA, error) {
 	if req.ARatio != nil && req.A != nil {
 		return nil, fieldErr("spsa.A", "give A (iterations) or A_ratio (a fraction of the iterations), not both")
 	}
@@ -737,7 +678,7 @@ var (
 // repository's mirror keep its commits (a few milliseconds of git) and logs a new_run action. A
 // run named by branch must have been through PrepareRun first. It returns the caller's own copy
 // of the stored run. Errors: a *FieldError for an invalid request, or a database error.
-func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username string) (*rundb.Run, error) {
+func (s *Scheduler) CreateRun(ctx context.Context, req protocol.RunRequest, username string) (*rundb.Run, error) {
 	if err := s.calls.enter(); err != nil {
 		return nil, err
 	}
@@ -775,7 +716,7 @@ func (s *Scheduler) CreateRun(ctx context.Context, req RunRequest, username stri
 
 // checkBookHeld gives a request without a book this server's default one, and refuses a book the
 // server does not hold: workers get books from the server, and could not play the run.
-func (s *Scheduler) checkBookHeld(req *RunRequest) error {
+func (s *Scheduler) checkBookHeld(req *protocol.RunRequest) error {
 	held := s.cfg.Books
 	if held == nil {
 		return nil

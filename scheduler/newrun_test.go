@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
@@ -24,8 +25,8 @@ const (
 func refTo[T any](v T) *T { return &v }
 
 // fixedGamesRequest is a fixed-games request that BuildRun accepts; cases change one field.
-func fixedGamesRequest() RunRequest {
-	return RunRequest{
+func fixedGamesRequest() protocol.RunRequest {
+	return protocol.RunRequest{
 		BaseTag: "master", NewTag: "patch", ResolvedBase: testShaBase, ResolvedNew: testShaNew,
 		TC: "10+0.1", BaseOptions: "Hash=16", NewOptions: "Hash=16",
 		BaseSignature: "2050811", NewSignature: "2061234",
@@ -34,20 +35,20 @@ func fixedGamesRequest() RunRequest {
 	}
 }
 
-func sprtRunRequest(tc string, threads int) RunRequest {
+func sprtRunRequest(tc string, threads int) protocol.RunRequest {
 	req := fixedGamesRequest()
 	req.NumGames = 0
 	req.TC = tc
 	req.Threads = refTo(threads)
-	req.SPRT = &SPRTRequest{Elo0: refTo(0.0), Elo1: refTo(2.0)}
+	req.SPRT = &protocol.SPRTRequest{Elo0: refTo(0.0), Elo1: refTo(2.0)}
 	return req
 }
 
-func spsaRunRequest() RunRequest {
+func spsaRunRequest() protocol.RunRequest {
 	req := fixedGamesRequest()
 	req.NumGames = 0
 	req.BaseSignature = ""
-	req.SPSA = &SPSARequest{RawParams: "Tempo,20,0,50,2,0.002\nOther,-5.5,-10,10,0.5,0.01\n", NumGames: 20000}
+	req.SPSA = &protocol.SPSARequest{RawParams: "Tempo,20,0,50,2,0.002\nOther,-5.5,-10,10,0.5,0.01\n", NumGames: 20000}
 	return req
 }
 
@@ -56,85 +57,88 @@ var submitTime = time.Date(2026, 3, 1, 12, 30, 45, 123456789, time.FixedZone("CE
 func TestBuildRunRejectsEachInvalidField(t *testing.T) {
 	cases := []struct {
 		name  string
-		edit  func(r *RunRequest)
+		edit  func(r *protocol.RunRequest)
 		field string
 		want  string // part of the message
 	}{
-		{"empty base tag", func(r *RunRequest) { r.BaseTag = "" }, "base_tag", "missing"},
-		{"rescheduled from a non-id", func(r *RunRequest) { r.RescheduledFrom = "yesterday" }, "rescheduled_from", "not a run id"},
-		{"blank new tag", func(r *RunRequest) { r.NewTag = "  " }, "new_tag", "missing"},
-		{"short base sha", func(r *RunRequest) { r.ResolvedBase = "abc123" }, "resolved_base", "not a commit SHA"},
-		{"upper-case new sha", func(r *RunRequest) { r.ResolvedNew = strings.ToUpper(testShaNew) }, "resolved_new", "not a commit SHA"},
-		{"missing tc", func(r *RunRequest) { r.TC = "" }, "tc", "missing"},
-		{"tc with letters", func(r *RunRequest) { r.TC = "10s+0.1" }, "tc", "not a time control"},
-		{"tc with two increments", func(r *RunRequest) { r.TC = "10+0.1+1" }, "tc", "not a time control"},
-		{"tc whose games take no time", func(r *RunRequest) { r.TC = "0" }, "tc", "no time"},
-		{"moves of zero", func(r *RunRequest) { r.TC = "0/10" }, "tc", "not a time control"},
-		{"bad new tc", func(r *RunRequest) { r.NewTC = "fast" }, "new_tc", "not a time control"},
-		{"book without extension", func(r *RunRequest) { r.Book = "UHO_Lichess" }, "book", ".epd or .pgn"},
-		{"book with a path", func(r *RunRequest) { r.Book = "../secret.epd" }, "book", ".epd or .pgn"},
-		{"book that is only an extension", func(r *RunRequest) { r.Book = ".pgn" }, "book", ".epd or .pgn"},
-		{"book depth zero", func(r *RunRequest) { r.BookDepth = "0" }, "book_depth", "positive whole number"},
-		{"book depth not a number", func(r *RunRequest) { r.BookDepth = "eight" }, "book_depth", "positive whole number"},
-		{"zero threads", func(r *RunRequest) { r.Threads = refTo(0) }, "threads", ">= 1"},
-		{"negative threads", func(r *RunRequest) { r.Threads = refTo(-4) }, "threads", ">= 1"},
-		{"empty base options", func(r *RunRequest) { r.BaseOptions = " " }, "base_options", "missing"},
-		{"option without value", func(r *RunRequest) { r.NewOptions = "Hash=16 Ponder" }, "new_options", "name=value"},
-		{"option with two equals", func(r *RunRequest) { r.NewOptions = "Hash=16=2" }, "new_options", "name=value"},
-		{"non-ASCII option", func(r *RunRequest) { r.BaseOptions = "Hash=16 Café=1" }, "base_options", "ASCII"},
-		{"missing base signature", func(r *RunRequest) { r.BaseSignature = "" }, "base_signature", "missing"},
-		{"signature with leading zero", func(r *RunRequest) { r.NewSignature = "0123" }, "new_signature", "bench node count"},
-		{"signature with letters", func(r *RunRequest) { r.NewSignature = "12ab" }, "new_signature", "bench node count"},
-		{"bad net name", func(r *RunRequest) { r.BaseNets = []string{"nn-xyz.nnue"} }, "base_nets", "not a network name"},
-		{"net name with any character for the dot", func(r *RunRequest) { r.NewNets = []string{"nn-0123456789abxnnue"} }, "new_nets", "not a network name"},
-		{"duplicate net", func(r *RunRequest) { r.NewNets = []string{testNetA, testNetA} }, "new_nets", "twice"},
-		{"repo without a path", func(r *RunRequest) { r.TestsRepo = "https://github.com/" }, "tests_repo", "not a repository URL"},
-		{"plain http repo", func(r *RunRequest) { r.TestsRepo = "http://github.com/alice/Stockfish" }, "tests_repo", "not a repository URL"},
-		{"repo with a password", func(r *RunRequest) { r.TestsRepo = "https://alice:pw@github.com/alice/Stockfish" }, "tests_repo", "not a repository URL"},
-		{"ssh repo", func(r *RunRequest) { r.TestsRepo = "git@github.com:alice/Stockfish" }, "tests_repo", "not a repository URL"},
-		{"relative path", func(r *RunRequest) { r.TestsRepo = "stockfish.git" }, "tests_repo", "not a repository URL"},
-		{"unclean path", func(r *RunRequest) { r.TestsRepo = "/srv/../etc/stockfish.git" }, "tests_repo", "not a clean absolute path"},
-		{"missing info", func(r *RunRequest) { r.Info = "\n" }, "info", "missing"},
-		{"negative throughput", func(r *RunRequest) { r.Throughput = refTo(-1) }, "throughput", ">= 0"},
-		{"arch filter that does not compile", func(r *RunRequest) { r.ArchFilter = "x86-64-(avx2" }, "arch_filter", "invalid regular expression"},
-		{"arch filter matching nothing", func(r *RunRequest) { r.ArchFilter = "^sparc" }, "arch_filter", "matches no worker architecture"},
-		{"unknown compiler", func(r *RunRequest) { r.Compiler = "icc" }, "compiler", "not one of"},
-		{"no stop rule", func(r *RunRequest) { r.NumGames = 0 }, "num_games", "missing"},
-		{"negative games", func(r *RunRequest) { r.NumGames = -2000 }, "num_games", "negative"},
-		{"too few games", func(r *RunRequest) { r.NumGames = 500 }, "num_games", ">= 1000"},
-		{"games not a multiple of 1000", func(r *RunRequest) { r.NumGames = 1500 }, "num_games", "multiple of 1000"},
-		{"too many games", func(r *RunRequest) { r.NumGames = 3201000 }, "num_games", "<= 3200000"},
-		{"num_games with sprt", func(r *RunRequest) { r.SPRT = &SPRTRequest{Elo0: refTo(0.0), Elo1: refTo(2.0)} }, "num_games", "fixed-games"},
-		{"num_games with spsa", func(r *RunRequest) { r.SPSA = spsaRunRequest().SPSA }, "num_games", "spsa.num_games"},
-		{"sprt and spsa", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPSA = spsaRunRequest().SPSA }, "spsa", "not both"},
-		{"sprt without elo0", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo0 = nil }, "sprt.elo0", "missing"},
-		{"sprt without elo1", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo1 = nil }, "sprt.elo1", "missing"},
-		{"infinite elo0", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo0 = refTo(math.Inf(-1)) }, "sprt.elo0", "finite"},
-		{"NaN elo1", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo1 = refTo(math.NaN()) }, "sprt.elo1", "finite"},
-		{"bounds in the wrong order", func(r *RunRequest) {
+		{"empty base tag", func(r *protocol.RunRequest) { r.BaseTag = "" }, "base_tag", "missing"},
+		{"rescheduled from a non-id", func(r *protocol.RunRequest) { r.RescheduledFrom = "yesterday" }, "rescheduled_from", "not a run id"},
+		{"blank new tag", func(r *protocol.RunRequest) { r.NewTag = "  " }, "new_tag", "missing"},
+		{"short base sha", func(r *protocol.RunRequest) { r.ResolvedBase = "abc123" }, "resolved_base", "not a commit SHA"},
+		{"upper-case new sha", func(r *protocol.RunRequest) { r.ResolvedNew = strings.ToUpper(testShaNew) }, "resolved_new", "not a commit SHA"},
+		{"missing tc", func(r *protocol.RunRequest) { r.TC = "" }, "tc", "missing"},
+		{"tc with letters", func(r *protocol.RunRequest) { r.TC = "10s+0.1" }, "tc", "not a time control"},
+		{"tc with two increments", func(r *protocol.RunRequest) { r.TC = "10+0.1+1" }, "tc", "not a time control"},
+		{"tc whose games take no time", func(r *protocol.RunRequest) { r.TC = "0" }, "tc", "no time"},
+		{"moves of zero", func(r *protocol.RunRequest) { r.TC = "0/10" }, "tc", "not a time control"},
+		{"bad new tc", func(r *protocol.RunRequest) { r.NewTC = "fast" }, "new_tc", "not a time control"},
+		{"book without extension", func(r *protocol.RunRequest) { r.Book = "UHO_Lichess" }, "book", ".epd or .pgn"},
+		{"book with a path", func(r *protocol.RunRequest) { r.Book = "../secret.epd" }, "book", ".epd or .pgn"},
+		{"book that is only an extension", func(r *protocol.RunRequest) { r.Book = ".pgn" }, "book", ".epd or .pgn"},
+		{"book depth zero", func(r *protocol.RunRequest) { r.BookDepth = "0" }, "book_depth", "positive whole number"},
+		{"book depth not a number", func(r *protocol.RunRequest) { r.BookDepth = "eight" }, "book_depth", "positive whole number"},
+		{"zero threads", func(r *protocol.RunRequest) { r.Threads = refTo(0) }, "threads", ">= 1"},
+		{"negative threads", func(r *protocol.RunRequest) { r.Threads = refTo(-4) }, "threads", ">= 1"},
+		{"empty base options", func(r *protocol.RunRequest) { r.BaseOptions = " " }, "base_options", "missing"},
+		{"option without value", func(r *protocol.RunRequest) { r.NewOptions = "Hash=16 Ponder" }, "new_options", "name=value"},
+		{"option with two equals", func(r *protocol.RunRequest) { r.NewOptions = "Hash=16=2" }, "new_options", "name=value"},
+		{"non-ASCII option", func(r *protocol.RunRequest) { r.BaseOptions = "Hash=16 Café=1" }, "base_options", "ASCII"},
+		{"missing base signature", func(r *protocol.RunRequest) { r.BaseSignature = "" }, "base_signature", "missing"},
+		{"signature with leading zero", func(r *protocol.RunRequest) { r.NewSignature = "0123" }, "new_signature", "bench node count"},
+		{"signature with letters", func(r *protocol.RunRequest) { r.NewSignature = "12ab" }, "new_signature", "bench node count"},
+		{"bad net name", func(r *protocol.RunRequest) { r.BaseNets = []string{"nn-xyz.nnue"} }, "base_nets", "not a network name"},
+		{"net name with any character for the dot", func(r *protocol.RunRequest) { r.NewNets = []string{"nn-0123456789abxnnue"} }, "new_nets", "not a network name"},
+		{"duplicate net", func(r *protocol.RunRequest) { r.NewNets = []string{testNetA, testNetA} }, "new_nets", "twice"},
+		{"repo without a path", func(r *protocol.RunRequest) { r.TestsRepo = "https://github.com/" }, "tests_repo", "not a repository URL"},
+		{"plain http repo", func(r *protocol.RunRequest) { r.TestsRepo = "http://github.com/alice/Stockfish" }, "tests_repo", "not a repository URL"},
+		{"repo with a password", func(r *protocol.RunRequest) { r.TestsRepo = "https://alice:pw@github.com/alice/Stockfish" }, "tests_repo", "not a repository URL"},
+		{"ssh repo", func(r *protocol.RunRequest) { r.TestsRepo = "git@github.com:alice/Stockfish" }, "tests_repo", "not a repository URL"},
+		{"relative path", func(r *protocol.RunRequest) { r.TestsRepo = "stockfish.git" }, "tests_repo", "not a repository URL"},
+		{"unclean path", func(r *protocol.RunRequest) { r.TestsRepo = "/srv/../etc/stockfish.git" }, "tests_repo", "not a clean absolute path"},
+		{"missing info", func(r *protocol.RunRequest) { r.Info = "\n" }, "info", "missing"},
+		{"negative throughput", func(r *protocol.RunRequest) { r.Throughput = refTo(-1) }, "throughput", ">= 0"},
+		{"arch filter that does not compile", func(r *protocol.RunRequest) { r.ArchFilter = "x86-64-(avx2" }, "arch_filter", "invalid regular expression"},
+		{"arch filter matching nothing", func(r *protocol.RunRequest) { r.ArchFilter = "^sparc" }, "arch_filter", "matches no worker architecture"},
+		{"unknown compiler", func(r *protocol.RunRequest) { r.Compiler = "icc" }, "compiler", "not one of"},
+		{"no stop rule", func(r *protocol.RunRequest) { r.NumGames = 0 }, "num_games", "missing"},
+		{"negative games", func(r *protocol.RunRequest) { r.NumGames = -2000 }, "num_games", "negative"},
+		{"too few games", func(r *protocol.RunRequest) { r.NumGames = 500 }, "num_games", ">= 1000"},
+		{"games not a multiple of 1000", func(r *protocol.RunRequest) { r.NumGames = 1500 }, "num_games", "multiple of 1000"},
+		{"too many games", func(r *protocol.RunRequest) { r.NumGames = 3201000 }, "num_games", "<= 3200000"},
+		{"num_games with sprt", func(r *protocol.RunRequest) { r.SPRT = &protocol.SPRTRequest{Elo0: refTo(0.0), Elo1: refTo(2.0)} }, "num_games", "fixed-games"},
+		{"num_games with spsa", func(r *protocol.RunRequest) { r.SPSA = spsaRunRequest().SPSA }, "num_games", "spsa.num_games"},
+		{"sprt and spsa", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPSA = spsaRunRequest().SPSA }, "spsa", "not both"},
+		{"sprt without elo0", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo0 = nil }, "sprt.elo0", "missing"},
+		{"sprt without elo1", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo1 = nil }, "sprt.elo1", "missing"},
+		{"infinite elo0", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo0 = refTo(math.Inf(-1)) }, "sprt.elo0", "finite"},
+		{"NaN elo1", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo1 = refTo(math.NaN()) }, "sprt.elo1", "finite"},
+		{"bounds in the wrong order", func(r *protocol.RunRequest) {
 			*r = sprtRunRequest("10+0.1", 1)
 			r.SPRT.Elo0, r.SPRT.Elo1 = refTo(2.0), refTo(0.0)
 		}, "sprt.elo1", "greater than elo0"},
-		{"equal bounds", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo1 = refTo(0.0) }, "sprt.elo1", "greater than elo0"},
-		{"logistic model", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.EloModel = "logistic" }, "sprt.elo_model", "no longer accepted"},
-		{"BayesElo model", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.EloModel = "BayesElo" }, "sprt.elo_model", "no longer accepted"},
-		{"unknown model", func(r *RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.EloModel = "Elo" }, "sprt.elo_model", "unknown Elo model"},
-		{"spsa games too few", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.NumGames = 0 }, "spsa.num_games", ">= 1000"},
-		{"spsa games not a multiple", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.NumGames = 20500 }, "spsa.num_games", "multiple of 1000"},
-		{"spsa games too many", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.NumGames = 4000000 }, "spsa.num_games", "<= 3200000"},
-		{"spsa A and A_ratio", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.A, r.SPSA.ARatio = refTo(100.0), refTo(0.1) }, "spsa.A", "not both"},
-		{"spsa fractional A", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.A = refTo(0.1) }, "spsa.A", "A_ratio"},
-		{"spsa negative A", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.A = refTo(-5.0) }, "spsa.A", ">= 0"},
-		{"spsa negative A ratio", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.ARatio = refTo(-0.1) }, "spsa.A_ratio", ">= 0"},
-		{"spsa infinite alpha", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.Alpha = refTo(math.Inf(1)) }, "spsa.alpha", "finite"},
-		{"spsa negative gamma", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.Gamma = refTo(-0.1) }, "spsa.gamma", ">= 0"},
-		{"spsa without params", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "\n \n" }, "spsa.raw_params", "missing"},
-		{"spsa line with five fields", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "Tempo,20,0,50,2" }, "spsa.raw_params", "line 1"},
-		{"spsa c_end of zero", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "A,1,0,2,1,0\nB,1,0,2,0,0.1" }, "spsa.raw_params", "line 2"},
-		{"spsa negative r_end", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "A,1,0,2,1,-0.1" }, "spsa.raw_params", "r_end"},
-		{"spsa start not a number", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "A,x,0,2,1,0.1" }, "spsa.raw_params", "start"},
-		{"spsa parameter without a name", func(r *RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = ",1,0,2,1,0.1" }, "spsa.raw_params", "no name"},
-		{"spsa without new signature", func(r *RunRequest) { *r = spsaRunRequest(); r.NewSignature = "" }, "new_signature", "missing"},
+		{"equal bounds", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.Elo1 = refTo(0.0) }, "sprt.elo1", "greater than elo0"},
+		{"logistic model", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.EloModel = "logistic" }, "sprt.elo_model", "no longer accepted"},
+		{"BayesElo model", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.EloModel = "BayesElo" }, "sprt.elo_model", "no longer accepted"},
+		{"unknown model", func(r *protocol.RunRequest) { *r = sprtRunRequest("10+0.1", 1); r.SPRT.EloModel = "Elo" }, "sprt.elo_model", "unknown Elo model"},
+		{"spsa games too few", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.NumGames = 0 }, "spsa.num_games", ">= 1000"},
+		{"spsa games not a multiple", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.NumGames = 20500 }, "spsa.num_games", "multiple of 1000"},
+		{"spsa games too many", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.NumGames = 4000000 }, "spsa.num_games", "<= 3200000"},
+		{"spsa A and A_ratio", func(r *protocol.RunRequest) {
+			*r = spsaRunRequest()
+			r.SPSA.A, r.SPSA.ARatio = refTo(100.0), refTo(0.1)
+		}, "spsa.A", "not both"},
+		{"spsa fractional A", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.A = refTo(0.1) }, "spsa.A", "A_ratio"},
+		{"spsa negative A", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.A = refTo(-5.0) }, "spsa.A", ">= 0"},
+		{"spsa negative A ratio", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.ARatio = refTo(-0.1) }, "spsa.A_ratio", ">= 0"},
+		{"spsa infinite alpha", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.Alpha = refTo(math.Inf(1)) }, "spsa.alpha", "finite"},
+		{"spsa negative gamma", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.Gamma = refTo(-0.1) }, "spsa.gamma", ">= 0"},
+		{"spsa without params", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "\n \n" }, "spsa.raw_params", "missing"},
+		{"spsa line with five fields", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "Tempo,20,0,50,2" }, "spsa.raw_params", "line 1"},
+		{"spsa c_end of zero", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "A,1,0,2,1,0\nB,1,0,2,0,0.1" }, "spsa.raw_params", "line 2"},
+		{"spsa negative r_end", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "A,1,0,2,1,-0.1" }, "spsa.raw_params", "r_end"},
+		{"spsa start not a number", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = "A,x,0,2,1,0.1" }, "spsa.raw_params", "start"},
+		{"spsa parameter without a name", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.SPSA.RawParams = ",1,0,2,1,0.1" }, "spsa.raw_params", "no name"},
+		{"spsa without new signature", func(r *protocol.RunRequest) { *r = spsaRunRequest(); r.NewSignature = "" }, "new_signature", "missing"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -359,7 +363,7 @@ func TestRunLabel(t *testing.T) {
 }
 
 func TestNewRunMessage(t *testing.T) {
-	build := func(req RunRequest) *rundb.Run {
+	build := func(req protocol.RunRequest) *rundb.Run {
 		t.Helper()
 		r, err := BuildRun(req, "alice", submitTime)
 		if err != nil {

@@ -47,7 +47,7 @@ type side struct {
 //
 // CreateRun then makes the mirror keep the stored run's commits for good. Errors other than a
 // *FieldError are the caller's context ending.
-func (s *Scheduler) PrepareRun(ctx context.Context, req RunRequest) (RunRequest, error) {
+func (s *Scheduler) PrepareRun(ctx context.Context, req protocol.RunRequest) (protocol.RunRequest, error) {
 	repo := strings.TrimSuffix(strings.TrimSpace(req.TestsRepo), "/")
 	req.TestsRepo = repo
 	if repo == "" {

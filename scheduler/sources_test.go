@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoal-chess/shoal/books"
 	"github.com/shoal-chess/shoal/gitmirror/gitmirrortest"
+	"github.com/shoal-chess/shoal/protocol"
 )
 
 // engineRepo is a small engine's repository: master with two commits, a patch on it, a branch
@@ -36,7 +37,7 @@ func newEngineRepo(t *testing.T) engineRepo {
 }
 
 // byBranch is a fixed-games request naming its engines by branch alone.
-func (r engineRepo) byBranch(newTag, baseTag string) RunRequest {
+func (r engineRepo) byBranch(newTag, baseTag string) protocol.RunRequest {
 	req := fixedGamesRequest()
 	req.TestsRepo = r.Dir
 	req.NewTag, req.BaseTag = newTag, baseTag
@@ -116,18 +117,18 @@ func TestPrepareRunRefusesWhatItCannotResolve(t *testing.T) {
 	s.cfg.Sources = gitmirrortest.NewMirrors(t, repo.Dir, "https://127.0.0.1:1/")
 	cases := []struct {
 		name        string
-		edit        func(*RunRequest)
+		edit        func(*protocol.RunRequest)
 		field, want string
 	}{
-		{"an unknown branch", func(r *RunRequest) { r.NewTag = "no-such-branch" }, "new_tag", `no branch, tag or commit "no-such-branch"`},
-		{"an unknown base", func(r *RunRequest) { r.BaseTag = "gone" }, "base_tag", `no branch, tag or commit "gone"`},
-		{"a ref that could be an option", func(r *RunRequest) { r.NewTag = "--upload-pack=touch /tmp/x" }, "new_tag", "is not a branch, tag or commit name"},
-		{"a commit without a Bench line", func(r *RunRequest) { r.NewTag = "nobench" }, "new_signature", `has no "Bench: N" line`},
-		{"a repository not allowed", func(r *RunRequest) { r.TestsRepo = t.TempDir() }, "tests_repo", "not allowed"},
-		{"another transport", func(r *RunRequest) { r.TestsRepo = "ssh://github.com/alice/Stockfish" }, "tests_repo", "not allowed"},
-		{"a URL that passes a git option", func(r *RunRequest) { r.TestsRepo = "--upload-pack=touch /tmp/x" }, "tests_repo", "not allowed"},
-		{"an unreachable repository", func(r *RunRequest) { r.TestsRepo = "https://127.0.0.1:1/alice/Stockfish" }, "tests_repo", "not reachable"},
-		{"no repository", func(r *RunRequest) { r.TestsRepo = "" }, "tests_repo", "missing"},
+		{"an unknown branch", func(r *protocol.RunRequest) { r.NewTag = "no-such-branch" }, "new_tag", `no branch, tag or commit "no-such-branch"`},
+		{"an unknown base", func(r *protocol.RunRequest) { r.BaseTag = "gone" }, "base_tag", `no branch, tag or commit "gone"`},
+		{"a ref that could be an option", func(r *protocol.RunRequest) { r.NewTag = "--upload-pack=touch /tmp/x" }, "new_tag", "is not a branch, tag or commit name"},
+		{"a commit without a Bench line", func(r *protocol.RunRequest) { r.NewTag = "nobench" }, "new_signature", `has no "Bench: N" line`},
+		{"a repository not allowed", func(r *protocol.RunRequest) { r.TestsRepo = t.TempDir() }, "tests_repo", "not allowed"},
+		{"another transport", func(r *protocol.RunRequest) { r.TestsRepo = "ssh://github.com/alice/Stockfish" }, "tests_repo", "not allowed"},
+		{"a URL that passes a git option", func(r *protocol.RunRequest) { r.TestsRepo = "--upload-pack=touch /tmp/x" }, "tests_repo", "not allowed"},
+		{"an unreachable repository", func(r *protocol.RunRequest) { r.TestsRepo = "https://127.0.0.1:1/alice/Stockfish" }, "tests_repo", "not reachable"},
+		{"no repository", func(r *protocol.RunRequest) { r.TestsRepo = "" }, "tests_repo", "missing"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

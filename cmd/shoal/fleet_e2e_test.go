@@ -23,7 +23,6 @@ import (
 	"github.com/shoal-chess/shoal/bench"
 	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/protocol"
-	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -60,7 +59,7 @@ func startE2E(t *testing.T, machineLimit int) *e2eServer {
 }
 
 // submit creates and approves a run: the demo's arguments, changed by change.
-func (s *e2eServer) submit(t *testing.T, change func(*scheduler.RunRequest)) string {
+func (s *e2eServer) submit(t *testing.T, change func(*protocol.RunRequest)) string {
 	t.Helper()
 	req := demo.RunRequest("end-to-end test")
 	change(&req)
@@ -213,8 +212,8 @@ func checkClean(t *testing.T, rep *fleet.Report) {
 	}
 }
 
-func sprtRun(elo0, elo1 float64) func(*scheduler.RunRequest) {
-	return func(r *scheduler.RunRequest) { r.SPRT = &scheduler.SPRTRequest{Elo0: new(elo0), Elo1: new(elo1)} }
+func sprtRun(elo0, elo1 float64) func(*protocol.RunRequest) {
+	return func(r *protocol.RunRequest) { r.SPRT = &protocol.SPRTRequest{Elo0: new(elo0), Elo1: new(elo1)} }
 }
 
 func TestE2ESPRT(t *testing.T) {
@@ -250,7 +249,7 @@ func TestE2ESPRT(t *testing.T) {
 func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 	t.Parallel()
 	s := startE2E(t, 50)
-	id := s.submit(t, func(r *scheduler.RunRequest) { r.NumGames = 2000 })
+	id := s.submit(t, func(r *protocol.RunRequest) { r.NumGames = 2000 })
 	rep := s.fleet(t, fleet.Options{Workers: 50, Elo: 3, DrawRatio: 0.6, Seed: 5}, 60*time.Second, id)
 	checkClean(t, rep)
 	r := s.run(t, id)
@@ -307,9 +306,9 @@ func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 func TestE2ESPSAMovesTowardTheOptimum(t *testing.T) {
 	t.Parallel()
 	s := startE2E(t, 50)
-	id := s.submit(t, func(r *scheduler.RunRequest) {
+	id := s.submit(t, func(r *protocol.RunRequest) {
 		r.NewSignature = r.BaseSignature // an SPSA run plays one binary against itself
-		r.SPSA = &scheduler.SPSARequest{NumGames: 12000,
+		r.SPSA = &protocol.SPSARequest{NumGames: 12000,
 			RawParams: "Up,50,0,200,10,0.025\nDown,150,0,200,10,0.025"}
 	})
 	optimum := map[string]float64{"Up": 120, "Down": 80}
@@ -333,7 +332,7 @@ func TestE2EVanishingWorkersTasksAreReclaimedAndCountedOnce(t *testing.T) {
 	// 50 two-core workers, every one with a task from the first round (116 games each), five of
 	// which vanish after their first update, and two that send bad data.
 	s := startE2E(t, 50)
-	id := s.submit(t, func(r *scheduler.RunRequest) { r.NumGames = 6000 })
+	id := s.submit(t, func(r *protocol.RunRequest) { r.NumGames = 6000 })
 	rep := s.fleet(t, fleet.Options{Workers: 50, Concurrency: 2, Elo: 2, DrawRatio: 0.6, Vanish: 0.1, BadData: 0.04, Seed: 8}, 90*time.Second, id)
 
 	r := s.run(t, id)
@@ -396,7 +395,7 @@ func TestE2EFleetCommandWritesTheJSONReport(t *testing.T) {
 
 func testFleetCommandReport(t *testing.T, processes string) {
 	s := startE2E(t, 20)
-	id := s.submit(t, func(r *scheduler.RunRequest) { r.NumGames = 1000 })
+	id := s.submit(t, func(r *protocol.RunRequest) { r.NumGames = 1000 })
 	path := filepath.Join(t.TempDir(), "report.json")
 	var stdout, stderr bytes.Buffer
 	err := fleetCmd(context.Background(), []string{"--workers", "20", "--server", s.base, "--concurrency", "2",

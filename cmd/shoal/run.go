@@ -18,7 +18,6 @@ import (
 	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/protocol/apiclient"
-	"github.com/shoal-chess/shoal/scheduler"
 )
 
 // defaultServer is where `shoal run` sends requests without --server: a local `shoal serve`.
@@ -168,7 +167,7 @@ func runNew(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("run new: %w", err)
 	}
 
-	var req scheduler.RunRequest
+	var req protocol.RunRequest
 	if *file != "" {
 		if err := readRunFile(*file, &req); err != nil {
 			return fmt.Errorf("run new: %w", err)
@@ -221,7 +220,7 @@ func printResolved(ctx context.Context, c *apiclient.Client, runID string, w io.
 }
 
 // readRunFile reads a run's arguments, refusing keys the server would refuse.
-func readRunFile(path string, req *scheduler.RunRequest) error {
+func readRunFile(path string, req *protocol.RunRequest) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -238,7 +237,7 @@ func readRunFile(path string, req *scheduler.RunRequest) error {
 }
 
 // applyRunFlags copies the flags that were given (set) into req.
-func applyRunFlags(req *scheduler.RunRequest, set map[string]bool, str map[string]*string,
+func applyRunFlags(req *protocol.RunRequest, set map[string]bool, str map[string]*string,
 	ints map[string]*int, floats map[string]*float64, autoPurge, adjudication bool) error {
 	strFields := map[string]*string{
 		"base-tag": &req.BaseTag, "new-tag": &req.NewTag,
@@ -282,7 +281,7 @@ func applyRunFlags(req *scheduler.RunRequest, set map[string]bool, str map[strin
 			return err
 		}
 		if req.SPRT == nil {
-			req.SPRT = &scheduler.SPRTRequest{}
+			req.SPRT = &protocol.SPRTRequest{}
 		}
 		req.SPRT.Elo0, req.SPRT.Elo1 = &elo0, &elo1
 	}
@@ -296,7 +295,7 @@ func applyRunFlags(req *scheduler.RunRequest, set map[string]bool, str map[strin
 	spsaFlags := []string{"spsa-params", "spsa-a-ratio", "spsa-a", "spsa-alpha", "spsa-gamma"}
 	for _, name := range spsaFlags {
 		if set[name] && req.SPSA == nil {
-			req.SPSA = &scheduler.SPSARequest{}
+			req.SPSA = &protocol.SPSARequest{}
 		}
 	}
 	if req.SPSA != nil {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
@@ -67,9 +68,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/api/create_run":
 		var req struct {
-			Username string               `json:"username"`
-			Password string               `json:"password"`
-			Run      scheduler.RunRequest `json:"run"`
+			Username string              `json:"username"`
+			Password string              `json:"password"`
+			Run      protocol.RunRequest `json:"run"`
 		}
 		if err := dec.Decode(&req); err != nil {
 			fail(http.StatusBadRequest, err.Error())
@@ -104,15 +105,15 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // created decodes the last create_run body.
-func (f *fakeAPI) created(t *testing.T) (user, password string, run scheduler.RunRequest) {
+func (f *fakeAPI) created(t *testing.T) (user, password string, run protocol.RunRequest) {
 	t.Helper()
 	f.mu.Lock()
 	body := f.requests["/api/create_run"]
 	f.mu.Unlock()
 	var req struct {
-		Username string               `json:"username"`
-		Password string               `json:"password"`
-		Run      scheduler.RunRequest `json:"run"`
+		Username string              `json:"username"`
+		Password string              `json:"password"`
+		Run      protocol.RunRequest `json:"run"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatalf("create_run body %s: %v", body, err)

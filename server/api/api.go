@@ -92,8 +92,8 @@ type Scheduler interface {
 	RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskID int) (scheduler.Reply, error)
 	FailedTask(ctx context.Context, runID rundb.ObjectID, taskID int, message string) (scheduler.Reply, error)
 	StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, runID rundb.ObjectID, taskID int, message string, cpuHours float64) error
-	PrepareRun(ctx context.Context, req scheduler.RunRequest) (scheduler.RunRequest, error)
-	CreateRun(ctx context.Context, req scheduler.RunRequest, username string) (*rundb.Run, error)
+	PrepareRun(ctx context.Context, req protocol.RunRequest) (protocol.RunRequest, error)
+	CreateRun(ctx context.Context, req protocol.RunRequest, username string) (*rundb.Run, error)
 	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
 	RepoOfActiveCommit(ctx context.Context, sha string) (string, error)
 }

@@ -412,13 +412,13 @@ func TestSecurityRunJSONWithNonFiniteNumbers(t *testing.T) {
 }
 
 // securityRunRequest is an SPRT STC request.
-func securityRunRequest() scheduler.RunRequest {
+func securityRunRequest() protocol.RunRequest {
 	elo0, elo1 := 0.0, 2.0
-	return scheduler.RunRequest{
+	return protocol.RunRequest{
 		BaseTag: "master", NewTag: "patch", ResolvedBase: strings.Repeat("1", 40), ResolvedNew: strings.Repeat("2", 40),
 		TC: "10+0.1", BaseOptions: "Hash=16", NewOptions: "Hash=16",
 		BaseSignature: "2050811", NewSignature: "2061234",
 		TestsRepo: "https://github.com/alice/Stockfish", Info: "try a patch",
-		SPRT: &scheduler.SPRTRequest{Elo0: &elo0, Elo1: &elo1},
+		SPRT: &protocol.SPRTRequest{Elo0: &elo0, Elo1: &elo1},
 	}
 }

@@ -26,9 +26,9 @@ const maxSubmitBody = 1 << 20
 
 // createRunBody is POST /api/create_run: the submitter's credentials and the run's arguments.
 type createRunBody struct {
-	Username string                `json:"username"`
-	Password string                `json:"password"`
-	Run      *scheduler.RunRequest `json:"run"`
+	Username string               `json:"username"`
+	Password string               `json:"password"`
+	Run      *protocol.RunRequest `json:"run"`
 }
 
 // approveRunBody is POST /api/approve_run.

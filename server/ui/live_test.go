@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/server/ui/live"
@@ -258,7 +258,7 @@ func TestUILiveOtherPages(t *testing.T) {
 
 func TestUILiveRefusals(t *testing.T) {
 	env := newUIEnv(t)
-	fixed := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.SPRT, r.NumGames = nil, 20000 }))
+	fixed := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.SPRT, r.NumGames = nil, 20000 }))
 	for _, path := range []string{
 		"/tests/view/" + rundb.NewObjectID().Hex() + "/events",
 		"/tests/view/nonsense/events",

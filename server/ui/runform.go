@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/books"
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/stats"
@@ -320,7 +321,7 @@ func (e formErrors) add(field, msg string) {
 // reported here, by form field name; the scheduler judges the rest. A preset bounds choice
 // overrides the typed Elo0 and Elo1 (and writes them back into f), so the bounds menu works
 // without JavaScript.
-func (f *runForm) request() (scheduler.RunRequest, formErrors) {
+func (f *runForm) request() (protocol.RunRequest, formErrors) {
 	errs := formErrors{}
 	intField := func(name, value string, required bool) (int, bool) {
 		if value == "" {
@@ -348,7 +349,7 @@ func (f *runForm) request() (scheduler.RunRequest, formErrors) {
 		return &x
 	}
 
-	req := scheduler.RunRequest{
+	req := protocol.RunRequest{
 		BaseTag: f.BaseBranch, NewTag: f.TestBranch,
 		ResolvedBase: f.ResolvedBase, ResolvedNew: f.ResolvedNew,
 		MsgBase: f.MsgBase, MsgNew: f.MsgNew,
@@ -400,12 +401,12 @@ func (f *runForm) request() (scheduler.RunRequest, formErrors) {
 		case b.Key != customBounds:
 			f.Elo0, f.Elo1 = runFormFloat(b.Elo0), runFormFloat(b.Elo1)
 		}
-		req.SPRT = &scheduler.SPRTRequest{
+		req.SPRT = &protocol.SPRTRequest{
 			Elo0: floatField("sprt_elo0", f.Elo0), Elo1: floatField("sprt_elo1", f.Elo1),
 			EloModel: f.EloModel,
 		}
 	case stopSPSA:
-		spsa := &scheduler.SPSARequest{
+		spsa := &protocol.SPSARequest{
 			ARatio: floatField("spsa_A", f.SPSAA), Alpha: floatField("spsa_alpha", f.SPSAAlpha),
 			Gamma: floatField("spsa_gamma", f.SPSAGamma), RawParams: f.SPSARawParams,
 		}
@@ -458,7 +459,7 @@ const maxFieldChecks = 40
 // validation stops at the first bad field, so each round replaces that field by a valid
 // stand-in and asks again. The stand-ins are never stored; the form is submitted only once
 // every field is right.
-func checkRunRequest(req scheduler.RunRequest, username string, now time.Time) formErrors {
+func checkRunRequest(req protocol.RunRequest, username string, now time.Time) formErrors {
 	errs := formErrors{}
 	for range maxFieldChecks {
 		_, err := scheduler.BuildRun(req, username, now)
@@ -477,7 +478,7 @@ func checkRunRequest(req scheduler.RunRequest, username string, now time.Time) f
 // withRepositoryStandIns is req with valid stand-ins for what PrepareRun would have read from
 // the repository (commits, signatures, description), so that checkRunRequest reports the other
 // fields of a form whose repository or branches were refused. Never stored.
-func withRepositoryStandIns(req scheduler.RunRequest) scheduler.RunRequest {
+func withRepositoryStandIns(req protocol.RunRequest) protocol.RunRequest {
 	for _, f := range []struct {
 		field   string
 		missing bool
@@ -495,7 +496,7 @@ func withRepositoryStandIns(req scheduler.RunRequest) scheduler.RunRequest {
 
 // standIn replaces the named field of req by a valid value and reports whether it could. Nested
 // requests are copied first: req shares them with the caller.
-func standIn(req *scheduler.RunRequest, field string) bool {
+func standIn(req *protocol.RunRequest, field string) bool {
 	sha := strings.Repeat("0", 40)
 	switch field {
 	case "base_tag":

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
@@ -110,12 +111,12 @@ func (e *uiEnv) submittedRun(w interface{ Header() http.Header }) *rundb.Run {
 func (e *uiEnv) runOf(username string) *rundb.Run {
 	e.t.Helper()
 	zero, two := 0.0, 2.0
-	r, err := e.sched.CreateRun(context.Background(), scheduler.RunRequest{
+	r, err := e.sched.CreateRun(context.Background(), protocol.RunRequest{
 		BaseTag: "master", NewTag: "patch-" + username, ResolvedBase: formShaBase, ResolvedNew: formShaNew,
 		TC: "10+0.1", BaseOptions: "Hash=16", NewOptions: "Hash=16",
 		BaseSignature: "2050811", NewSignature: "2061234",
 		TestsRepo: "https://github.com/" + username + "/Stockfish", Info: "a test of " + username,
-		SPRT: &scheduler.SPRTRequest{Elo0: &zero, Elo1: &two},
+		SPRT: &protocol.SPRTRequest{Elo0: &zero, Elo1: &two},
 	}, username)
 	if err != nil {
 		e.t.Fatal(err)
@@ -274,11 +275,11 @@ func TestUIRunFormPage(t *testing.T) {
 	})
 
 	t.Run("reschedule an SPSA run", func(t *testing.T) {
-		r, err := env.sched.CreateRun(context.Background(), scheduler.RunRequest{
+		r, err := env.sched.CreateRun(context.Background(), protocol.RunRequest{
 			BaseTag: "master", NewTag: "tune", ResolvedBase: formShaBase, ResolvedNew: formShaNew,
 			TC: "10+0.1", BaseOptions: "Hash=16", NewOptions: "Hash=16", NewSignature: "2061234",
 			TestsRepo: "https://github.com/alice/Stockfish", Info: "tune",
-			SPSA: &scheduler.SPSARequest{RawParams: "Tempo,20,0,50,2,0.002", NumGames: 20000},
+			SPSA: &protocol.SPSARequest{RawParams: "Tempo,20,0,50,2,0.002", NumGames: 20000},
 		}, "alice")
 		if err != nil {
 			t.Fatal(err)

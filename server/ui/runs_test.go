@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/ui"
@@ -29,13 +30,13 @@ const (
 func runsFloat(x float64) *float64 { return &x }
 
 // runsTestRequest is an SPRT STC request; change adjusts it.
-func runsTestRequest(change func(*scheduler.RunRequest)) scheduler.RunRequest {
-	req := scheduler.RunRequest{
+func runsTestRequest(change func(*protocol.RunRequest)) protocol.RunRequest {
+	req := protocol.RunRequest{
 		BaseTag: "master", NewTag: "patch", ResolvedBase: runsTestBase, ResolvedNew: runsTestNew,
 		TC: "10+0.1", BaseOptions: "Hash=16", NewOptions: "Hash=16",
 		BaseSignature: "2050811", NewSignature: "2061234",
 		TestsRepo: "https://github.com/alice/Stockfish", Info: "try a patch",
-		SPRT: &scheduler.SPRTRequest{Elo0: runsFloat(0), Elo1: runsFloat(2)},
+		SPRT: &protocol.SPRTRequest{Elo0: runsFloat(0), Elo1: runsFloat(2)},
 	}
 	if change != nil {
 		change(&req)
@@ -44,7 +45,7 @@ func runsTestRequest(change func(*scheduler.RunRequest)) scheduler.RunRequest {
 }
 
 // runsAdd stores a new run of owner built from req.
-func (e *uiEnv) runsAdd(owner string, req scheduler.RunRequest) *rundb.Run {
+func (e *uiEnv) runsAdd(owner string, req protocol.RunRequest) *rundb.Run {
 	e.t.Helper()
 	r, err := scheduler.BuildRun(req, owner, time.Now())
 	if err != nil {
@@ -142,12 +143,12 @@ func runsSection(page, id string) string {
 
 func TestUIRunsHomepage(t *testing.T) {
 	env := newUIEnv(t)
-	env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "waiting" }))
-	active := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "playing" }))
+	env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "waiting" }))
+	active := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "playing" }))
 	env.runsMakeActive(active.ID, runsTask(runsWorker("carol", "abcd1234-5678", 8), true, 30, 20, 50))
-	failed := env.runsAdd("bob", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "crashed" }))
+	failed := env.runsAdd("bob", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "crashed" }))
 	env.runsFinish(failed.ID, func(r *rundb.Run) { r.Failed, r.Failures = true, 1 })
-	done := env.runsAdd("bob", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "finished-one" }))
+	done := env.runsAdd("bob", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "finished-one" }))
 	env.runsFinish(done.ID, func(r *rundb.Run) { r.IsGreen = true })
 
 	for _, who := range []string{"", "alice"} {
@@ -191,7 +192,7 @@ func TestUIRunsHomepage(t *testing.T) {
 
 	t.Run("page 2 shows only finished runs", func(t *testing.T) {
 		for i := range 30 {
-			r := env.runsAdd("bob", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = fmt.Sprintf("old-%d", i) }))
+			r := env.runsAdd("bob", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = fmt.Sprintf("old-%d", i) }))
 			env.runsFinish(r.ID, nil)
 		}
 		page := body(env.anon().get("/tests?page=2"))
@@ -222,7 +223,7 @@ func runsOr(s, def string) string {
 func TestUIRunsHomepageFilters(t *testing.T) {
 	env := newUIEnv(t)
 	sprt := env.runsAdd("alice", runsTestRequest(nil))
-	ltc := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) {
+	ltc := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) {
 		r.SPRT, r.NumGames, r.TC, r.Threads = nil, 20000, "60+0.6", new(8)
 		r.BaseOptions, r.NewOptions = "Hash=512", "Hash=512"
 	}))
@@ -275,7 +276,7 @@ func TestUIRunsHomepageFilters(t *testing.T) {
 func TestUIRunsFinished(t *testing.T) {
 	env := newUIEnv(t)
 	mk := func(owner, tag, info string, change func(*rundb.Run)) *rundb.Run {
-		r := env.runsAdd(owner, runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag, r.Info = tag, info }))
+		r := env.runsAdd(owner, runsTestRequest(func(r *protocol.RunRequest) { r.NewTag, r.Info = tag, info }))
 		env.runsFinish(r.ID, change)
 		return r
 	}
@@ -283,7 +284,7 @@ func TestUIRunsFinished(t *testing.T) {
 	mk("bob", "bob-yellow", "eval tweak", func(r *rundb.Run) { r.IsYellow = true })
 	mk("carol", "carol-ltc", "LTC: search", func(r *rundb.Run) { r.TCBase = 60 })
 	mk("carol", "carol-deleted", "search", func(r *rundb.Run) { r.Deleted = true })
-	env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "alice-running" }))
+	env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "alice-running" }))
 
 	for _, tc := range []struct {
 		query   string
@@ -329,7 +330,7 @@ func TestUIRunsFinished(t *testing.T) {
 func TestUIRunsFinishedPagesAndCaps(t *testing.T) {
 	env := newUIEnv(t)
 	for i := range 30 {
-		r := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) {
+		r := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) {
 			r.NewTag, r.Info = fmt.Sprintf("run-%02d", i), "batch"
 		}))
 		env.runsFinish(r.ID, nil)
@@ -389,10 +390,10 @@ func TestUIRunsFinishedPagesAndCaps(t *testing.T) {
 
 func TestUIRunsUserPage(t *testing.T) {
 	env := newUIEnv(t)
-	mine := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "alice-pending" }))
-	done := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "alice-done" }))
+	mine := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "alice-pending" }))
+	done := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "alice-done" }))
 	env.runsFinish(done.ID, nil)
-	env.runsAdd("bob", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "bob-pending" }))
+	env.runsAdd("bob", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "bob-pending" }))
 	for _, b := range []*browser{env.anon(), env.as("bob")} {
 		w := b.get("/tests/user/alice")
 		page := body(w)
@@ -413,12 +414,12 @@ func TestUIRunsUserPage(t *testing.T) {
 
 func TestUIRunsMachines(t *testing.T) {
 	env := newUIEnv(t)
-	r1 := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "first-test" }))
+	r1 := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "first-test" }))
 	env.runsMakeActive(r1.ID,
 		runsTask(runsWorker("carol", "aaaa1111-1", 4), true, 1, 1, 2),
 		runsTask(runsWorker("alice", "bbbb2222-2", 16), true, 1, 1, 2),
 		runsTask(runsWorker("dave", "cccc3333-3", 2), false, 1, 1, 2)) // finished task: not at work
-	r2 := env.runsAdd("bob", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "second-test" }))
+	r2 := env.runsAdd("bob", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "second-test" }))
 	env.runsMakeActive(r2.ID, runsTask(runsWorker("carol", "dddd4444-4", 8), true, 1, 1, 2))
 
 	names := func(page string) []string {
@@ -472,7 +473,7 @@ func TestUIRunsMachines(t *testing.T) {
 // written so far: results that have not been flushed yet are on the page.
 func TestUIRunsHomepageReadsTheRunCache(t *testing.T) {
 	env := newUIEnv(t)
-	r := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "fresh" }))
+	r := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "fresh" }))
 	env.runsMakeActive(r.ID, runsTask(runsWorker("carol", "abcd1234-5678", 8), true, 30, 20, 50))
 	err := env.runs.Update(context.Background(), r.ID, rundb.PrioNormal, func(r *rundb.Run) error {
 		r.Results.Wins += 2 // not written: NORMAL waits for the flush job, which is not running

@@ -132,8 +132,8 @@ type Scheduler interface {
 	UnfinishedRuns(ctx context.Context) ([]*rundb.Run, error)
 	ActiveTasks(ctx context.Context) ([]scheduler.ActiveTask, error)
 	TaskSemaphoreSize() int
-	PrepareRun(ctx context.Context, req scheduler.RunRequest) (scheduler.RunRequest, error)
-	CreateRun(ctx context.Context, req scheduler.RunRequest, username string) (*rundb.Run, error)
+	PrepareRun(ctx context.Context, req protocol.RunRequest) (protocol.RunRequest, error)
+	CreateRun(ctx context.Context, req protocol.RunRequest, username string) (*rundb.Run, error)
 	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
 	ModifyRun(ctx context.Context, id rundb.ObjectID, username string, approver bool, m scheduler.RunModification) (scheduler.ModifyResult, error)
 	StopRunByUser(ctx context.Context, id rundb.ObjectID, username string) error

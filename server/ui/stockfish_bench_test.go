@@ -58,9 +58,9 @@ func BenchmarkStockfishSubmitAndRunPage(b *testing.B) {
 	zero, two := 0.0, 2.0
 	// master's newest commit may name no bench ("No functional change"): the signatures are
 	// given, the commit is still resolved by name.
-	req := scheduler.RunRequest{BaseTag: parent, NewTag: "master", ResolvedBase: parent, BaseSignature: "1", NewSignature: "1",
+	req := protocol.RunRequest{BaseTag: parent, NewTag: "master", ResolvedBase: parent, BaseSignature: "1", NewSignature: "1",
 		TC: "10+0.1", BaseOptions: "Hash=16", NewOptions: "Hash=16", TestsRepo: repo,
-		SPRT: &scheduler.SPRTRequest{Elo0: &zero, Elo1: &two}}
+		SPRT: &protocol.SPRTRequest{Elo0: &zero, Elo1: &two}}
 	// The networks the sources name must be on the server.
 	for _, sha := range []string{head.SHA, parent} {
 		evaluate, _ := mirrors.File(ctx, repo, sha, "src/evaluate.h", 1<<20)

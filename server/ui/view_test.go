@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/ui"
 )
 
@@ -149,7 +149,7 @@ func TestUIViewPage(t *testing.T) {
 func TestUIViewWarnings(t *testing.T) {
 	env := newUIEnv(t)
 	plain := env.runsAdd("alice", runsTestRequest(nil))
-	odd := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) {
+	odd := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) {
 		r.TC, r.NewTC = "60+0.6", "30+0.3"
 		r.BaseOptions, r.NewOptions = "Hash=16", "Hash=64 Threads=1"
 		r.Throughput, r.Priority = new(200), 1
@@ -296,7 +296,7 @@ func TestUIViewLiveEloAndStats(t *testing.T) {
 	env := newUIEnv(t)
 	sprt := env.runsAdd("alice", runsTestRequest(nil))
 	env.runsMakeActive(sprt.ID, runsTask(runsWorker("carol", "aaaa1111-1", 8), true, 300, 200, 500))
-	fixed := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.SPRT, r.NumGames = nil, 20000 }))
+	fixed := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.SPRT, r.NumGames = nil, 20000 }))
 	env.runsMakeActive(fixed.ID, runsTask(runsWorker("carol", "bbbb2222-1", 8), true, 30, 20, 50))
 
 	for _, b := range []*browser{env.anon(), env.as("alice")} {
