@@ -6,7 +6,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -160,6 +162,19 @@ func (s *Server) runs() RunSource { return s.deps.Role().Runs }
 // with "<path>: <message>" and the time spent.
 func Error(c *gin.Context, status int, msg string) {
 	c.AbortWithStatusJSON(status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
+}
+
+// internalError answers 500 in the API's error shape and records err for the access log, which
+// logs every 5xx with the request it belongs to.
+func (s *Server) internalError(c *gin.Context, err error) {
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		// The client went away (a worker's timeout, a closed page): nothing failed here, and
+		// nobody reads the answer. 499 is nginx's code for it.
+		c.AbortWithStatus(guard.StatusClientClosedRequest)
+		return
+	}
+	_ = c.Error(err)
+	Error(c, http.StatusInternalServerError, "Internal Server Error")
 }
 
 // duration returns the seconds spent on the request so far, the worker protocol's duration.

@@ -23,7 +23,7 @@ import (
 
 // The golden replies of the worker API: every endpoint's reply, read as fishtest's worker reads
 // it (a Python dict: keys match exactly, case included), has exactly the keys and JSON types that
-// the reference (shared/spec/fishtest-reference.md, sections 1 and 9.3) gives, and decodes into
+// fishtest's API gives (docs/PROTOCOL.md lists them), and decodes into
 // the reply type the worker uses with no key left over.
 //
 // A shape is "number", "string", "boolean" or "object" (any JSON object), a map of the exact

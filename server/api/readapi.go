@@ -34,19 +34,6 @@ const maxActions = 200
 // maxActionsBody bounds the /api/actions request body: a filter of a few scalars is tiny.
 const maxActionsBody = 64 << 10
 
-// internalError answers 500 in the API's error shape and records err for the access log, which
-// logs every 5xx with the request it belongs to.
-func (s *Server) internalError(c *gin.Context, err error) {
-	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
-		// The client went away (a worker's timeout, a closed page): nothing failed here, and
-		// nobody reads the answer. 499 is nginx's code for it.
-		c.AbortWithStatus(guard.StatusClientClosedRequest)
-		return
-	}
-	_ = c.Error(err)
-	Error(c, http.StatusInternalServerError, "Internal Server Error")
-}
-
 // allowAnyOrigin adds the CORS headers fishtest sends on /api/actions and /api/get_run, so that
 // pages on other sites can read them.
 func allowAnyOrigin(c *gin.Context) {

@@ -71,12 +71,16 @@ func (s *Server) PrimaryOnly(c *gin.Context) {
 	c.Next()
 }
 
-// schedulerKey is where PrimaryOnly keeps the scheduler a worker call is handled by.
+// schedulerKey is where PrimaryOnly keeps the scheduler a worker call is handled by; primaryOf
+// is the one way to read it.
 const schedulerKey = "shoal.scheduler"
 
-// primaryOf is the scheduler PrimaryOnly let the worker call c in with.
+// primaryOf is the scheduler PrimaryOnly let the call c in with, or nil on a route without
+// PrimaryOnly. A worker call's handlers read it once, as workerRequest.sched.
 func primaryOf(c *gin.Context) Scheduler {
-	return c.MustGet(schedulerKey).(Scheduler)
+	v, _ := c.Get(schedulerKey)
+	sched, _ := v.(Scheduler)
+	return sched
 }
 
 // RetryLater answers a worker call that this instance cannot take now, shutting down or not the
@@ -99,8 +103,9 @@ type workerRequest struct {
 	// info is the worker_info to store: the request's, with the address the task was created
 	// from (or the caller's, for a new task) and the country nginx reports.
 	info rundb.WorkerInfo
-	// sched is the scheduler the call is handled by (PrimaryOnly's), nil on a secondary: read
-	// once, so that a step-down meanwhile does not change it halfway.
+	// sched is the scheduler the call is handled by (PrimaryOnly's; for upload_pgn the
+	// instance's, nil on a secondary): read once, so that a step-down meanwhile does not change
+	// it halfway. Handlers behind PrimaryOnly find it set.
 	sched Scheduler
 }
 
@@ -278,9 +283,9 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 	if !ok {
 		return
 	}
-	sched := s.scheduler()
-	if v, ok := c.Get(schedulerKey); ok {
-		sched = v.(Scheduler) // PrimaryOnly's
+	sched := primaryOf(c)
+	if sched == nil { // upload_pgn, which any instance takes
+		sched = s.scheduler()
 	}
 	var legacy func(string) bool
 	if sched != nil {
@@ -444,7 +449,7 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	// No token here: request_task is memory work but for its rare database reads and writes,
 	// which take one through the scheduler's DBGate. A storm's requests must not queue for
 	// tokens behind the database's other work.
-	reply, err := primaryOf(c).RequestTask(c.Request.Context(), w.info, w.user.EffectiveMachineLimit(), requestScheme(c.Request)+"://"+c.Request.Host)
+	reply, err := w.sched.RequestTask(c.Request.Context(), w.info, w.user.EffectiveMachineLimit(), requestScheme(c.Request)+"://"+c.Request.Host)
 	if err == nil {
 		err = reply.Stored(c.Request.Context())
 	}
@@ -579,7 +584,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 		}
 	}
 	s.schedulerCall(c, s.deps.Tokens.Do, updateReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return primaryOf(c).UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
+		return w.sched.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
 	})
 }
 
@@ -588,7 +593,7 @@ func (s *Server) beat(c *gin.Context, w *workerRequest) {
 		return
 	}
 	s.schedulerCall(c, s.memoryOrDB(w.sched, w.run), updateReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return primaryOf(c).Beat(ctx, w.run, w.taskID())
+		return w.sched.Beat(ctx, w.run, w.taskID())
 	})
 }
 
@@ -597,7 +602,7 @@ func (s *Server) requestSPSA(c *gin.Context, w *workerRequest) {
 		return
 	}
 	s.schedulerCall(c, s.memoryOrDB(w.sched, w.run), spsaReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return primaryOf(c).RequestSPSA(ctx, w.run, w.taskID())
+		return w.sched.RequestSPSA(ctx, w.run, w.taskID())
 	})
 }
 
@@ -606,7 +611,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 		return
 	}
 	s.schedulerCall(c, s.deps.Tokens.Do, failedReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return primaryOf(c).FailedTask(ctx, w.run, w.taskID(), w.message())
+		return w.sched.FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }
 
@@ -624,7 +629,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		case !errors.Is(err, rundb.ErrNotFound):
 			return err
 		}
-		return primaryOf(c).StopRunByWorker(ctx, w.info, w.run, w.taskID(), msg, hours)
+		return w.sched.StopRunByWorker(ctx, w.info, w.run, w.taskID(), msg, hours)
 	})
 	var msgErr string
 	switch {
@@ -678,7 +683,7 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 		Time: float64(time.Now().UnixMicro()) / 1e6, Message: w.message()}
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		if w.run != (rundb.ObjectID{}) {
-			label, err := primaryOf(c).RunLabel(ctx, w.run) // worker_log is primary-only
+			label, err := w.sched.RunLabel(ctx, w.run) // worker_log is primary-only
 			if err != nil {
 				return err
 			}
