@@ -22,9 +22,8 @@ import (
 )
 
 // The golden replies of the worker API: every endpoint's reply, read as fishtest's worker reads
-// it (a Python dict: keys match exactly, case included), has exactly the keys and JSON types that
-// fishtest's API gives (docs/PROTOCOL.md lists them), and decodes into
-// the reply type the worker uses with no key left over.
+// it (a Python dict: keys match exactly, case included), has exactly the keys and JSON types of
+// fishtest's own replies, and decodes into the reply type the worker uses with no key left over.
 //
 // A shape is "number", "string", "boolean" or "object" (any JSON object), a map of the exact
 // keys to their shapes, or a one-element slice: an array, not empty, whose every element has
