@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,6 +53,10 @@ type Config struct {
 	// file in the data directory (a mirror or CDN of the networks); empty means this server's
 	// own /nn/.
 	NNURL string
+	// TrustedProxies are the reverse proxies whose forwarding headers (the client's address,
+	// scheme and country) the server believes: addresses or CIDR prefixes, checked by
+	// ParseTrustedProxies. Connections from them are not limited per address.
+	TrustedProxies []string
 	// ReposAllowed are the engine repositories runs may name (tests_repo), which the server
 	// mirrors: https:// URL prefixes, each admitting the repositories under it, and absolute
 	// paths of local repositories, each admitting itself.
@@ -162,6 +167,7 @@ func DefaultConfig() Config {
 		EmbeddedDBProcess:     true,
 		LogLevel:              "info",
 		ReposAllowed:          []string{"https://github.com/"},
+		TrustedProxies:        []string{"127.0.0.1", "::1"},
 		ReposFetchTimeout:     10 * time.Minute,
 		ReposMaxMB:            2048,
 		SourceCacheMB:         1024,
@@ -314,6 +320,8 @@ func options() []Option[Config] {
 			func(c *Config) *string { return &c.LogLevel }, checkLogLevel),
 		String("books_url", "URL of the books.json metadata refreshed every 15 scavenge periods (15 minutes by default); empty: only the database's",
 			func(c *Config) *string { return &c.BooksURL }, checkOptionalURL),
+		List("trusted_proxies", "reverse proxies whose X-Forwarded-For, X-Forwarded-Proto and X-Country-Code are believed, and whose connections are not limited per address: addresses or CIDR prefixes, comma-separated; none as wide as 0.0.0.0/0 or ::/0",
+			func(c *Config) *[]string { return &c.TrustedProxies }, checkTrustedProxies),
 		List("repos_allowed", "engine repositories runs may name, mirrored by the server: https:// URL prefixes (each admits the repositories under it) and absolute paths of local repositories, comma-separated",
 			func(c *Config) *[]string { return &c.ReposAllowed }, checkReposAllowed),
 		durationOption("repos_fetch_timeout", "the longest one fetch of a repository's mirror may take",
@@ -504,7 +512,6 @@ func checkDatabase(s string) error {
 	return nil
 }
 
-// checkOptionalURL accepts an empty string or an absolute http(s) URL.
 // checkReposAllowed accepts https:// URL prefixes with a host and nothing after the path, and
 // absolute paths; the mirrors check each entry again when they start.
 func checkReposAllowed(entries []string) error {
@@ -520,6 +527,7 @@ func checkReposAllowed(entries []string) error {
 	return nil
 }
 
+// checkOptionalURL accepts an empty string or an absolute http(s) URL.
 func checkOptionalURL(s string) error {
 	if s == "" {
 		return nil
@@ -591,4 +599,46 @@ func checkMetricsToken(s string) error {
 		return errors.New("must be empty or at least 16 characters")
 	}
 	return nil
+}
+
+// mappedIPv4 is the first IPv4 address mapped into IPv6: a prefix of 96 bits or fewer that holds
+// it holds every IPv4 address.
+var mappedIPv4 = netip.MustParseAddr("::ffff:0.0.0.0")
+
+func checkTrustedProxies(entries []string) error {
+	_, err := ParseTrustedProxies(entries)
+	return err
+}
+
+// ParseTrustedProxies reads trusted_proxies: addresses ("10.0.0.5", "::1") or CIDR prefixes
+// ("10.0.0.0/8"). It refuses an entry that is neither, and a prefix that holds every IPv4 or
+// every IPv6 address (0.0.0.0/0, ::/0, ::ffff:0:0/96 and wider): with it any client could choose
+// its own address for the per-address limits. An IPv4 address mapped into IPv6 is read as the
+// IPv4 one, as Go reports such a peer.
+func ParseTrustedProxies(entries []string) ([]netip.Prefix, error) {
+	prefixes := make([]netip.Prefix, 0, len(entries))
+	for _, e := range entries {
+		var p netip.Prefix
+		if strings.Contains(e, "/") {
+			pr, err := netip.ParsePrefix(e)
+			if err != nil {
+				return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", e)
+			}
+			p = pr.Masked()
+		} else {
+			a, err := netip.ParseAddr(e)
+			if err != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", e)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Bits() == 0 || (p.Bits() <= 96 && p.Contains(mappedIPv4)) {
+			return nil, fmt.Errorf("%q holds every address, so any client could choose its own; list the proxies' addresses", e)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		prefixes = append(prefixes, p)
+	}
+	return prefixes, nil
 }

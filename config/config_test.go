@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -96,6 +97,7 @@ func TestDefaultConfig(t *testing.T) {
 		EmbeddedDBProcess:     true,
 		LogLevel:              "info",
 		ReposAllowed:          []string{"https://github.com/"},
+		TrustedProxies:        []string{"127.0.0.1", "::1"},
 		ReposFetchTimeout:     10 * time.Minute,
 		ReposMaxMB:            2048,
 		SourceCacheMB:         1024,
@@ -212,6 +214,7 @@ func TestOptionTable(t *testing.T) {
 		"max_connections_per_address": "max-connections-per-address",
 		"max_connections":             "max-connections",
 		"repos_allowed":               "repos-allowed",
+		"trusted_proxies":             "trusted-proxies",
 		"repos_fetch_timeout":         "repos-fetch-timeout",
 		"repos_max_mb":                "repos-max-mb",
 		"repos_ca_file":               "repos-ca-file",
@@ -274,6 +277,16 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			name: "a list from a TOML array",
 			in:   loadInput{file: "repos_allowed = [\"https://github.com/\", \"/srv/git/stockfish.git\"]\n"},
 			want: defaultsWith(func(c *Config) { c.ReposAllowed = []string{"https://github.com/", "/srv/git/stockfish.git"} }),
+		},
+		{
+			name: "trusted proxies on another host, by address and by prefix",
+			in:   loadInput{file: "trusted_proxies = [\"10.0.0.5\", \"fd00:1::/64\", \"192.168.7.0/24\"]\n"},
+			want: defaultsWith(func(c *Config) { c.TrustedProxies = []string{"10.0.0.5", "fd00:1::/64", "192.168.7.0/24"} }),
+		},
+		{
+			name: "no trusted proxy at all",
+			in:   loadInput{file: "trusted_proxies = []\n"},
+			want: defaultsWith(func(c *Config) { c.TrustedProxies = nil }),
 		},
 		{
 			name: "a list from the environment, comma-separated",
@@ -436,6 +449,26 @@ func TestLoadConfigInvalidValues(t *testing.T) {
 			name: "a repository prefix that is not https",
 			in:   loadInput{args: []string{"--repos-allowed", "https://github.com/,git://example.org/"}},
 			want: []string{`invalid repos_allowed "https://github.com/,git://example.org/" (from --repos-allowed)`, `"git://example.org/" is neither an https:// URL prefix`},
+		},
+		{
+			name: "a trusted proxy that is no address",
+			in:   loadInput{args: []string{"--trusted-proxies", "127.0.0.1,proxy.example.org"}},
+			want: []string{`invalid trusted_proxies "127.0.0.1,proxy.example.org" (from --trusted-proxies)`, `"proxy.example.org" is neither an address nor a CIDR prefix`},
+		},
+		{
+			name: "every IPv4 address as a trusted proxy",
+			in:   loadInput{env: map[string]string{"SHOAL_TRUSTED_PROXIES": "0.0.0.0/0"}},
+			want: []string{"trusted_proxies", "SHOAL_TRUSTED_PROXIES", `"0.0.0.0/0" holds every address`},
+		},
+		{
+			name: "every IPv6 address as a trusted proxy",
+			in:   loadInput{file: "trusted_proxies = [\"::1\", \"::/0\"]\n"},
+			want: []string{"trusted_proxies", "config file", `"::/0" holds every address`},
+		},
+		{
+			name: "every IPv4 address, written mapped into IPv6",
+			in:   loadInput{file: "trusted_proxies = [\"::ffff:0.0.0.0/96\"]\n"},
+			want: []string{"trusted_proxies", `holds every address`},
 		},
 		{
 			name: "a repository path that is relative",
@@ -936,5 +969,24 @@ func TestFlagHelpNamesValueKinds(t *testing.T) {
 	}
 	if strings.Contains(serve, "(default false)") {
 		t.Errorf("a switch shows its default:\n%s", serve)
+	}
+}
+
+// The prefixes the server trusts are the setting's, masked, with an IPv4 address mapped into
+// IPv6 read as the IPv4 one (Go reports an IPv4 peer so).
+func TestParseTrustedProxies(t *testing.T) {
+	got, err := ParseTrustedProxies([]string{"10.0.0.5", "10.1.2.3/8", "::1", "::ffff:192.0.2.0/120"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32"), netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("192.0.2.0/24")}
+	if !slices.Equal(got, want) {
+		t.Errorf("ParseTrustedProxies = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"", "fe80::1%eth0", "10.0.0.0/33", "0.0.0.0/0", "::/0", "::ffff:0:0/90"} {
+		if _, err := ParseTrustedProxies([]string{bad}); err == nil {
+			t.Errorf("ParseTrustedProxies(%q) accepted it", bad)
+		}
 	}
 }

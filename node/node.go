@@ -33,6 +33,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
+	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -266,8 +267,13 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 			_ = mirrors.Close()
 		}
 	}()
+	prefixes, err := config.ParseTrustedProxies(cfg.TrustedProxies) // Load checked them
+	if err != nil {
+		return nil, fmt.Errorf("trusted_proxies: %w", err)
+	}
+	proxies := guard.NewProxies(prefixes)
 	deps := server.Deps{
-		Metrics: m, Gatherer: reg,
+		Metrics: m, Gatherer: reg, TrustedProxies: proxies,
 		Logger: logger, Tokens: tokens,
 		Version: env.Version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir, NNURL: cfg.NNURL, TransferTimeout: cfg.TransferTimeout,
@@ -324,7 +330,7 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	limits := server.ConnLimits{PerAddress: cfg.MaxConnsPerAddress, Total: maxConns(cfg.MaxConns, logger),
-		Exempt: server.TrustedProxies, Metrics: m}
+		Exempt: proxies, Metrics: m}
 	logger.Info("connection limits", "per_address", limits.PerAddress, "total", limits.Total,
 		"read_timeout", cfg.ReadTimeout, "write_timeout", cfg.WriteTimeout, "idle_timeout", cfg.IdleTimeout)
 	limited := server.LimitListener(ln, limits)

@@ -17,10 +17,10 @@ type ConnLimits struct {
 	PerAddress int
 	// Total is how many connections may be open at once in all; 0 means no limit.
 	Total int
-	// Exempt lists the addresses not limited per address: the trusted local proxy, whose
-	// connections carry every client and which limits its clients itself (configs/nginx.conf).
-	// They still count towards Total.
-	Exempt []netip.Addr
+	// Exempt are the addresses not limited per address: the trusted proxies, whose connections
+	// carry every client and which limit their clients themselves (configs/nginx.conf). They
+	// still count towards Total. The zero value exempts loopback, as guard.Proxies trusts it.
+	Exempt guard.Proxies
 	// Metrics counts open and refused connections; nil counts nothing.
 	Metrics *metrics.Metrics
 }
@@ -29,18 +29,13 @@ type ConnLimits struct {
 // closed at once, so that the client hears a reset instead of waiting in the kernel's backlog,
 // and the listener keeps accepting everybody else.
 func LimitListener(ln net.Listener, l ConnLimits) net.Listener {
-	exempt := make(map[netip.Addr]bool, len(l.Exempt))
-	for _, a := range l.Exempt {
-		exempt[a.Unmap()] = true
-	}
-	return &limitListener{Listener: ln, limits: l, exempt: exempt, open: make(map[netip.Addr]int)}
+	return &limitListener{Listener: ln, limits: l, open: make(map[netip.Addr]int)}
 }
 
 // limitListener is safe for concurrent use: mu guards open and total.
 type limitListener struct {
 	net.Listener
 	limits ConnLimits
-	exempt map[netip.Addr]bool
 
 	mu    sync.Mutex
 	open  map[netip.Addr]int // per client key, only for addresses that are limited
@@ -71,7 +66,7 @@ func (l *limitListener) clientKey(addr net.Addr) (netip.Addr, bool) {
 		return netip.Addr{}, false // not an IP connection (a Unix socket): nobody to tell apart
 	}
 	a := ap.Addr().Unmap()
-	if l.limits.PerAddress <= 0 || l.exempt[a] {
+	if l.limits.PerAddress <= 0 || l.limits.Exempt.Contains(a) {
 		return a, false
 	}
 	if a.Is6() {
@@ -121,8 +116,3 @@ func (c *limitedConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
-
-// TrustedProxies are the addresses whose X-Forwarded-For Shoal believes: a proxy on this
-// machine (nginx), guard.TrustedProxies. Connections from them are not limited per address
-// (ConnLimits.Exempt).
-var TrustedProxies = guard.TrustedProxies

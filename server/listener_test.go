@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/server/guard"
 )
 
 // dialFrom opens a connection to addr from the loopback address local (127.0.0.2 stands for a
@@ -67,7 +68,7 @@ func serveLimited(t *testing.T, l ConnLimits) string {
 func TestSecurityConnectionsPerAddressAreBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	addr := serveLimited(t, ConnLimits{PerAddress: 10, Exempt: TrustedProxies, Metrics: m})
+	addr := serveLimited(t, ConnLimits{PerAddress: 10, Exempt: guard.Proxies{} /* loopback */, Metrics: m})
 	var held []net.Conn
 	for range 10 {
 		c := dialFrom(t, "127.0.0.2", addr)
@@ -107,7 +108,7 @@ shoal_http_connections_refused_total{limit="total"} 0
 
 // The total limit closes every connection beyond it, exempt addresses included.
 func TestLimitListenerTotal(t *testing.T) {
-	addr := serveLimited(t, ConnLimits{Total: 5, PerAddress: 100, Exempt: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
+	addr := serveLimited(t, ConnLimits{Total: 5, PerAddress: 100, Exempt: guard.NewProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})})
 	for range 5 {
 		if !served(t, dialFrom(t, "127.0.0.1", addr)) {
 			t.Fatal("a connection within the total was closed")

@@ -15,6 +15,9 @@ import (
 // is to be believed.
 func (s *Server) stamp(c *gin.Context) {
 	guard.Start(c)
+	if s.deps.TrustedProxies.ContainsIP(c.RemoteIP()) {
+		guard.MarkFromProxy(c)
+	}
 	c.Header("X-Content-Type-Options", "nosniff")
 	if inst := s.instance(); inst != "" {
 		c.Header("X-Shoal-Instance", inst)

@@ -26,14 +26,10 @@ func (s *Server) routes() *gin.Engine {
 	// streams its body), so Gin's in-memory allowance for one stays small: a parse that some
 	// future handler starts must not hold tens of megabytes.
 	r.MaxMultipartMemory = 64 << 10
-	// Only a proxy on this machine (nginx) may say who the client is: a worker must not pick
-	// its own address and so escape the per-IP machine limit.
-	trusted := make([]string, len(TrustedProxies))
-	for i, a := range TrustedProxies {
-		trusted[i] = a.String()
-	}
-	if err := r.SetTrustedProxies(trusted); err != nil {
-		panic(err) // constant input
+	// Only a trusted proxy (nginx) may say who the client is: a worker must not pick its own
+	// address and so escape the per-IP machine limit.
+	if err := r.SetTrustedProxies(s.deps.TrustedProxies.Strings()); err != nil {
+		panic(err) // prefixes guard.ParseProxies checked
 	}
 	r.Use(s.stamp, s.instrument, s.accessLog, gin.CustomRecovery(s.recovery), s.shutdownGuard)
 
@@ -105,7 +101,7 @@ var workerPaths = map[string]bool{"/api/request_version": true, "/api/request_ta
 // page, say), and so do the secondaries always.
 func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if why := s.notPrimaryYet(); why != "" && guard.IsLoopback(c.RemoteIP()) && guard.ProxyHeaders(c) {
+		if why := s.notPrimaryYet(); why != "" && guard.FromProxy(c) && guard.ProxyHeaders(c) {
 			api.RetryLater(c, why)
 			return
 		}

@@ -79,6 +79,9 @@ type Deps struct {
 
 	// Metrics counts and times every request; nil records nothing.
 	Metrics *metrics.Metrics
+	// TrustedProxies are the peers whose forwarding headers are believed (trusted_proxies);
+	// the zero value trusts loopback, a proxy on this machine.
+	TrustedProxies guard.Proxies
 	// MetricsToken, if set, lets a client with "Authorization: Bearer <token>" read /metrics
 	// from anywhere; without it only direct clients on this machine may.
 	MetricsToken string

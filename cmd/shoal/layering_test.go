@@ -24,7 +24,7 @@ const module = "github.com/shoal-chess/shoal/"
 // only server/guard; server/ui/live never imports the web UI it streams.
 var allowedImports = map[string][]string{
 	"cmd":               {"node", "server", "scheduler", "worker", "protocol", "rundb", "tokenpool", "stats", "metrics", "config", "demo", "bench", "gitmirror", "books"},
-	"node":              {"server", "scheduler", "rundb", "tokenpool", "metrics", "config", "gitmirror", "books"},
+	"node":              {"server", "server/guard", "scheduler", "rundb", "tokenpool", "metrics", "config", "gitmirror", "books"},
 	"server":            {"server/api", "server/ui", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books"},
 	"server/api":        {"server/guard", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
 	"server/ui":         {"server/guard", "server/ui/live", "server/chart", "scheduler", "rundb", "stats", "protocol", "tokenpool", "templates", "gitmirror", "books"},

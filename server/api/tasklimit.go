@@ -1,12 +1,12 @@
 package api
 
 import (
-	"net/netip"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/gin-gonic/gin"
 	"github.com/shoal-chess/shoal/server/guard"
 )
 
@@ -53,7 +53,8 @@ func newTaskLimiter(heartbeat time.Duration) *taskLimiter {
 }
 
 // allow reports whether username, allowed machineLimit machines, may ask for a task from ip
-// now; a refusal takes no token from the other bucket.
+// now; a refusal takes no token from the other bucket. An empty ip (taskLimitAddress's trusted
+// proxy) is limited per user only.
 func (l *taskLimiter) allow(username string, machineLimit int, ip string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -69,7 +70,7 @@ func (l *taskLimiter) allow(username string, machineLimit int, ip string, now ti
 	user := l.bucket("user\x00"+username, rate.Limit(float64(machines*taskRequestsPerMachineMinute)/60*l.speed),
 		machines*taskRequestBurstPerMachine, now)
 	var addr *taskBucket
-	if a, err := netip.ParseAddr(ip); err != nil || !guard.IsTrustedProxy(a) {
+	if ip != "" {
 		addr = l.bucket("addr\x00"+guard.ClientKeyOf(ip), taskRequestsPerAddress*rate.Limit(l.speed), taskRequestBurstPerAddress, now)
 	}
 	ru := user.lim.ReserveN(now, 1)
@@ -101,4 +102,14 @@ func (l *taskLimiter) bucket(key string, r rate.Limit, burst int, now time.Time)
 	}
 	b.used = now
 	return b
+}
+
+// taskLimitAddress is the address c's request_task counts against: the client's, or "" when the
+// client is a trusted proxy itself (it speaks for many machines and limits them itself).
+func taskLimitAddress(c *gin.Context) string {
+	ip := c.ClientIP()
+	if guard.FromProxy(c) && ip == c.RemoteIP() {
+		return ""
+	}
+	return ip
 }

@@ -374,9 +374,9 @@ func (s *Server) runTask(ctx context.Context, sched Scheduler, id rundb.ObjectID
 
 // countryCode is nginx's X-Country-Code, "?" when absent or unknown.
 func countryCode(c *gin.Context) string {
-	// Only the local proxy says where a client is (nginx sets the header, replacing the
+	// Only a trusted proxy says where a client is (nginx sets the header, replacing the
 	// client's); anyone else would pick their own.
-	if !guard.IsLoopback(c.RemoteIP()) {
+	if !guard.FromProxy(c) {
 		return "?"
 	}
 	cc := strings.ToUpper(c.GetHeader("X-Country-Code"))
@@ -440,7 +440,7 @@ func need(c *gin.Context, present bool, what string) bool {
 }
 
 func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
-	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), c.ClientIP(), time.Now()) {
+	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), taskLimitAddress(c), time.Now()) {
 		// fishtest's worker waits and asks again on this reply, as on "too busy".
 		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo,
 			RetryAfter: s.pacer.retryAfter(), Duration: duration(c)})

@@ -6,22 +6,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// TrustedProxies are the addresses whose X-Forwarded-For Shoal believes: a proxy on this
-// machine (nginx). Connections from them are not limited per address (server.ConnLimits.Exempt).
-var TrustedProxies = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
-
-// IsTrustedProxy reports whether a is the local proxy's address.
-func IsTrustedProxy(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range TrustedProxies {
-		if a == p {
-			return true
-		}
-	}
-	return false
-}
-
-// IsLoopback reports whether ip is this machine's address, where the trusted proxy runs.
+// IsLoopback reports whether ip is this machine's address.
 func IsLoopback(ip string) bool { return ip == "127.0.0.1" || ip == "::1" }
 
 // ProxyHeaders reports whether the request carries the client headers a proxy adds (nginx sets

@@ -107,13 +107,13 @@ func setPageHeaders(h http.Header) {
 }
 
 // secureRequest reports whether the browser reached Shoal over TLS, directly or through the
-// local proxy, so cookies get the Secure flag.
+// a trusted proxy, so cookies get the Secure flag.
 func secureRequest(c *gin.Context) bool {
 	if c.Request.TLS != nil {
 		return true
 	}
-	// X-Forwarded-Proto is only believed from a trusted proxy (loopback), as ClientIP is.
-	return guard.IsLoopback(c.RemoteIP()) && strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
+	// X-Forwarded-Proto is only believed from a trusted proxy, as ClientIP is.
+	return guard.FromProxy(c) && strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
 }
 
 // sessionOptions returns the cookie options for this request; maxAge 0 ends with the browser.
