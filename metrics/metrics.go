@@ -122,6 +122,22 @@ type runCacheFuncs struct{ dirty, cached func() int }
 // registry.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{}
+	for _, area := range []func() []prometheus.Collector{
+		m.httpCollectors, m.poolCollectors, m.schedulerCollectors, m.runCacheCollectors,
+		m.journalCollectors, m.dbCollectors,
+	} {
+		reg.MustRegister(area()...)
+	}
+	return m
+}
+
+// gauge is a plain gauge; most of Shoal's are set at a period.
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+// httpCollectors are the requests and the connections of the HTTP server.
+func (m *Metrics) httpCollectors() []prometheus.Collector {
 	httpLabels := []string{"route", "method", "code"}
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shoal_http_requests_total",
@@ -132,7 +148,22 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from a request's arrival to its answer, by route template, method and status code.",
 		Buckets: httpBuckets,
 	}, httpLabels)
+	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shoal_http_connections_open",
+		Help: "Client connections open now on the main listener.",
+	})
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_http_connections_refused_total",
+		Help: "Client connections closed as soon as accepted, by the limit they met: per_address or total.",
+	}, []string{"limit"})
+	for _, l := range []string{"per_address", "total"} {
+		m.connsRefused.WithLabelValues(l)
+	}
+	return []prometheus.Collector{m.httpRequests, m.httpDuration, m.connsOpen, m.connsRefused}
+}
 
+// poolCollectors read the token pool's statistics at each scrape (SetTokenPool).
+func (m *Metrics) poolCollectors() []prometheus.Collector {
 	poolStats := func() PoolStats {
 		if f := m.pool.Load(); f != nil {
 			return (*f)()
@@ -147,7 +178,26 @@ func New(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return v(poolStats()) })
 	}
+	return []prometheus.Collector{
+		poolGauge("shoal_tokenpool_size", "Tokens in the token pool that bounds blocking database work.",
+			func(s PoolStats) float64 { return float64(s.Size) }),
+		poolGauge("shoal_tokenpool_in_use", "Tokens held now.",
+			func(s PoolStats) float64 { return float64(s.InUse) }),
+		poolGauge("shoal_tokenpool_waiting", "Callers waiting for a token now.",
+			func(s PoolStats) float64 { return float64(s.Waiting) }),
+		poolCounter("shoal_tokenpool_acquired_total", "Tokens handed out.",
+			func(s PoolStats) float64 { return float64(s.Acquired) }),
+		poolCounter("shoal_tokenpool_waited_total", "Tokens handed out only after a wait.",
+			func(s PoolStats) float64 { return float64(s.Waited) }),
+		poolCounter("shoal_tokenpool_wait_seconds_total", "Time spent waiting for a token, by callers that got one or gave up.",
+			func(s PoolStats) float64 { return s.WaitTime.Seconds() }),
+		poolCounter("shoal_tokenpool_cancelled_total", "Callers that gave up waiting for a token (their request ended).",
+			func(s PoolStats) float64 { return float64(s.Cancelled) }),
+	}
+}
 
+// schedulerCollectors are request_task's, the fleet's and the tasks'.
+func (m *Metrics) schedulerCollectors() []prometheus.Collector {
 	m.tooBusy = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shoal_scheduler_request_task_too_busy_total",
 		Help: "request_task calls turned away at once because the request_task semaphore was full.",
@@ -157,9 +207,6 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time request_task holds the scheduling lock: choosing a run and creating its task.",
 		Buckets: criticalBuckets,
 	})
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	}
 	m.unfinishedRuns = gauge("shoal_scheduler_unfinished_runs", "Runs in the schedule (not finished), at the last nps update.")
 	m.activeRuns = gauge("shoal_scheduler_active_runs", "Unfinished runs with at least one active task, at the last nps update.")
 	m.workers = gauge("shoal_scheduler_active_workers", "Active tasks, one per working worker, at the last nps update.")
@@ -185,7 +232,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time since an active task's last update or beat, at the moment its worker beats.",
 		Buckets: beatLagBuckets,
 	})
+	return []prometheus.Collector{m.tooBusy, m.critical, m.unfinishedRuns, m.activeRuns, m.workers, m.cores,
+		m.nps, m.assigned, m.finished, m.reclaimed, m.beatLag}
+}
 
+// runCacheCollectors are the run cache's size and its writes.
+func (m *Metrics) runCacheCollectors() []prometheus.Collector {
 	runCache := func(dirty bool) func() float64 {
 		return func() float64 {
 			f := m.runCache.Load()
@@ -207,7 +259,21 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "shoal_runcache_flush_errors_total",
 		Help: "Run writes that failed (the run stays dirty and is written again later).",
 	})
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_runcache_dirty_runs",
+			Help: "Runs changed in memory and not yet written to the database.",
+		}, runCache(true)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_runcache_cached_runs",
+			Help: "Runs held in the run cache.",
+		}, runCache(false)),
+		m.flushDuration, m.flushErrors,
+	}
+}
 
+// journalCollectors are the journal's, the lease's and the instance's role.
+func (m *Metrics) journalCollectors() []prometheus.Collector {
 	m.journalWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "shoal_journal_write_duration_seconds",
 		Help:    "Time to write one batch of journal records and check the lease; the acknowledged requests of the batch wait for it.",
@@ -244,61 +310,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			return float64(records)
 		}
 	}
-
-	m.dbDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "shoal_db_operation_duration_seconds",
-		Help:    "Time of each database command, successful or not, by command name.",
-		Buckets: dbBuckets,
-	}, []string{"command"})
-	m.dbErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shoal_db_operation_errors_total",
-		Help: "Database commands that failed (network errors, timeouts, server errors; not a missing document), by command name.",
-	}, []string{"command"})
-
-	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "shoal_http_connections_open",
-		Help: "Client connections open now on the main listener.",
-	})
-	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shoal_http_connections_refused_total",
-		Help: "Client connections closed as soon as accepted, by the limit they met: per_address or total.",
-	}, []string{"limit"})
-	for _, l := range []string{"per_address", "total"} {
-		m.connsRefused.WithLabelValues(l)
-	}
-
-	reg.MustRegister(
-		m.httpRequests, m.httpDuration, m.connsOpen, m.connsRefused,
-		poolGauge("shoal_tokenpool_size", "Tokens in the token pool that bounds blocking database work.",
-			func(s PoolStats) float64 { return float64(s.Size) }),
-		poolGauge("shoal_tokenpool_in_use", "Tokens held now.",
-			func(s PoolStats) float64 { return float64(s.InUse) }),
-		poolGauge("shoal_tokenpool_waiting", "Callers waiting for a token now.",
-			func(s PoolStats) float64 { return float64(s.Waiting) }),
-		poolCounter("shoal_tokenpool_acquired_total", "Tokens handed out.",
-			func(s PoolStats) float64 { return float64(s.Acquired) }),
-		poolCounter("shoal_tokenpool_waited_total", "Tokens handed out only after a wait.",
-			func(s PoolStats) float64 { return float64(s.Waited) }),
-		poolCounter("shoal_tokenpool_wait_seconds_total", "Time spent waiting for a token, by callers that got one or gave up.",
-			func(s PoolStats) float64 { return s.WaitTime.Seconds() }),
-		poolCounter("shoal_tokenpool_cancelled_total", "Callers that gave up waiting for a token (their request ended).",
-			func(s PoolStats) float64 { return float64(s.Cancelled) }),
-		m.tooBusy, m.critical, m.unfinishedRuns, m.activeRuns, m.workers, m.cores, m.nps,
-		m.assigned, m.finished, m.reclaimed, m.beatLag,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "shoal_runcache_dirty_runs",
-			Help: "Runs changed in memory and not yet written to the database.",
-		}, runCache(true)),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "shoal_runcache_cached_runs",
-			Help: "Runs held in the run cache.",
-		}, runCache(false)),
-		m.flushDuration, m.flushErrors,
+	return []prometheus.Collector{
 		m.journalWrite, m.journalWait, m.journalBatch, m.journalErrors, m.journalReplay, m.journalReplayed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shoal_journal_records",
 			Help: "Journal records not yet dropped: those whose runs' documents do not cover them yet, and the rest of their segments.",
 		}, journalDepth(false)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_journal_queued_records",
+			Help: "Journal records waiting for the next batch.",
+		}, journalDepth(true)),
 		m.leaseEpoch, m.primary,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shoal_lease_age_seconds",
@@ -309,10 +330,21 @@ func New(reg prometheus.Registerer) *Metrics {
 			}
 			return 0
 		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "shoal_journal_queued_records",
-			Help: "Journal records waiting for the next batch.",
-		}, journalDepth(true)),
+	}
+}
+
+// dbCollectors are the database commands' and the password checks'.
+func (m *Metrics) dbCollectors() []prometheus.Collector {
+	m.dbDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "shoal_db_operation_duration_seconds",
+		Help:    "Time of each database command, successful or not, by command name.",
+		Buckets: dbBuckets,
+	}, []string{"command"})
+	m.dbErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_db_operation_errors_total",
+		Help: "Database commands that failed (network errors, timeouts, server errors; not a missing document), by command name.",
+	}, []string{"command"})
+	return []prometheus.Collector{
 		m.dbDuration, m.dbErrors,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "shoal_password_checks_slow_total",
@@ -323,8 +355,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			}
 			return 0
 		}),
-	)
-	return m
+	}
 }
 
 // ObserveHTTPRequest records one answered request. route is the route template ("" for a
