@@ -104,24 +104,7 @@ func Line(c Chart) template.HTML {
 	h := clampSize(c.Height, defaultHeight, minHeight)
 	plot := box{x0: marginLeft, x1: float64(w - marginRight), y0: marginTop, y1: float64(h - marginBottom)}
 
-	xs, ys := extent{}, extent{}
-	for _, s := range c.Series {
-		for _, p := range points(s.X, s.Y) {
-			xs.add(p.x)
-			ys.add(p.y)
-		}
-		for _, b := range bandPoints(s) {
-			xs.add(b.x)
-			ys.add(b.lo)
-			ys.add(b.hi)
-		}
-	}
-	hasData := xs.ok
-	for _, l := range c.HLines {
-		if finite(l.Y) {
-			ys.add(l.Y)
-		}
-	}
+	xs, ys, hasData := dataExtent(c)
 	xa, ya := niceAxis(xs.lo, xs.hi, xs.ok), niceAxis(ys.lo, ys.hi, ys.ok)
 	sc := scale{plot: plot, x: xa, y: ya}
 
@@ -142,37 +125,85 @@ func Line(c Chart) template.HTML {
 			num(float64(w)/2), esc(c.Title))
 	}
 
-	// Grid and tick labels.
-	fmt.Fprintf(&b, `<g class="grid" stroke="%s" stroke-width="1">`, colourGrid)
-	for _, t := range xa.ticks {
-		px := sc.px(t)
-		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/>`, num(px), num(plot.y0), num(px), num(plot.y1))
-	}
-	for _, t := range ya.ticks {
-		py := sc.py(t)
-		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/>`, num(plot.x0), num(py), num(plot.x1), num(py))
-	}
-	b.WriteString(`</g>`)
-	for _, t := range xa.ticks {
-		fmt.Fprintf(&b, `<text class="tick-label" x="%s" y="%s" text-anchor="middle">%s</text>`,
-			num(sc.px(t)), num(plot.y1+16), esc(xa.label(t)))
-	}
-	for _, t := range ya.ticks {
-		fmt.Fprintf(&b, `<text class="tick-label" x="%s" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`,
-			num(plot.x0-6), num(sc.py(t)), esc(ya.label(t)))
-	}
-	if c.XLabel != "" {
-		fmt.Fprintf(&b, `<text class="axis-title" x="%s" y="%s" text-anchor="middle">%s</text>`,
-			num((plot.x0+plot.x1)/2), num(plot.y1+36), esc(c.XLabel))
-	}
-	if c.YLabel != "" {
-		x, y := num(16), num((plot.y0+plot.y1)/2)
-		fmt.Fprintf(&b, `<text class="axis-title" x="%s" y="%s" text-anchor="middle" transform="rotate(-90 %s %s)">%s</text>`,
-			x, y, x, y, esc(c.YLabel))
-	}
+	writeAxes(&b, sc, c.XLabel, c.YLabel)
 
 	// Bands under everything else, then reference lines, then the series.
-	for i, s := range c.Series {
+	writeBands(&b, sc, c.Series)
+	writeBounds(&b, sc, c.HLines)
+	writeSeries(&b, sc, c.Series)
+	if !hasData {
+		fmt.Fprintf(&b, `<text class="no-data" x="%s" y="%s" text-anchor="middle" dominant-baseline="middle">No data</text>`,
+			num((plot.x0+plot.x1)/2), num((plot.y0+plot.y1)/2))
+	}
+	fmt.Fprintf(&b, `<rect class="plot-area" x="%s" y="%s" width="%s" height="%s" fill="none" stroke="%s"/>`,
+		num(plot.x0), num(plot.y0), num(plot.x1-plot.x0), num(plot.y1-plot.y0), colourAxis)
+
+	writeLegend(&b, legend, lg, plot.x0, float64(h))
+	b.WriteString(`</svg>`)
+	if c.Caption != "" {
+		fmt.Fprintf(&b, `<figcaption class="chart-caption">%s</figcaption>`, esc(c.Caption))
+	}
+	b.WriteString(`</figure>`)
+	return template.HTML(b.String()) // every text in it went through esc
+}
+
+// dataExtent is the span of every series' points and bands, and of the finite reference lines;
+// hasData says whether any series has a finite point.
+func dataExtent(c Chart) (xs, ys extent, hasData bool) {
+	for _, s := range c.Series {
+		for _, p := range points(s.X, s.Y) {
+			xs.add(p.x)
+			ys.add(p.y)
+		}
+		for _, b := range bandPoints(s) {
+			xs.add(b.x)
+			ys.add(b.lo)
+			ys.add(b.hi)
+		}
+	}
+	for _, l := range c.HLines {
+		if finite(l.Y) {
+			ys.add(l.Y)
+		}
+	}
+	return xs, ys, xs.ok
+}
+
+// writeAxes draws the grid, the tick labels and the axis titles.
+func writeAxes(b *strings.Builder, sc scale, xLabel, yLabel string) {
+	fmt.Fprintf(b, `<g class="grid" stroke="%s" stroke-width="1">`, colourGrid)
+	for _, t := range sc.x.ticks {
+		px := sc.px(t)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/>`, num(px), num(sc.plot.y0), num(px), num(sc.plot.y1))
+	}
+	for _, t := range sc.y.ticks {
+		py := sc.py(t)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/>`, num(sc.plot.x0), num(py), num(sc.plot.x1), num(py))
+	}
+	b.WriteString(`</g>`)
+	for _, t := range sc.x.ticks {
+		fmt.Fprintf(b, `<text class="tick-label" x="%s" y="%s" text-anchor="middle">%s</text>`,
+			num(sc.px(t)), num(sc.plot.y1+16), esc(sc.x.label(t)))
+	}
+	for _, t := range sc.y.ticks {
+		fmt.Fprintf(b, `<text class="tick-label" x="%s" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`,
+			num(sc.plot.x0-6), num(sc.py(t)), esc(sc.y.label(t)))
+	}
+	if xLabel != "" {
+		fmt.Fprintf(b, `<text class="axis-title" x="%s" y="%s" text-anchor="middle">%s</text>`,
+			num((sc.plot.x0+sc.plot.x1)/2), num(sc.plot.y1+36), esc(xLabel))
+	}
+	if yLabel != "" {
+		x, y := num(16), num((sc.plot.y0+sc.plot.y1)/2)
+		fmt.Fprintf(b, `<text class="axis-title" x="%s" y="%s" text-anchor="middle" transform="rotate(-90 %s %s)">%s</text>`,
+			x, y, x, y, esc(yLabel))
+	}
+
+}
+
+// writeBands draws each series' interval band.
+func writeBands(b *strings.Builder, sc scale, series []Series) {
+	for i, s := range series {
 		band := bandPoints(s)
 		if len(band) < 2 {
 			continue
@@ -184,28 +215,36 @@ func Line(c Chart) template.HTML {
 		for j := len(band) - 1; j >= 0; j-- {
 			pts = append(pts, num(sc.px(band[j].x))+","+num(sc.py(band[j].lo)))
 		}
-		fmt.Fprintf(&b, `<polygon class="band series-%d" color="%s" fill="currentColor" fill-opacity="0.18" stroke="none" points="%s"/>`,
+		fmt.Fprintf(b, `<polygon class="band series-%d" color="%s" fill="currentColor" fill-opacity="0.18" stroke="none" points="%s"/>`,
 			i, colour(i), strings.Join(pts, " "))
 	}
-	for _, l := range c.HLines {
+}
+
+// writeBounds draws the reference lines with their labels.
+func writeBounds(b *strings.Builder, sc scale, lines []HLine) {
+	for _, l := range lines {
 		if !finite(l.Y) {
 			continue
 		}
 		py := sc.py(l.Y)
-		fmt.Fprintf(&b, `<line class="bound" x1="%s" y1="%s" x2="%s" y2="%s" color="%s" stroke="currentColor" stroke-width="1.5" stroke-dasharray="6 4"/>`,
-			num(plot.x0), num(py), num(plot.x1), num(py), colourBound)
+		fmt.Fprintf(b, `<line class="bound" x1="%s" y1="%s" x2="%s" y2="%s" color="%s" stroke="currentColor" stroke-width="1.5" stroke-dasharray="6 4"/>`,
+			num(sc.plot.x0), num(py), num(sc.plot.x1), num(py), colourBound)
 		if l.Label != "" {
-			fmt.Fprintf(&b, `<text class="bound-label" x="%s" y="%s" text-anchor="end" font-size="11" fill="%s">%s</text>`,
-				num(plot.x1-4), num(py-4), colourBound, esc(l.Label))
+			fmt.Fprintf(b, `<text class="bound-label" x="%s" y="%s" text-anchor="end" font-size="11" fill="%s">%s</text>`,
+				num(sc.plot.x1-4), num(py-4), colourBound, esc(l.Label))
 		}
 	}
-	for i, s := range c.Series {
+}
+
+// writeSeries draws each series: a line, or a point for a series of one.
+func writeSeries(b *strings.Builder, sc scale, series []Series) {
+	for i, s := range series {
 		pts := points(s.X, s.Y)
 		switch len(pts) {
 		case 0:
 			continue
 		case 1:
-			fmt.Fprintf(&b, `<circle class="point series-%d" cx="%s" cy="%s" r="3" color="%s" fill="currentColor"><title>%s</title></circle>`,
+			fmt.Fprintf(b, `<circle class="point series-%d" cx="%s" cy="%s" r="3" color="%s" fill="currentColor"><title>%s</title></circle>`,
 				i, num(sc.px(pts[0].x)), num(sc.py(pts[0].y)), colour(i), esc(s.Name))
 			continue
 		}
@@ -218,35 +257,26 @@ func Line(c Chart) template.HTML {
 			}
 			d.WriteString(num(sc.px(p.x)) + "," + num(sc.py(p.y)))
 		}
-		fmt.Fprintf(&b, `<path class="line series-%d" d="%s" color="%s" fill="none" stroke="currentColor" stroke-width="2" stroke-linejoin="round" stroke-linecap="round"><title>%s</title></path>`,
+		fmt.Fprintf(b, `<path class="line series-%d" d="%s" color="%s" fill="none" stroke="currentColor" stroke-width="2" stroke-linejoin="round" stroke-linecap="round"><title>%s</title></path>`,
 			i, d.String(), colour(i), esc(s.Name))
 	}
-	if !hasData {
-		fmt.Fprintf(&b, `<text class="no-data" x="%s" y="%s" text-anchor="middle" dominant-baseline="middle">No data</text>`,
-			num((plot.x0+plot.x1)/2), num((plot.y0+plot.y1)/2))
-	}
-	fmt.Fprintf(&b, `<rect class="plot-area" x="%s" y="%s" width="%s" height="%s" fill="none" stroke="%s"/>`,
-		num(plot.x0), num(plot.y0), num(plot.x1-plot.x0), num(plot.y1-plot.y0), colourAxis)
+}
 
+// writeLegend draws the legend of series laid out as lg, from x0 and top (below the plot).
+func writeLegend(b *strings.Builder, legend []Series, lg legendLayout, x0, top float64) {
 	if len(legend) > 0 {
 		b.WriteString(`<g class="legend">`)
 		for i, s := range legend {
-			x := plot.x0 + float64(i%lg.cols)*lg.colWidth
-			y := float64(h) + float64(i/lg.cols)*legendRow + legendRow/2
-			fmt.Fprintf(&b, `<g class="legend-item"><title>%s</title>`, esc(s.Name))
-			fmt.Fprintf(&b, `<line class="swatch series-%d" x1="%s" y1="%s" x2="%s" y2="%s" color="%s" stroke="currentColor" stroke-width="3"/>`,
+			x := x0 + float64(i%lg.cols)*lg.colWidth
+			y := top + float64(i/lg.cols)*legendRow + legendRow/2
+			fmt.Fprintf(b, `<g class="legend-item"><title>%s</title>`, esc(s.Name))
+			fmt.Fprintf(b, `<line class="swatch series-%d" x1="%s" y1="%s" x2="%s" y2="%s" color="%s" stroke="currentColor" stroke-width="3"/>`,
 				i, num(x), num(y), num(x+legendSwatch), num(y), colour(i))
-			fmt.Fprintf(&b, `<text x="%s" y="%s" dominant-baseline="middle">%s</text></g>`,
+			fmt.Fprintf(b, `<text x="%s" y="%s" dominant-baseline="middle">%s</text></g>`,
 				num(x+legendSwatch+6), num(y), esc(truncate(s.Name, legendMaxRunes)))
 		}
 		b.WriteString(`</g>`)
 	}
-	b.WriteString(`</svg>`)
-	if c.Caption != "" {
-		fmt.Fprintf(&b, `<figcaption class="chart-caption">%s</figcaption>`, esc(c.Caption))
-	}
-	b.WriteString(`</figure>`)
-	return template.HTML(b.String()) // every text in it went through esc
 }
 
 // clampSize returns v, or def when v is unset, kept within [lo, maxSize].
