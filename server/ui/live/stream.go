@@ -179,145 +179,198 @@ func (s *Streams) Serve(c *gin.Context, user *rundb.User, recheck Recheck, rende
 	defer release()
 
 	ctx := c.Request.Context()
-	opened := time.Now()
-	// A little less than the lifetime, at random, so that streams opened together do not all
-	// reconnect together.
+	changed := s.Changed() // taken before rendering, so no change is missed
+	blocks, done, err := render(ctx, user)
+	if err != nil {
+		return err
+	}
+	st := s.open(c)
+	if !st.send(blocks) {
+		return nil
+	}
+	ticker := time.NewTicker(liveTick)
+	defer ticker.Stop()
+	for !done {
+		if !s.wait(ctx, st, changed, ticker.C) {
+			return nil
+		}
+		if recheck != nil && time.Since(st.checked) >= lim.Recheck {
+			if user, ok = s.recheck(ctx, st, recheck); !ok {
+				return nil
+			}
+		}
+		changed = s.Changed()
+		st.lastRender = time.Now()
+		blocks, done, err = render(ctx, user)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, rundb.ErrNotFound):
+			// The run is gone (deleted and evicted): nothing more will come.
+			st.write("end", "gone")
+			return nil
+		case err != nil:
+			s.Logger.Error("live update", "path", c.Request.URL.Path, "err", err)
+			return nil // the browser reconnects after a while
+		}
+		if !st.send(blocks) {
+			return nil
+		}
+	}
+	st.write("end", "finished")
+	return nil
+}
+
+// stream is one open event stream: what it sent, and when.
+type stream struct {
+	c  *gin.Context
+	rc *http.ResponseController
+	// sent is each block's HTML as last sent, by ID: a block is sent again only when it changed.
+	sent   map[string]string
+	opened time.Time
+	// lifetime is a little less than Limits.Lifetime, at random, so that streams opened
+	// together do not all reconnect together.
+	lifetime time.Duration
+	// checked is when the session was last checked: by the web UI just before the stream
+	// opened, then every Limits.Recheck, before a render.
+	checked               time.Time
+	lastWrite, lastRender time.Time
+	ok                    bool // false once a write failed
+}
+
+// open answers c with the stream's headers and its retry field, and returns the stream.
+func (s *Streams) open(c *gin.Context) *stream {
+	lim := s.Limits
+	now := time.Now()
 	lifetime := lim.Lifetime
 	if lifetime > 10 {
 		lifetime -= rand.N(lifetime / 10)
 	}
-	// The session was checked by the web UI a moment ago; it is checked again every
-	// lim.Recheck, before a render.
-	checked := opened
-
-	do := func() ([]Block, bool, error) { return render(ctx, user) }
-	changed := s.Changed() // taken before rendering, so no change is missed
-	blocks, done, err := do()
-	if err != nil {
-		return err
-	}
+	st := &stream{c: c, rc: http.NewResponseController(c.Writer), sent: map[string]string{},
+		opened: now, lifetime: lifetime, checked: now, lastWrite: now, lastRender: now, ok: true}
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, private")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()
-	// The server-wide write timeout would cut the stream; each write gets liveWriteWait of its
-	// own instead, so a browser that stops reading is let go.
-	rc := http.NewResponseController(c.Writer)
-	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(liveWriteWait)) }
-	extend()
-
+	st.extend()
 	// How long the browser waits before it reconnects, after the stream's lifetime or a
 	// dropped connection.
 	if _, err := fmt.Fprintf(c.Writer, "retry: %d\n\n", lim.Reconnect.Milliseconds()); err != nil {
-		return nil
+		st.ok = false
 	}
-	sent := map[string]string{}
-	lastWrite, lastRender := time.Now(), time.Now()
-	write := func(event, data string) bool {
-		extend()
-		if err := writeEvent(c.Writer, event, data); err != nil {
-			return false
+	return st
+}
+
+// extend gives the next write liveWriteWait: the server-wide write timeout would cut the
+// stream, and a browser that stops reading is let go.
+func (st *stream) extend() { _ = st.rc.SetWriteDeadline(time.Now().Add(liveWriteWait)) }
+
+// write sends one event; false when the browser is gone.
+func (st *stream) write(event, data string) bool {
+	if !st.ok {
+		return false
+	}
+	st.extend()
+	if err := writeEvent(st.c.Writer, event, data); err != nil {
+		st.ok = false
+		return false
+	}
+	st.c.Writer.Flush()
+	st.lastWrite = time.Now()
+	return true
+}
+
+// send sends the blocks that changed since they were last sent, in one update event.
+func (st *stream) send(blocks []Block) bool {
+	if !st.ok {
+		return false
+	}
+	var parts []string
+	for _, b := range blocks {
+		if st.sent[b.ID] != b.HTML {
+			st.sent[b.ID] = b.HTML
+			parts = append(parts, b.HTML)
 		}
-		c.Writer.Flush()
-		lastWrite = time.Now()
+	}
+	if len(parts) == 0 {
+		st.c.Writer.Flush() // the retry field, at least, goes out now
 		return true
 	}
-	send := func(blocks []Block) bool {
-		var parts []string
-		for _, b := range blocks {
-			if sent[b.ID] != b.HTML {
-				sent[b.ID] = b.HTML
-				parts = append(parts, b.HTML)
+	return st.write("update", strings.Join(parts, "\n"))
+}
+
+// heartbeat writes a comment when nothing was written for liveHeartbeat, so that proxies keep
+// the connection; false when the browser is gone.
+func (st *stream) heartbeat(now time.Time) bool {
+	if now.Sub(st.lastWrite) < liveHeartbeat {
+		return true
+	}
+	st.extend()
+	if _, err := io.WriteString(st.c.Writer, ": still here\n\n"); err != nil {
+		return false
+	}
+	st.c.Writer.Flush()
+	st.lastWrite = now
+	return true
+}
+
+// expired reports whether the stream has lived its time; it then ends without an end event, so
+// the browser opens a new one (which goes through the session check and the limits again).
+func (st *stream) expired(now time.Time) bool { return now.Sub(st.opened) >= st.lifetime }
+
+// wait waits until a render is due: a change (or, without change signals, Poll since the last
+// render), and at least liveMinGap since the last one. False: the stream ends (the browser left,
+// the server is shutting down, the stream expired).
+func (s *Streams) wait(ctx context.Context, st *stream, changed <-chan struct{}, tick <-chan time.Time) bool {
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+			break wait
+		case now := <-tick:
+			if s.ShuttingDown() || st.expired(now) {
+				return false
 			}
-		}
-		if len(parts) == 0 {
-			c.Writer.Flush() // the retry field, at least, goes out now
-			return true
-		}
-		return write("update", strings.Join(parts, "\n"))
-	}
-	if !send(blocks) {
-		return nil
-	}
-	// expired: the stream has lived its time; it ends without an end event, so the browser
-	// opens a new one (which goes through the session check and the limits again).
-	expired := func(now time.Time) bool { return now.Sub(opened) >= lifetime }
-	ticker := time.NewTicker(liveTick)
-	defer ticker.Stop()
-	for !done {
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-changed:
+			if changed == nil && now.Sub(st.lastRender) >= Poll {
 				break wait
-			case now := <-ticker.C:
-				if s.ShuttingDown() || expired(now) {
-					return nil
-				}
-				if changed == nil && now.Sub(lastRender) >= Poll {
-					break wait
-				}
-				if now.Sub(lastWrite) >= liveHeartbeat {
-					extend()
-					if _, err := io.WriteString(c.Writer, ": still here\n\n"); err != nil {
-						return nil
-					}
-					c.Writer.Flush()
-					lastWrite = now
-				}
 			}
-		}
-		if gap := liveMinGap - time.Since(lastRender); gap > 0 {
-			t := time.NewTimer(gap)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
+			if !st.heartbeat(now) {
+				return false
 			}
-		}
-		if expired(time.Now()) {
-			return nil
-		}
-		if recheck != nil && time.Since(checked) >= lim.Recheck {
-			u, ok, err := recheck(ctx)
-			checked = time.Now()
-			switch {
-			case ctx.Err() != nil:
-				return nil
-			case err != nil:
-				s.Logger.Error("live update: session check", "path", c.Request.URL.Path, "err", err)
-				return nil // the browser reconnects after a while
-			case !ok:
-				// Logged out for good (blocked, removed, password changed): the page must be
-				// reloaded, which the web UI's session check answers.
-				write("end", "signed out")
-				return nil
-			}
-			user = u // its rights may have changed (an approver no longer one)
-		}
-		changed = s.Changed()
-		lastRender = time.Now()
-		blocks, done, err = do()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, rundb.ErrNotFound):
-			// The run is gone (deleted and evicted): nothing more will come.
-			write("end", "gone")
-			return nil
-		case err != nil:
-			s.Logger.Error("live update", "path", c.Request.URL.Path, "err", err)
-			return nil // the browser reconnects after a while
-		}
-		if !send(blocks) {
-			return nil
 		}
 	}
-	write("end", "finished")
-	return nil
+	if gap := liveMinGap - time.Since(st.lastRender); gap > 0 {
+		t := time.NewTimer(gap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	return !st.expired(time.Now())
+}
+
+// recheck checks the session again; false ends the stream: the browser left, the check failed
+// (the browser reconnects after a while), or the user is logged out for good (blocked, removed,
+// password changed) and the page must be reloaded, which the web UI's session check answers.
+// The user it returns may have other rights than before (an approver no longer one).
+func (s *Streams) recheck(ctx context.Context, st *stream, recheck Recheck) (*rundb.User, bool) {
+	u, ok, err := recheck(ctx)
+	st.checked = time.Now()
+	switch {
+	case ctx.Err() != nil:
+		return nil, false
+	case err != nil:
+		s.Logger.Error("live update: session check", "path", st.c.Request.URL.Path, "err", err)
+		return nil, false
+	case !ok:
+		st.write("end", "signed out")
+		return nil, false
+	}
+	return u, true
 }
