@@ -95,77 +95,11 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 	if src == nil {
 		return nil, errors.New("new worker: nil game source")
 	}
-	u, err := url.Parse(cfg.ServerURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("new worker: invalid server URL %q: want http://HOST[:PORT] or https://...", cfg.ServerURL)
+	cfg, err := cfg.normalized()
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case cfg.Username == "":
-		return nil, errors.New("new worker: username is required")
-	case cfg.Password == "":
-		return nil, errors.New("new worker: password is required")
-	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("new worker: invalid concurrency %d: must be positive", cfg.Concurrency)
-	case cfg.MaxMemory < 0:
-		return nil, fmt.Errorf("new worker: invalid max memory %d MiB: must not be negative", cfg.MaxMemory)
-	case cfg.MinThreads < 0:
-		return nil, fmt.Errorf("new worker: invalid min threads %d: must be positive", cfg.MinThreads)
-	case cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0):
-		return nil, fmt.Errorf("new worker: invalid time scale %v: must be a positive number", cfg.TimeScale)
-	case cfg.MaxTasks < 0:
-		return nil, fmt.Errorf("new worker: invalid max tasks %d: must not be negative", cfg.MaxTasks)
-	case cfg.PGNCompression < gzip.HuffmanOnly || cfg.PGNCompression > gzip.BestCompression:
-		return nil, fmt.Errorf("new worker: invalid PGN compression %d: want a gzip level from %d to %d", cfg.PGNCompression, gzip.HuffmanOnly, gzip.BestCompression)
-	}
-	if cfg.PGNCompression == gzip.NoCompression {
-		cfg.PGNCompression = gzip.DefaultCompression
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 1
-	}
-	if cfg.MinThreads == 0 {
-		cfg.MinThreads = 1
-	}
-	if cfg.MaxMemory == 0 {
-		cfg.MaxMemory = 444 + 396*cfg.Concurrency
-	}
-	if cfg.UniqueKey == "" {
-		cfg.UniqueKey = NewUniqueKey("")
-	} else if !protocol.ValidUniqueKey(cfg.UniqueKey) {
-		return nil, fmt.Errorf("new worker: invalid unique key %q: want a uuid4 whose first segment may be 2 to 8 letters or digits", cfg.UniqueKey)
-	}
-	if cfg.WorkerArch == "" {
-		cfg.WorkerArch = "unknown"
-	} else if cfg.WorkerArch != "unknown" && !slices.Contains(protocol.SupportedArches(), cfg.WorkerArch) {
-		return nil, fmt.Errorf("new worker: invalid worker arch %q: want unknown or one of %v", cfg.WorkerArch, protocol.SupportedArches())
-	}
-	if cfg.Compiler == "" {
-		cfg.Compiler = "g++"
-	} else if cfg.Compiler != "g++" && cfg.Compiler != "clang++" {
-		return nil, fmt.Errorf("new worker: invalid compiler %q: want g++ or clang++", cfg.Compiler)
-	}
-	if cfg.ARCH == "" {
-		cfg.ARCH = "?"
-	}
-	if cfg.Uname == "" {
-		cfg.Uname = runtime.GOOS + " shoal-worker"
-	}
-	if cfg.TimeScale == 0 {
-		cfg.TimeScale = 1
-	}
-	var client *http.Client
-	if cfg.HTTPClient != nil {
-		// A copy, to change its redirects without changing the caller's (a fleet's, shared).
-		c := *cfg.HTTPClient
-		client = &c
-	} else {
-		// Idle connections close before the server's idle timeout (90 s by default) would close
-		// them under a request.
-		transport := http.DefaultTransport.(*http.Transport).Clone()
-		transport.IdleConnTimeout = 60 * time.Second
-		client = &http.Client{Timeout: defaultHTTPTimeout, Transport: transport}
-	}
-	client.CheckRedirect = redirectPolicy(client.CheckRedirect)
+	client := newHTTPClient(cfg.HTTPClient)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -213,6 +147,89 @@ func New(cfg Config, src GameSource) (*Worker, error) {
 		es.Server = w
 	}
 	return w, nil
+}
+
+// normalized is cfg checked, with its defaults filled (see New); the error names the first
+// invalid field.
+func (cfg Config) normalized() (Config, error) {
+	u, err := url.Parse(cfg.ServerURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Config{}, fmt.Errorf("new worker: invalid server URL %q: want http://HOST[:PORT] or https://...", cfg.ServerURL)
+	}
+	switch {
+	case cfg.Username == "":
+		return Config{}, errors.New("new worker: username is required")
+	case cfg.Password == "":
+		return Config{}, errors.New("new worker: password is required")
+	case cfg.Concurrency < 0:
+		return Config{}, fmt.Errorf("new worker: invalid concurrency %d: must be positive", cfg.Concurrency)
+	case cfg.MaxMemory < 0:
+		return Config{}, fmt.Errorf("new worker: invalid max memory %d MiB: must not be negative", cfg.MaxMemory)
+	case cfg.MinThreads < 0:
+		return Config{}, fmt.Errorf("new worker: invalid min threads %d: must be positive", cfg.MinThreads)
+	case cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0):
+		return Config{}, fmt.Errorf("new worker: invalid time scale %v: must be a positive number", cfg.TimeScale)
+	case cfg.MaxTasks < 0:
+		return Config{}, fmt.Errorf("new worker: invalid max tasks %d: must not be negative", cfg.MaxTasks)
+	case cfg.PGNCompression < gzip.HuffmanOnly || cfg.PGNCompression > gzip.BestCompression:
+		return Config{}, fmt.Errorf("new worker: invalid PGN compression %d: want a gzip level from %d to %d", cfg.PGNCompression, gzip.HuffmanOnly, gzip.BestCompression)
+	}
+	if cfg.PGNCompression == gzip.NoCompression {
+		cfg.PGNCompression = gzip.DefaultCompression
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.MinThreads == 0 {
+		cfg.MinThreads = 1
+	}
+	if cfg.MaxMemory == 0 {
+		cfg.MaxMemory = 444 + 396*cfg.Concurrency
+	}
+	if cfg.UniqueKey == "" {
+		cfg.UniqueKey = NewUniqueKey("")
+	} else if !protocol.ValidUniqueKey(cfg.UniqueKey) {
+		return Config{}, fmt.Errorf("new worker: invalid unique key %q: want a uuid4 whose first segment may be 2 to 8 letters or digits", cfg.UniqueKey)
+	}
+	if cfg.WorkerArch == "" {
+		cfg.WorkerArch = "unknown"
+	} else if cfg.WorkerArch != "unknown" && !slices.Contains(protocol.SupportedArches(), cfg.WorkerArch) {
+		return Config{}, fmt.Errorf("new worker: invalid worker arch %q: want unknown or one of %v", cfg.WorkerArch, protocol.SupportedArches())
+	}
+	if cfg.Compiler == "" {
+		cfg.Compiler = "g++"
+	} else if cfg.Compiler != "g++" && cfg.Compiler != "clang++" {
+		return Config{}, fmt.Errorf("new worker: invalid compiler %q: want g++ or clang++", cfg.Compiler)
+	}
+	if cfg.ARCH == "" {
+		cfg.ARCH = "?"
+	}
+	if cfg.Uname == "" {
+		cfg.Uname = runtime.GOOS + " shoal-worker"
+	}
+	if cfg.TimeScale == 0 {
+		cfg.TimeScale = 1
+	}
+	return cfg, nil
+}
+
+// newHTTPClient is the worker's client: a copy of given, or one with a 30 s timeout, that follows
+// no redirect of a POST.
+func newHTTPClient(given *http.Client) *http.Client {
+	var client *http.Client
+	if given != nil {
+		// A copy, to change its redirects without changing the caller's (a fleet's, shared).
+		c := *given
+		client = &c
+	} else {
+		// Idle connections close before the server's idle timeout (90 s by default) would close
+		// them under a request.
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.IdleConnTimeout = 60 * time.Second
+		client = &http.Client{Timeout: defaultHTTPTimeout, Transport: transport}
+	}
+	client.CheckRedirect = redirectPolicy(client.CheckRedirect)
+	return client
 }
 
 // errRedirectedPOST refuses the redirect of a POST.
