@@ -114,124 +114,12 @@ func BuildRun(req protocol.RunRequest, username string, now time.Time) (*rundb.R
 		Threads: DefaultThreads, Book: DefaultBook, BookDepth: DefaultBookDepth,
 		ArchFilter: req.ArchFilter, Compiler: req.Compiler,
 	}
-	isSPSA := req.SPSA != nil
-
-	if req.RescheduledFrom != "" {
-		if _, err := rundb.ParseObjectID(req.RescheduledFrom); err != nil {
-			return nil, fieldErr("rescheduled_from", "%q is not a run id", req.RescheduledFrom)
+	for _, build := range []func(protocol.RunRequest, *rundb.RunArgs) error{
+		buildRevisions, buildGames, buildEngines, buildScope, buildStopRule,
+	} {
+		if err := build(req, &args); err != nil { // the first bad field, in the form's order
+			return nil, err
 		}
-	}
-
-	for _, f := range []struct{ name, value string }{{"base_tag", req.BaseTag}, {"new_tag", req.NewTag}} {
-		if strings.TrimSpace(f.value) == "" {
-			return nil, fieldErr(f.name, "missing: give the branch name")
-		}
-	}
-	for _, f := range []struct{ name, value string }{{"resolved_base", req.ResolvedBase}, {"resolved_new", req.ResolvedNew}} {
-		if !shaPattern.MatchString(f.value) {
-			return nil, fieldErr(f.name, "%q is not a commit SHA (40 lower-case hex digits)", f.value)
-		}
-	}
-
-	// Time controls.
-	if req.TC == "" {
-		return nil, fieldErr("tc", "missing: give a time control such as 10+0.1")
-	}
-	if err := checkTC(req.TC); err != nil {
-		return nil, fieldErr("tc", "%v", err)
-	}
-	args.TC = req.TC
-	args.NewTC = req.TC
-	if req.NewTC != "" {
-		if err := checkTC(req.NewTC); err != nil {
-			return nil, fieldErr("new_tc", "%v", err)
-		}
-		args.NewTC = req.NewTC
-	}
-
-	// Opening book.
-	if req.Book != "" {
-		if err := checkBook(req.Book); err != nil {
-			return nil, fieldErr("book", "%v", err)
-		}
-		args.Book = req.Book
-	}
-	if req.BookDepth != "" {
-		if !strIntPattern.MatchString(req.BookDepth) {
-			return nil, fieldErr("book_depth", "%q is not a positive whole number", req.BookDepth)
-		}
-		args.BookDepth = req.BookDepth
-	}
-
-	if req.Threads != nil {
-		if *req.Threads < 1 {
-			return nil, fieldErr("threads", "%d: must be >= 1", *req.Threads)
-		}
-		args.Threads = *req.Threads
-	}
-
-	// Engine options, normalised to single spaces as fishtest does.
-	var err error
-	if args.BaseOptions, err = sanitizeOptions(req.BaseOptions); err != nil {
-		return nil, fieldErr("base_options", "%v", err)
-	}
-	if args.NewOptions, err = sanitizeOptions(req.NewOptions); err != nil {
-		return nil, fieldErr("new_options", "%v", err)
-	}
-
-	// Bench signatures. An SPSA run plays one binary against itself, so, as in fishtest, its
-	// base signature is the new one.
-	if !isSPSA {
-		if err := checkSignature(req.BaseSignature); err != nil {
-			return nil, fieldErr("base_signature", "%v", err)
-		}
-	}
-	if err := checkSignature(req.NewSignature); err != nil {
-		return nil, fieldErr("new_signature", "%v", err)
-	}
-	args.BaseSignature, args.NewSignature = req.BaseSignature, req.NewSignature
-	if isSPSA {
-		args.BaseSignature = req.NewSignature
-	}
-
-	if args.BaseNets, err = checkNets(req.BaseNets); err != nil {
-		return nil, fieldErr("base_nets", "%v", err)
-	}
-	if args.NewNets, err = checkNets(req.NewNets); err != nil {
-		return nil, fieldErr("new_nets", "%v", err)
-	}
-
-	if err := checkRepoShape(req.TestsRepo); err != nil {
-		return nil, fieldErr("tests_repo", "%v", err)
-	}
-	args.TestsRepo = strings.TrimSuffix(req.TestsRepo, "/")
-
-	if strings.TrimSpace(req.Info) == "" {
-		return nil, fieldErr("info", "missing: say what the test is about")
-	}
-	args.Info = req.Info
-
-	if req.Throughput != nil {
-		if *req.Throughput < 0 {
-			return nil, fieldErr("throughput", "%d: must be >= 0 (a percentage; 100 is normal)", *req.Throughput)
-		}
-		args.Throughput = float64(*req.Throughput)
-	}
-	if req.Adjudication != nil {
-		args.Adjudication = *req.Adjudication
-	}
-
-	if req.ArchFilter != "" {
-		if err := checkArchFilter(req.ArchFilter); err != nil {
-			return nil, fieldErr("arch_filter", "%v", err)
-		}
-	}
-	if req.Compiler != "" && !slices.Contains(runCompilers, req.Compiler) {
-		return nil, fieldErr("compiler", "%q is not one of %s", req.Compiler, strings.Join(runCompilers, ", "))
-	}
-
-	if err := buildStopRule(req, &args); err != nil {
-		return nil, err
 	}
 	if args.SPRT != nil {
 		ratio, err := stats.TCRatio(args.TC, args.Threads)
@@ -272,6 +160,138 @@ const (
 	maxRawParams  = 64 << 10
 	maxNets       = 8
 )
+
+// buildRevisions checks what the run repeats and the two revisions it plays.
+func buildRevisions(req protocol.RunRequest, args *rundb.RunArgs) error {
+	if req.RescheduledFrom != "" {
+		if _, err := rundb.ParseObjectID(req.RescheduledFrom); err != nil {
+			return fieldErr("rescheduled_from", "%q is not a run id", req.RescheduledFrom)
+		}
+	}
+
+	for _, f := range []struct{ name, value string }{{"base_tag", req.BaseTag}, {"new_tag", req.NewTag}} {
+		if strings.TrimSpace(f.value) == "" {
+			return fieldErr(f.name, "missing: give the branch name")
+		}
+	}
+	for _, f := range []struct{ name, value string }{{"resolved_base", req.ResolvedBase}, {"resolved_new", req.ResolvedNew}} {
+		if !shaPattern.MatchString(f.value) {
+			return fieldErr(f.name, "%q is not a commit SHA (40 lower-case hex digits)", f.value)
+		}
+	}
+	return nil
+}
+
+// buildGames checks and sets the games' conditions: time controls, opening book, threads.
+func buildGames(req protocol.RunRequest, args *rundb.RunArgs) error {
+	// Time controls.
+	if req.TC == "" {
+		return fieldErr("tc", "missing: give a time control such as 10+0.1")
+	}
+	if err := checkTC(req.TC); err != nil {
+		return fieldErr("tc", "%v", err)
+	}
+	args.TC = req.TC
+	args.NewTC = req.TC
+	if req.NewTC != "" {
+		if err := checkTC(req.NewTC); err != nil {
+			return fieldErr("new_tc", "%v", err)
+		}
+		args.NewTC = req.NewTC
+	}
+
+	// Opening book.
+	if req.Book != "" {
+		if err := checkBook(req.Book); err != nil {
+			return fieldErr("book", "%v", err)
+		}
+		args.Book = req.Book
+	}
+	if req.BookDepth != "" {
+		if !strIntPattern.MatchString(req.BookDepth) {
+			return fieldErr("book_depth", "%q is not a positive whole number", req.BookDepth)
+		}
+		args.BookDepth = req.BookDepth
+	}
+
+	if req.Threads != nil {
+		if *req.Threads < 1 {
+			return fieldErr("threads", "%d: must be >= 1", *req.Threads)
+		}
+		args.Threads = *req.Threads
+	}
+	return nil
+}
+
+// buildEngines checks and sets the engines' options, bench signatures and networks.
+func buildEngines(req protocol.RunRequest, args *rundb.RunArgs) error {
+	isSPSA := req.SPSA != nil
+
+	// Engine options, normalised to single spaces as fishtest does.
+	var err error
+	if args.BaseOptions, err = sanitizeOptions(req.BaseOptions); err != nil {
+		return fieldErr("base_options", "%v", err)
+	}
+	if args.NewOptions, err = sanitizeOptions(req.NewOptions); err != nil {
+		return fieldErr("new_options", "%v", err)
+	}
+
+	// Bench signatures. An SPSA run plays one binary against itself, so, as in fishtest, its
+	// base signature is the new one.
+	if !isSPSA {
+		if err := checkSignature(req.BaseSignature); err != nil {
+			return fieldErr("base_signature", "%v", err)
+		}
+	}
+	if err := checkSignature(req.NewSignature); err != nil {
+		return fieldErr("new_signature", "%v", err)
+	}
+	args.BaseSignature, args.NewSignature = req.BaseSignature, req.NewSignature
+	if isSPSA {
+		args.BaseSignature = req.NewSignature
+	}
+
+	if args.BaseNets, err = checkNets(req.BaseNets); err != nil {
+		return fieldErr("base_nets", "%v", err)
+	}
+	if args.NewNets, err = checkNets(req.NewNets); err != nil {
+		return fieldErr("new_nets", "%v", err)
+	}
+	return nil
+}
+
+// buildScope checks and sets the repository, the description and how the run is scheduled.
+func buildScope(req protocol.RunRequest, args *rundb.RunArgs) error {
+	if err := checkRepoShape(req.TestsRepo); err != nil {
+		return fieldErr("tests_repo", "%v", err)
+	}
+	args.TestsRepo = strings.TrimSuffix(req.TestsRepo, "/")
+
+	if strings.TrimSpace(req.Info) == "" {
+		return fieldErr("info", "missing: say what the test is about")
+	}
+	args.Info = req.Info
+
+	if req.Throughput != nil {
+		if *req.Throughput < 0 {
+			return fieldErr("throughput", "%d: must be >= 0 (a percentage; 100 is normal)", *req.Throughput)
+		}
+		args.Throughput = float64(*req.Throughput)
+	}
+	if req.Adjudication != nil {
+		args.Adjudication = *req.Adjudication
+	}
+
+	if req.ArchFilter != "" {
+		if err := checkArchFilter(req.ArchFilter); err != nil {
+			return fieldErr("arch_filter", "%v", err)
+		}
+	}
+	if req.Compiler != "" && !slices.Contains(runCompilers, req.Compiler) {
+		return fieldErr("compiler", "%q is not one of %s", req.Compiler, strings.Join(runCompilers, ", "))
+	}
+	return nil
+}
 
 // checkSizes bounds every field's size and every count's range before anything is parsed.
 func checkSizes(req protocol.RunRequest) error {
