@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -825,7 +826,7 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 	}
 	defer s.calls.leave()
 	var label string
-	err := s.runs.Update(ctx, id, rundb.PrioSaveNow, func(r *rundb.Run) error {
+	err := s.runs.Update(ctx, id, runcache.PrioSaveNow, func(r *rundb.Run) error {
 		switch {
 		case r.Args.Username == approver:
 			return fmt.Errorf("run %s: %w", id, ErrSelfApproval)

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/ui"
 )
@@ -59,7 +60,7 @@ func (e *uiEnv) runsAdd(owner string, req scheduler.RunRequest) *rundb.Run {
 // runsChange changes a run through the run cache and writes it to the database at once.
 func (e *uiEnv) runsChange(id rundb.ObjectID, fn func(*rundb.Run)) {
 	e.t.Helper()
-	err := e.runs.Update(context.Background(), id, rundb.PrioSaveNow, func(r *rundb.Run) error {
+	err := e.runs.Update(context.Background(), id, runcache.PrioSaveNow, func(r *rundb.Run) error {
 		fn(r)
 		return nil
 	})
@@ -474,7 +475,7 @@ func TestUIRunsHomepageReadsTheRunCache(t *testing.T) {
 	env := newUIEnv(t)
 	r := env.runsAdd("alice", runsTestRequest(func(r *scheduler.RunRequest) { r.NewTag = "fresh" }))
 	env.runsMakeActive(r.ID, runsTask(runsWorker("carol", "abcd1234-5678", 8), true, 30, 20, 50))
-	err := env.runs.Update(context.Background(), r.ID, rundb.PrioNormal, func(r *rundb.Run) error {
+	err := env.runs.Update(context.Background(), r.ID, runcache.PrioNormal, func(r *rundb.Run) error {
 		r.Results.Wins += 2 // not written: NORMAL waits for the flush job, which is not running
 		return nil
 	})
