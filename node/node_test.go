@@ -93,9 +93,9 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 		if err := inst.primary.RunCache().Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := inst.primary.RunCache().Update(ctx, r.ID, runcache.Prio(i), func(r *rundb.Run) error {
+		if err := inst.primary.RunCache().Change(ctx, r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 			r.CommittedGames = 100 + i
-			return nil
+			return runcache.Prio(i), nil
 		}); err != nil {
 			t.Fatal(err)
 		}

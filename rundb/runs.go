@@ -26,8 +26,8 @@ type Extra map[string]any
 // Run is one test: its arguments, its aggregated results and every task handed out for it.
 // Field names and types follow fishtest's runs collection.
 //
-// A Run held by the RunCache is shared: read and change it only inside RunCache.View and
-// RunCache.Update.
+// A Run held by the run cache (package runcache) is shared: read and change it only inside the
+// callbacks of its View, Change and ChangeDurably.
 type Run struct {
 	ID              ObjectID  `bson:"_id" json:"_id"`
 	Version         int       `bson:"version" json:"version"`
@@ -380,7 +380,7 @@ func (w WorkerInfo) LongName() string {
 }
 
 // RunStore reads and writes the runs collection directly. On the primary, active runs go
-// through the RunCache instead, which writes behind to this store. Safe for concurrent use.
+// through the run cache (package runcache) instead, which writes behind to this store. Safe for concurrent use.
 type RunStore struct {
 	coll *mongo.Collection
 	// flatHistory encodes runs for FerretDB (the embedded database), which lacks nested arrays

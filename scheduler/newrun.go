@@ -826,17 +826,17 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 	}
 	defer s.calls.leave()
 	var label string
-	err := s.runs.Update(ctx, id, runcache.PrioSaveNow, func(r *rundb.Run) error {
+	err := s.runs.Change(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		switch {
 		case r.Args.Username == approver:
-			return fmt.Errorf("run %s: %w", id, ErrSelfApproval)
+			return 0, fmt.Errorf("run %s: %w", id, ErrSelfApproval)
 		case r.Approved:
-			return fmt.Errorf("run %s: %w", id, ErrAlreadyApproved)
+			return 0, fmt.Errorf("run %s: %w", id, ErrAlreadyApproved)
 		}
 		r.Approved = true
 		r.Approver = approver
 		label = RunLabel(r)
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	switch {
 	case errors.Is(err, rundb.ErrNotFound):

@@ -25,7 +25,7 @@ type PrimaryConfig struct {
 	// CacheCleanPeriod; 0 means fishtest's values, 300 s and 60 s.
 	CacheIdle, CacheCleanPeriod time.Duration
 	// Journal, if set, makes the run cache journal what is acknowledged to workers, fence its
-	// writes with the journal's lease, and replay the journal as it loads (rundb.Journal). The
+	// writes with the journal's lease, and replay the journal as it loads (package journal). The
 	// Primary does not close it.
 	Journal *journal.Journal
 	// WriteHook, if set, is called as each run write begins (fault-injection tests).
@@ -103,14 +103,8 @@ func (p *Primary) Start(ctx context.Context) error {
 	defer context.AfterFunc(p.life, cancel)()
 
 	schedLogger := p.logger.With("component", "scheduler")
-	runs := runcache.New(p.db.Runs, runcache.Options{Now: time.Now, Logger: p.logger.With("component", "runcache")})
-	runs.SetMetrics(p.cfg.Metrics)
-	if p.cfg.Journal != nil {
-		runs.SetJournal(p.cfg.Journal)
-	}
-	if p.cfg.WriteHook != nil {
-		runs.SetWriteHook(p.cfg.WriteHook)
-	}
+	runs := runcache.New(p.db.Runs, runcache.Options{Now: time.Now, Logger: p.logger.With("component", "runcache"),
+		Metrics: p.cfg.Metrics, Journal: p.cfg.Journal, BeforeWrite: p.cfg.WriteHook})
 	sched := New(p.cfg.Config, p.db, runs, schedLogger)
 	if err := sched.Load(ctx); err != nil {
 		p.stopped = true

@@ -278,7 +278,7 @@ func (s *Scheduler) candidates(ctx context.Context) []candidate {
 func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.WorkerInfo, now time.Time) (TaskReply, taskRef, func(context.Context) error, bool) {
 	var reply TaskReply
 	var ref taskRef
-	stored, err := s.runs.ModifyStored(ctx, id, -1, func(r *rundb.Run) (runcache.Prio, error) {
+	stored, err := s.runs.ChangeDurably(ctx, id, -1, func(r *rundb.Run) (runcache.Prio, error) {
 		remaining := r.Args.NumGames - r.CommittedGames
 		if r.Finished || remaining <= 0 {
 			reply = TaskReply{Waiting: true, Info: fmt.Sprintf(

@@ -70,7 +70,7 @@ type taskRef struct {
 // the per-IP connection counts and the runs each worker has built. It hands out tasks, applies
 // results and reclaims dead tasks. Safe for concurrent use.
 //
-// Lock order: requestMu, then a run's lock (held by RunCache callbacks), then mu. Nothing waits
+// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu. Nothing waits
 // on the database while holding mu or a run's lock; actions are written after both are released.
 type Scheduler struct {
 	cfg    Config
@@ -286,9 +286,10 @@ func (s *Scheduler) noting(fn func(*rundb.Run) (runcache.Prio, error)) func(*run
 	}
 }
 
-// modify changes a run through the cache, mapping a missing run to ErrRunNotFound.
+// modify changes a run through the cache, written behind (runcache.Cache.Change), mapping a
+// missing run to ErrRunNotFound.
 func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (runcache.Prio, error)) error {
-	err := s.runs.Modify(ctx, id, s.noting(fn))
+	err := s.runs.Change(ctx, id, s.noting(fn))
 	if errors.Is(err, rundb.ErrNotFound) {
 		return fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}
@@ -296,10 +297,10 @@ func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rund
 }
 
 // modifyStored is modify for a change acknowledged to a worker: it returns once the change is
-// made, with stored, which waits until it is stored (see runcache.Cache.ModifyStored). task is
+// made, with stored, which waits until it is stored (see runcache.Cache.ChangeDurably). task is
 // the task the change is about, or -1.
 func (s *Scheduler) modifyStored(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (runcache.Prio, error)) (stored func(context.Context) error, err error) {
-	stored, err = s.runs.ModifyStored(ctx, id, task, s.noting(fn))
+	stored, err = s.runs.ChangeDurably(ctx, id, task, s.noting(fn))
 	if errors.Is(err, rundb.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}

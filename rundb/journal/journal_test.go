@@ -41,12 +41,21 @@ func startPrimary(t *testing.T, db *rundb.DB, opts journal.Options) *primary {
 		t.Fatal(err)
 	}
 	t.Cleanup(j.Close)
-	c := runcache.New(db.Runs, runcache.Options{Logger: slog.New(slog.DiscardHandler)})
-	c.SetJournal(j)
+	c := runcache.New(db.Runs, runcache.Options{Logger: slog.New(slog.DiscardHandler), Journal: j})
 	if _, err := c.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return &primary{cache: c, journal: j}
+}
+
+// durably makes a change with ChangeDurably and waits until it is stored, as a worker's reply
+// does before it acknowledges the change.
+func (p *primary) durably(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (runcache.Prio, error)) error {
+	stored, err := p.cache.ChangeDurably(ctx, id, task, fn)
+	if err != nil {
+		return err
+	}
+	return stored(ctx)
 }
 
 // fakeClock is a clock tests move by hand.
@@ -205,7 +214,7 @@ func journalWritesFor(t *testing.T, groupWait, syncEvery time.Duration, n int, i
 			time.Sleep(interval)
 		}
 		wg.Go(func() {
-			if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
+			if err := p.durably(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -217,7 +226,7 @@ func journalWritesFor(t *testing.T, groupWait, syncEvery time.Duration, n int, i
 	return int(writes.Load())
 }
 
-// A change ModifyDurable acknowledged survives a crash that leaves the run's document behind:
+// A change ChangeDurably stored survives a crash that leaves the run's document behind:
 // the next primary finds it in the journal; and replaying again (a crash during that start, or
 // after it) changes nothing more.
 func TestJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T) {
@@ -230,7 +239,7 @@ func testJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T, dir string) 
 	id := journalRun(t, db)
 
 	p1 := startPrimary(t, db, journal.Options{Dir: dir})
-	if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102.5, false)); err != nil {
+	if err := p1.durably(ctx, id, 1, report(1, 120, 102.5, false)); err != nil {
 		t.Fatal(err)
 	}
 	// The document is written here: the records so far are covered by it.
@@ -243,7 +252,7 @@ func testJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T, dir string) 
 	}{
 		{-1, newTask(64)}, {2, report(2, 10, 103.5, true)}, {1, report(1, 130, 104.0, false)},
 	} {
-		if err := p1.cache.ModifyDurable(ctx, id, step.task, step.change); err != nil {
+		if err := p1.durably(ctx, id, step.task, step.change); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -305,7 +314,7 @@ func testJournalDropsCoveredSegments(t *testing.T, dir string) {
 	id := journalRun(t, db)
 	p := startPrimary(t, db, journal.Options{SegmentRecords: 2, Dir: dir})
 	for i := range 5 {
-		if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+		if err := p.durably(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,7 +328,7 @@ func testJournalDropsCoveredSegments(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	// One more record wakes the writer, which drops the covered segments (not the current one).
-	if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 200, 99, false)); err != nil {
+	if err := p.durably(ctx, id, 1, report(1, 200, 99, false)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -339,7 +348,7 @@ func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
 	id := journalRun(t, db)
 	clock := newFakeClock()
 	old := startPrimary(t, db, journal.Options{Holder: "old", Now: clock.Now})
-	if err := old.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102, false)); err != nil {
+	if err := old.durably(ctx, id, 1, report(1, 120, 102, false)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -357,7 +366,7 @@ func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
 	}
 
 	// The old primary, resumed, goes on as if nothing happened.
-	err = old.cache.ModifyDurable(ctx, id, 1, report(1, 150, 107, false))
+	err = old.durably(ctx, id, 1, report(1, 150, 107, false))
 	if !errors.Is(err, journal.ErrFenced) {
 		t.Fatalf("a change of the overtaken primary: %v, want ErrFenced", err)
 	}
@@ -392,7 +401,7 @@ func TestFileJournalIgnoresATornLastWrite(t *testing.T) {
 	dir := t.TempDir()
 	p1 := startPrimary(t, db, journal.Options{Dir: dir})
 	for i := range 3 {
-		if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+		if err := p1.durably(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -439,7 +448,7 @@ func TestJournalRecordsAreTakenInAcrossStores(t *testing.T) {
 	dir := t.TempDir()
 
 	p1 := startPrimary(t, db, journal.Options{}) // the database
-	if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 110, 101, false)); err != nil {
+	if err := p1.durably(ctx, id, 1, report(1, 110, 101, false)); err != nil {
 		t.Fatal(err)
 	}
 	want1 := cachedState(t, p1.cache, id)
@@ -449,7 +458,7 @@ func TestJournalRecordsAreTakenInAcrossStores(t *testing.T) {
 	if got := cachedState(t, p2.cache, id); !equalState(got, want1) {
 		t.Fatalf("a primary keeping its journal in files found\n %+v, want what the database's journal held\n %+v", got, want1)
 	}
-	if err := p2.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102, true)); err != nil {
+	if err := p2.durably(ctx, id, 1, report(1, 120, 102, true)); err != nil {
 		t.Fatal(err)
 	}
 	want := cachedState(t, p2.cache, id)
@@ -482,7 +491,7 @@ func TestFileJournalAcknowledgesOnceWritten(t *testing.T) {
 	dir := t.TempDir()
 	p1 := startPrimary(t, db, journal.Options{Dir: dir, SyncEvery: time.Hour})
 	for i := range 3 {
-		if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+		if err := p1.durably(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -525,7 +534,7 @@ func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range changes {
 			wg.Go(func() {
-				if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
+				if err := p.durably(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
 					t.Error(err)
 				}
 			})

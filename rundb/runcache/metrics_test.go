@@ -41,14 +41,13 @@ func openWithMetrics(t *testing.T) (*rundb.DB, *metrics.Metrics, *prometheus.Reg
 func TestRunCacheMetrics(t *testing.T) {
 	db, m, reg := openWithMetrics(t)
 	ctx := context.Background()
-	cache := runcache.New(db.Runs, runcache.Options{})
-	cache.SetMetrics(m)
+	cache := runcache.New(db.Runs, runcache.Options{Metrics: m})
 	a, b := &rundb.Run{ID: rundb.NewObjectID()}, &rundb.Run{ID: rundb.NewObjectID()}
 	for _, r := range []*rundb.Run{a, b} {
 		if err := cache.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := cache.Update(ctx, r.ID, runcache.PrioNormal, setGames(4)); err != nil {
+		if err := cache.Change(ctx, r.ID, func(r *rundb.Run) (runcache.Prio, error) { r.CommittedGames = 4; return runcache.PrioNormal, nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,9 +68,9 @@ func TestRunCacheMetrics(t *testing.T) {
 	}
 
 	// A run that cannot be written counts as a flush and a flush error.
-	err := cache.Update(ctx, b.ID, runcache.PrioSaveNow, func(r *rundb.Run) error {
+	err := cache.Change(ctx, b.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		r.Extra = rundb.Extra{"unstorable": make(chan int)}
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err == nil {
 		t.Fatal("a SAVE_NOW write of an unencodable run succeeded")
@@ -83,7 +82,7 @@ func TestRunCacheMetrics(t *testing.T) {
 		t.Errorf("flush errors: %g, want 1", v)
 	}
 	// Repaired, the run is written; then nothing is dirty and a flush observes nothing.
-	if err := cache.Update(ctx, b.ID, runcache.PrioSaveNow, func(r *rundb.Run) error { r.Extra = nil; return nil }); err != nil {
+	if err := cache.Change(ctx, b.ID, func(r *rundb.Run) (runcache.Prio, error) { r.Extra = nil; return runcache.PrioSaveNow, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := cache.FlushOne(ctx); ok || err != nil {

@@ -27,7 +27,7 @@ const (
 	PrioNormal  Prio = 0    // everything else (a result, a beat)
 	PrioMedium  Prio = 1    // a task finished
 	PrioHigh    Prio = 2    // a task was created
-	PrioSaveNow Prio = 1000 // written before Update returns: run created, finished, modified, approved or purged
+	PrioSaveNow Prio = 1000 // written before the change returns: run created, finished, modified, approved or purged
 )
 
 // prioAge is what one priority level is worth in the flush order.
@@ -36,10 +36,12 @@ const prioAge = 60 * time.Second
 // Cache keeps runs in memory on the primary and writes changed ones behind to the database,
 // one per FlushOne call, most overdue first; PrioSaveNow changes are written synchronously.
 // A failed write leaves the run dirty, so it is retried and nothing is lost; FlushAll writes
-// everything on shutdown.
+// everything on shutdown. A run changes in one of two ways: Change, written behind, and
+// ChangeDurably, for a change acknowledged to a worker, which is stored before it is
+// acknowledged.
 //
-// Safe for concurrent use. Each cached run has its own lock, held while a View or Modify
-// callback runs, so callbacks must be short and must not call back into the cache.
+// Safe for concurrent use. Each cached run has its own lock, held while a View, Change or
+// ChangeDurably callback runs, so callbacks must be short and must not call back into the cache.
 //
 // Lock order: entry.write before entry.mu; Cache.mu is a leaf, never held while taking
 // another lock.
@@ -47,8 +49,8 @@ type Cache struct {
 	store   *rundb.RunStore
 	now     func() time.Time
 	logger  *slog.Logger
-	metrics *metrics.Metrics // set once by SetMetrics, before use
-	journal *journal.Journal // set once by SetJournal, before use; nil without one
+	metrics *metrics.Metrics
+	journal *journal.Journal // nil without one
 	// beforeWrite, if set, is called as each run write begins (fault-injection tests).
 	beforeWrite func()
 
@@ -71,47 +73,42 @@ type cacheEntry struct {
 	priority   Prio
 	lastSync   time.Time
 	lastAccess time.Time
-	// users counts View and Update calls holding the entry; Evict leaves such entries alone,
+	// users counts the calls holding the entry; Evict leaves such entries alone,
 	// so a change is never made to an entry that has just left the map.
 	users int
 }
 
-// Options configures New.
+// Options configures New. The zero value is a cache without a journal or metrics, on the
+// system clock.
 type Options struct {
 	// Now is the clock; nil means time.Now (tests pass a fake one).
 	Now func() time.Time
 	// Logger receives the cache's log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics, if set, receives the number of dirty and cached runs and the duration and
+	// failures of the run writes.
+	Metrics *metrics.Metrics
+	// Journal, if set, makes ChangeDurably journal its changes, makes the cache write runs only
+	// while the journal's lease holds, and replays the journal when the cache preloads.
+	Journal *journal.Journal
+	// BeforeWrite, if set, is called as each run write begins, for tests that crash the server
+	// in the middle of one.
+	BeforeWrite func()
 }
 
 // New returns an empty cache that writes to store.
 func New(store *rundb.RunStore, opts Options) *Cache {
-	c := &Cache{store: store, now: opts.Now, logger: opts.Logger, entries: make(map[rundb.ObjectID]*cacheEntry),
-		changed: make(chan struct{})}
+	c := &Cache{store: store, now: opts.Now, logger: opts.Logger, metrics: opts.Metrics, journal: opts.Journal,
+		beforeWrite: opts.BeforeWrite, entries: make(map[rundb.ObjectID]*cacheEntry), changed: make(chan struct{})}
 	if c.now == nil {
 		c.now = time.Now
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	c.metrics.WatchRunCache(c.Dirty, c.Len)
 	return c
 }
-
-// SetMetrics makes the cache report its dirty and cached runs and the duration and failures of
-// its run writes to m. Call it before the cache is used.
-func (c *Cache) SetMetrics(m *metrics.Metrics) {
-	c.metrics = m
-	m.WatchRunCache(c.Dirty, c.Len)
-}
-
-// SetJournal makes the cache journal the changes made with ModifyDurable, write runs only while
-// the journal's lease holds, and replay the journal when it preloads. Call it before the cache is
-// used.
-func (c *Cache) SetJournal(j *journal.Journal) { c.journal = j }
-
-// SetWriteHook makes the cache call fn as each run write begins, for tests that crash the
-// server in the middle of one. Call it before the cache is used.
-func (c *Cache) SetWriteHook(fn func()) { c.beforeWrite = fn }
 
 // acquire returns the cache entry for id, loading the run from the database on a miss, and pins
 // it against eviction until release.
@@ -150,7 +147,7 @@ func (c *Cache) release(e *cacheEntry) {
 	c.mu.Unlock()
 }
 
-// Cached reports whether the run is in the cache, without loading it: a View or Update of it
+// Cached reports whether the run is in the cache, without loading it: a View or Change of it
 // now needs no database read.
 func (c *Cache) Cached(id rundb.ObjectID) bool {
 	c.mu.Lock()
@@ -205,42 +202,30 @@ func (c *Cache) View(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run)
 	return nil
 }
 
-// Update calls fn to change the run and marks it for writing with priority prio. With
-// PrioSaveNow it also writes the run before returning; if that write fails, Update returns the
-// error but the change stays made in memory and queued, and the flusher retries it. If fn
-// returns an error the run is taken as unchanged (fn must not have changed it) and the error is
-// returned.
-func (c *Cache) Update(ctx context.Context, id rundb.ObjectID, prio Prio, fn func(*rundb.Run) error) error {
-	return c.Modify(ctx, id, func(r *rundb.Run) (Prio, error) { return prio, fn(r) })
-}
-
-// Modify is Update for changes whose urgency is known only once they are made: fn returns the
-// priority (a result is NORMAL, a finished task MEDIUM, a finished run SAVE_NOW). ErrUnchanged
-// from fn means the run was left as it was: nothing is marked and Modify returns nil.
-func (c *Cache) Modify(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (Prio, error)) error {
+// Change calls fn to change the run, loading it if needed, and marks it for writing behind with
+// the priority fn returns (a result is PrioNormal, a finished task PrioMedium, a finished run
+// PrioSaveNow). It promises no durability: a crash before the run's next write loses the
+// change, but for PrioSaveNow, which writes the run before Change returns; if that write fails,
+// Change returns the error but the change stays made in memory and queued, and the flusher
+// retries it. ErrUnchanged from fn means the run was left as it was: nothing is marked and
+// Change returns nil. Any other error from fn means the same (fn must not have changed the run)
+// and is returned.
+func (c *Cache) Change(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (Prio, error)) error {
 	_, err := c.change(ctx, id, -1, false, fn)
 	return err
 }
 
-// ModifyDurable is Modify for a change acknowledged to a worker: it returns once the change is
-// stored, so that a crash cannot lose it. Below PrioSaveNow that is a journal record of task (the
-// task the change is about, or -1) and of the tasks fn appends; at PrioSaveNow, the run's
-// document. Without a journal it is Modify. If the record cannot be written the change stays
-// made in memory and is written behind as usual, and the error is returned.
-func (c *Cache) ModifyDurable(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (Prio, error)) error {
-	stored, err := c.ModifyStored(ctx, id, task, fn)
-	if err != nil {
-		return err
-	}
-	return stored(ctx)
-}
-
-// ModifyStored is ModifyDurable that returns once the change is made, with stored, which waits
-// until it is stored (and returns what ModifyDurable would). A caller that holds a lock other
-// changes need makes its change, lets the lock go, and only then waits: the lock is never held
-// across a journal write. stored is never nil when err is nil, and must be called before the
-// change is acknowledged.
-func (c *Cache) ModifyStored(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (Prio, error)) (stored func(context.Context) error, err error) {
+// ChangeDurably is Change for a change acknowledged to a worker, which a crash must not lose. It
+// returns once the change is made, with stored, which waits until the change is stored and
+// must be called (and return nil) before the change is acknowledged. Below PrioSaveNow that is
+// a journal record of task (the task the change is about, or -1) and of the tasks fn appends;
+// at PrioSaveNow, the run's document, written before ChangeDurably returns; without a journal,
+// stored has nothing to wait for. A caller that holds a lock other changes need makes its
+// change, lets the lock go, and only then waits: the lock is never held across a journal write.
+// stored is never nil when err is nil. If the record cannot be written, stored returns an error
+// wrapping rundb.ErrNotStored: the change stays made in memory and is written behind as usual,
+// but must not be acknowledged.
+func (c *Cache) ChangeDurably(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (Prio, error)) (stored func(context.Context) error, err error) {
 	return c.change(ctx, id, task, c.journal != nil, fn)
 }
 
@@ -295,7 +280,8 @@ func (c *Cache) change(ctx context.Context, id rundb.ObjectID, task int, durable
 	}, nil
 }
 
-// ErrUnchanged is returned by a Modify callback that looked at the run and changed nothing.
+// ErrUnchanged is returned by a Change or ChangeDurably callback that looked at the run and
+// changed nothing.
 var ErrUnchanged = errors.New("run unchanged")
 
 // Create stores a new run, writing it at once, and caches it; ErrConflict if a run with its ID

@@ -38,6 +38,11 @@ func setGames(n int) func(*rundb.Run) error {
 	return func(r *rundb.Run) error { r.CommittedGames = n; return nil }
 }
 
+// at is fn as a change of priority prio.
+func at(prio runcache.Prio, fn func(*rundb.Run) error) func(*rundb.Run) (runcache.Prio, error) {
+	return func(r *rundb.Run) (runcache.Prio, error) { return prio, fn(r) }
+}
+
 func TestRunCacheFlushOrder(t *testing.T) {
 	type change struct {
 		run  string
@@ -104,7 +109,7 @@ func TestRunCacheFlushOrder(t *testing.T) {
 			}
 			clock.Advance(10 * time.Minute)
 			for i, ch := range tc.changes {
-				if err := cache.Update(ctx, ids[ch.run], ch.prio, setGames(i+1)); err != nil {
+				if err := cache.Change(ctx, ids[ch.run], at(ch.prio, setGames(i+1))); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -157,7 +162,7 @@ func TestRunCacheWritesBehind(t *testing.T) {
 	if err := cache.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := cache.Update(ctx, r.ID, runcache.PrioHigh, setGames(10)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioHigh, setGames(10))); err != nil {
 		t.Fatal(err)
 	}
 	if got := storedGames(t, db, r.ID); got != 0 {
@@ -170,7 +175,7 @@ func TestRunCacheWritesBehind(t *testing.T) {
 	if seen != 10 {
 		t.Errorf("View sees committed_games %d, want the cached 10", seen)
 	}
-	if err := cache.Update(ctx, r.ID, runcache.PrioSaveNow, setGames(20)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioSaveNow, setGames(20))); err != nil {
 		t.Fatal(err)
 	}
 	if got := storedGames(t, db, r.ID); got != 20 {
@@ -181,7 +186,7 @@ func TestRunCacheWritesBehind(t *testing.T) {
 	}
 }
 
-func TestRunCacheUpdateErrorChangesNothing(t *testing.T) {
+func TestRunCacheChangeErrorChangesNothing(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
 	cache := runcache.New(db.Runs, runcache.Options{})
@@ -190,14 +195,14 @@ func TestRunCacheUpdateErrorChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	refuse := errors.New("refused")
-	if err := cache.Update(ctx, r.ID, runcache.PrioHigh, func(*rundb.Run) error { return refuse }); !errors.Is(err, refuse) {
-		t.Errorf("Update returned %v, want the callback's error", err)
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioHigh, func(*rundb.Run) error { return refuse })); !errors.Is(err, refuse) {
+		t.Errorf("Change returned %v, want the callback's error", err)
 	}
 	if got := cache.Dirty(); got != 0 {
 		t.Errorf("a refused update left %d dirty runs", got)
 	}
-	if err := cache.Update(ctx, rundb.NewObjectID(), runcache.PrioNormal, setGames(1)); !errors.Is(err, rundb.ErrNotFound) {
-		t.Errorf("Update of an unknown run: %v, want ErrNotFound", err)
+	if err := cache.Change(ctx, rundb.NewObjectID(), at(runcache.PrioNormal, setGames(1))); !errors.Is(err, rundb.ErrNotFound) {
+		t.Errorf("Change of an unknown run: %v, want ErrNotFound", err)
 	}
 }
 
@@ -260,7 +265,7 @@ func TestRunCacheFlushAllLosesNothing(t *testing.T) {
 		if err := cache.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := cache.Update(ctx, r.ID, runcache.Prio(i%3), setGames(100+i)); err != nil {
+		if err := cache.Change(ctx, r.ID, at(runcache.Prio(i%3), setGames(100+i))); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, r.ID)
@@ -294,8 +299,8 @@ func TestRunCacheFlushAllLosesNothing(t *testing.T) {
 	}
 }
 
-// Updates racing with the flusher are never lost: the last value written is the last value set.
-func TestRunCacheConcurrentUpdatesAndFlushes(t *testing.T) {
+// Changes racing with the flusher are never lost: the last value written is the last value set.
+func TestRunCacheConcurrentChangesAndFlushes(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
 	cache := runcache.New(db.Runs, runcache.Options{})
@@ -327,10 +332,10 @@ func TestRunCacheConcurrentUpdatesAndFlushes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range perWriter {
-				err := cache.Update(ctx, r.ID, runcache.PrioNormal, func(r *rundb.Run) error {
+				err := cache.Change(ctx, r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 					r.CommittedGames++
 					r.Tasks = append(r.Tasks, rundb.Task{NumGames: 2, Stats: rundb.NewResults()})
-					return nil
+					return runcache.PrioNormal, nil
 				})
 				if err != nil {
 					t.Error(err)
@@ -370,7 +375,7 @@ func TestRunCacheEvict(t *testing.T) {
 	busy := mk(8, false)
 	dirty := mk(0, false)
 	recent := mk(0, false)
-	if err := cache.Update(ctx, dirty, runcache.PrioNormal, setGames(1)); err != nil {
+	if err := cache.Change(ctx, dirty, at(runcache.PrioNormal, setGames(1))); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(10 * time.Minute)
@@ -417,14 +422,14 @@ func TestRunCacheFailingRunDoesNotBlockOthers(t *testing.T) {
 	}
 	// The bad run becomes unencodable (a channel cannot be stored) and is the older one, with a
 	// failed SAVE_NOW on top, so it is first in line.
-	err := cache.Update(ctx, bad.ID, runcache.PrioSaveNow, func(r *rundb.Run) error {
+	err := cache.Change(ctx, bad.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		r.Extra = rundb.Extra{"unstorable": make(chan int)}
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err == nil {
 		t.Fatal("a SAVE_NOW write of an unencodable run succeeded")
 	}
-	if err := cache.Update(ctx, good.ID, runcache.PrioNormal, setGames(7)); err != nil {
+	if err := cache.Change(ctx, good.ID, at(runcache.PrioNormal, setGames(7))); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -479,14 +484,14 @@ func TestRunCacheChangedWakesOnChangeOnly(t *testing.T) {
 	if closed(ch) {
 		t.Fatal("a fresh Changed channel is already closed")
 	}
-	_ = cache.Update(ctx, r.ID, runcache.PrioHigh, func(*rundb.Run) error { return errors.New("refused") })
+	_ = cache.Change(ctx, r.ID, at(runcache.PrioHigh, func(*rundb.Run) error { return errors.New("refused") }))
 	if err := cache.View(ctx, r.ID, func(*rundb.Run) {}); err != nil {
 		t.Fatal(err)
 	}
 	if closed(ch) {
 		t.Error("a refused update or a read signalled Changed")
 	}
-	if err := cache.Update(ctx, r.ID, runcache.PrioHigh, setGames(3)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioHigh, setGames(3))); err != nil {
 		t.Fatal(err)
 	}
 	if !closed(ch) {
@@ -503,7 +508,7 @@ func TestRunCacheListingLeavesOutTasks(t *testing.T) {
 	if err := cache.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := cache.Update(ctx, r.ID, runcache.PrioNormal, setGames(7)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioNormal, setGames(7))); err != nil {
 		t.Fatal(err)
 	}
 	got, err := cache.Listing(ctx, r.ID)

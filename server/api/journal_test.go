@@ -70,8 +70,7 @@ func TestWorkerCallWhoseChangeIsNotStoredIsToldToRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(j2.Close)
-	cache := runcache.New(db.Runs, runcache.Options{Logger: servertest.DiscardLogger()})
-	cache.SetJournal(j2)
+	cache := runcache.New(db.Runs, runcache.Options{Logger: servertest.DiscardLogger(), Journal: j2})
 	if _, err := cache.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -53,10 +53,7 @@ func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *journal.Jou
 	t.Helper()
 	addFleetUsers(t, db)
 	logger := servertest.DiscardLogger()
-	cache := runcache.New(db.Runs, runcache.Options{Logger: logger})
-	if j != nil {
-		cache.SetJournal(j)
-	}
+	cache := runcache.New(db.Runs, runcache.Options{Logger: logger, Journal: j})
 	sched := scheduler.New(fleetSchedulerConfig(pool), db, cache, logger)
 	if err := sched.Load(context.Background()); err != nil {
 		t.Fatal(err)

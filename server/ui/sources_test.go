@@ -195,9 +195,9 @@ func TestUIRunPageShowsBuildFailures(t *testing.T) {
 	w := env.as("alice").post("/tests/run", byBranchForm(repo))
 	r := env.submittedRun(w)
 	log := "Build failed: 1234567890 (make -j2 build ARCH=x86-64): exit status 2\nsearch.cpp:3: error: <expected> ';'"
-	err := env.runs.Update(context.Background(), r.ID, runcache.PrioSaveNow, func(r *rundb.Run) error {
+	err := env.runs.Change(context.Background(), r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		r.BuildFailures = []rundb.BuildFailure{{Worker: "wendy-4cores-ab12", TaskID: 0, Time: time.Now(), Message: log}}
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err != nil {
 		t.Fatal(err)
