@@ -54,7 +54,7 @@ type Options struct {
 	EmbeddedAddr string
 	// EmbeddedCommand, if set, runs the embedded database as a child process: this program and
 	// its arguments (cmd/shoal gives itself with "db"), with --data and --addr appended. Empty:
-	// the database runs in this process. See package embedded for why a server wants it.
+	// the database runs in this process. See rundb/embedded/process.go for why a server wants it.
 	EmbeddedCommand []string
 	// Database is the database name; empty means DefaultDatabase.
 	Database string

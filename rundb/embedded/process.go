@@ -19,16 +19,11 @@ import (
 )
 
 // The embedded database as a child process. FerretDB's writes are long stretches of CPU (a run
-// write parses and re-encodes the whole document: about 180 ms for a run of 400 kB). In the
-// server's own process they run on the Go scheduler's processors beside the request handlers;
-// on a server given one core there is one processor, and a handler woken meanwhile waits for the
-// runtime to preempt the write (every 10 ms at best): the durability benchmark's handlers waited
-// to run again with a p99 of 15-21 ms. As a process of its own, FerretDB is scheduled by the
-// kernel, which lets a woken handler thread in at once. The durability benchmark (server and
-// database on one core, the same day, two rounds of 45 s legs; docs/benchmarks/README.md): the
-// fleet's update_task p99 3.5 ms without the journal and 9.3 ms with it, beat 3.6 and 4.1 ms,
-// where the database in the server's process gave 16 and 30 ms, beat 17 and 18 ms, at the same
-// CPU.
+// write parses and re-encodes the whole document). In the server's own process they run on the
+// Go scheduler's processors beside the request handlers, and on a server given one core a
+// handler woken meanwhile waits for the runtime to preempt the write; as a process of its own,
+// FerretDB is scheduled by the kernel, which lets a woken handler thread in at once. The figures
+// are in docs/benchmarks (the durability scenario).
 //
 // The parent locks the data directory and hands the lock to the child, which keeps it open: the
 // lock is held until both have exited, so no second database starts on the files while either
