@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
 )
 
 // durabilityRound is the journal setting of each leg of one round of the durability scenario:
@@ -214,7 +215,7 @@ func benchTakeover(ctx context.Context, set plan) (time.Duration, error) {
 		return 0, err
 	}
 	defer func() { _ = standby.Process.Signal(os.Interrupt); _ = standby.Wait() }()
-	time.Sleep(2 * rundb.DefaultLeaseTTL / 5) // the lease renewed at least once
+	time.Sleep(2 * journal.DefaultLeaseTTL / 5) // the lease renewed at least once
 	if err := primary.Process.Kill(); err != nil {
 		return 0, err
 	}

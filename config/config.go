@@ -88,14 +88,14 @@ type Config struct {
 	// database.
 	FlushPeriod time.Duration
 	// Journal makes the primary store every change it acknowledges to a worker before the
-	// reply leaves (see rundb.Journal). Off only to measure what it costs.
+	// reply leaves (see package journal). Off only to measure what it costs.
 	Journal bool
 	// JournalFsync is how often a journal kept in files (on the embedded database) is fsynced:
-	// 0, each batch before it is acknowledged (see rundb.JournalOptions.SyncEvery). The default,
+	// 0, each batch before it is acknowledged (see journal.Options.SyncEvery). The default,
 	// 100 ms, is MongoDB's own journal commit interval.
 	JournalFsync time.Duration
 	// JournalGroupWait is how long a journal batch gathers changes before it is written (see
-	// rundb.JournalOptions.GroupWait).
+	// journal.Options.GroupWait).
 	JournalGroupWait time.Duration
 	// DuplicateWorkerWindow is how long a worker name stays reserved, so
 	// that two workers claiming the same name are detected.
@@ -154,7 +154,7 @@ type Config struct {
 // Three defaults are those of the packages that use them, written here so that this package
 // imports none of Shoal's (a test in node holds them equal): the database name
 // (rundb.DefaultDatabase, fishtest's), task_semaphore_size
-// (scheduler.DefaultTaskSemaphoreSize) and lease_ttl (rundb.DefaultLeaseTTL).
+// (scheduler.DefaultTaskSemaphoreSize) and lease_ttl (journal.DefaultLeaseTTL).
 func DefaultConfig() Config {
 	return Config{
 		Addr:                  "127.0.0.1:8000",

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
 	"github.com/shoal-chess/shoal/scheduler"
 )
 
@@ -19,7 +19,7 @@ import (
 // the lease.
 type primaryRole struct {
 	*scheduler.Primary
-	journal *rundb.Journal // nil with journal = false (no lease, no failover)
+	journal *journal.Journal // nil with journal = false (no lease, no failover)
 }
 
 // leasePoll is how often a standby looks at the primary's lease.
@@ -42,7 +42,7 @@ func leaseHolder(addr string) string {
 // without a journal): the journal replays what the runs' documents lack, the scheduler rebuilds
 // its state, and the periodic jobs start. It returns the running role; the caller gives the
 // server its scheduler.
-func (inst *Instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *primaryRole, err error) {
+func (inst *Instance) becomePrimary(ctx context.Context, lease journal.Lease) (_ *primaryRole, err error) {
 	cfg, logger := inst.cfg, inst.logger
 	start := time.Now()
 	p := &primaryRole{}
@@ -59,7 +59,7 @@ func (inst *Instance) becomePrimary(ctx context.Context, lease rundb.Lease) (_ *
 		BooksURL: cfg.BooksURL, DBGate: inst.tokens.Do, Books: inst.books, Sources: inst.mirrors,
 	}, FlushPeriod: cfg.FlushPeriod}
 	if cfg.Journal {
-		p.journal, err = inst.db.OpenJournal(ctx, rundb.JournalOptions{Lease: lease, Holder: inst.holder(),
+		p.journal, err = journal.Open(ctx, inst.db, journal.Options{Lease: lease, Holder: inst.holder(),
 			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.fenced, Dir: inst.db.JournalDir(), SyncEvery: cfg.JournalFsync,
 			GroupWait: cfg.JournalGroupWait})
 		if err != nil {
@@ -172,8 +172,8 @@ func (inst *Instance) followLease(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		lease, err := inst.db.AcquireLease(ctx, inst.holder(), inst.cfg.LeaseTTL, time.Now())
-		if errors.Is(err, rundb.ErrLeaseHeld) {
+		lease, err := journal.AcquireLease(ctx, inst.db, inst.holder(), inst.cfg.LeaseTTL, time.Now())
+		if errors.Is(err, journal.ErrLeaseHeld) {
 			if lease.Holder != lastHolder {
 				inst.logger.Info("standby: the primary holds its lease", "primary", lease.Holder, "epoch", lease.Epoch)
 				lastHolder = lease.Holder

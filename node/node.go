@@ -31,6 +31,8 @@ import (
 	"github.com/shoal-chess/shoal/gitmirror"
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
+	"github.com/shoal-chess/shoal/rundb/journal"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/guard"
@@ -235,7 +237,7 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 	reg := newMetricsRegistry()
 	m := metrics.New(reg)
 	if db, err = OpenDB(ctx, cfg, logger, m); err != nil {
-		if errors.Is(err, rundb.ErrDatabaseInUse) {
+		if errors.Is(err, embedded.ErrDatabaseInUse) {
 			return nil, fmt.Errorf("%w; if that is shoal db, give this server --mongo-uri with the address it printed", err)
 		}
 		return nil, err
@@ -247,7 +249,7 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 		logger.Info("instances of this user on this machine can share the embedded database", "mongo_uri", db.SharedURI())
 	}
 	role := cfg.StartRole()
-	var lease rundb.Lease
+	var lease journal.Lease
 	secret, err := sessionSecret(cfg, role == "primary", logger)
 	if err != nil {
 		return nil, err
@@ -288,8 +290,8 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 			return nil, err
 		}
 		if cfg.Journal {
-			lease, err = db.AcquireLease(ctx, inst.holder(), cfg.LeaseTTL, time.Now())
-			if errors.Is(err, rundb.ErrLeaseHeld) {
+			lease, err = journal.AcquireLease(ctx, db, inst.holder(), cfg.LeaseTTL, time.Now())
+			if errors.Is(err, journal.ErrLeaseHeld) {
 				// Another primary is alive: this one waits to take over from it.
 				logger.Warn("another instance holds the primary's lease: serving as a standby", "err", err)
 				role = "standby"
@@ -304,7 +306,7 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 	}
 	deps.Instance = initialRole + "@" + ln.Addr().String()
 	deps.Lease = func(ctx context.Context) (server.LeaseInfo, error) {
-		l, err := db.ReadLease(ctx)
+		l, err := journal.ReadLease(ctx, db)
 		if err != nil {
 			return server.LeaseInfo{}, err
 		}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/scheduler"
 )
 
@@ -91,9 +93,9 @@ func TestShutdownWritesEveryDirtyRun(t *testing.T) {
 		if err := inst.primary.RunCache().Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := inst.primary.RunCache().Update(ctx, r.ID, rundb.Prio(i), func(r *rundb.Run) error {
+		if err := inst.primary.RunCache().Change(ctx, r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 			r.CommittedGames = 100 + i
-			return nil
+			return runcache.Prio(i), nil
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -124,8 +126,8 @@ func TestConfigDefaultsAreThePackagesDefaults(t *testing.T) {
 	if c.Database != rundb.DefaultDatabase {
 		t.Errorf("database %q, rundb's default %q", c.Database, rundb.DefaultDatabase)
 	}
-	if c.LeaseTTL != rundb.DefaultLeaseTTL {
-		t.Errorf("lease_ttl %v, rundb's default %v", c.LeaseTTL, rundb.DefaultLeaseTTL)
+	if c.LeaseTTL != journal.DefaultLeaseTTL {
+		t.Errorf("lease_ttl %v, rundb's default %v", c.LeaseTTL, journal.DefaultLeaseTTL)
 	}
 	if c.TaskSemaphoreSize != scheduler.DefaultTaskSemaphoreSize {
 		t.Errorf("task_semaphore_size %d, the scheduler's default %d", c.TaskSemaphoreSize, scheduler.DefaultTaskSemaphoreSize)

@@ -1,10 +1,13 @@
-// Package rundb owns every MongoDB call Shoal makes: one store type per collection, with
-// fishtest's document shapes so that an existing fishtest database opens unchanged, and the
-// write-behind run cache that keeps active runs in memory on the primary.
+// Package rundb holds Shoal's data model (Run, User, Worker, ...) and its stores: one store type
+// per collection, with fishtest's document shapes so that an existing fishtest database opens
+// unchanged. Its sibling packages hold the rest of the database's concerns: runcache keeps the
+// primary's active runs in memory and writes them behind, journal makes the changes acknowledged
+// to workers durable (with the primary's lease), and embedded runs the embedded database that
+// Open starts when no URI is given.
 //
 // Every method takes a context first. A missing document is ErrNotFound and a unique-key
 // violation is ErrConflict; callers test them with errors.Is. No BSON types appear in the
-// exported API.
+// exported API, and the one driver type (JournalDB) is for package journal.
 package rundb
 
 import (
@@ -22,6 +25,7 @@ import (
 
 	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 )
 
 var (
@@ -29,6 +33,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a write would break a unique index (an existing username, say).
 	ErrConflict = errors.New("already exists")
+	// ErrNotStored wraps every reason a change to a run was not stored durably (the journal's
+	// lease lost to another primary among them): the change is made in memory but must not be
+	// acknowledged. The caller may retry.
+	ErrNotStored = errors.New("the change was not stored")
 )
 
 // DefaultDatabase is fishtest's database name, so that Shoal opens a fishtest database as is.
@@ -46,7 +54,7 @@ type Options struct {
 	EmbeddedAddr string
 	// EmbeddedCommand, if set, runs the embedded database as a child process: this program and
 	// its arguments (cmd/shoal gives itself with "db"), with --data and --addr appended. Empty:
-	// the database runs in this process. See embedded_process.go for why a server wants it.
+	// the database runs in this process. See rundb/embedded/process.go for why a server wants it.
 	EmbeddedCommand []string
 	// Database is the database name; empty means DefaultDatabase.
 	Database string
@@ -96,9 +104,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		var e embeddedServer
 		var err error
 		if len(opts.EmbeddedCommand) > 0 {
-			e, err = startEmbeddedProcess(opts.EmbeddedCommand, opts.DataDir, opts.EmbeddedAddr, logger)
+			e, err = embedded.StartProcess(opts.EmbeddedCommand, opts.DataDir, opts.EmbeddedAddr, logger)
 		} else {
-			e, err = StartEmbedded(opts.DataDir, opts.EmbeddedAddr, logger)
+			e, err = embedded.Start(opts.DataDir, opts.EmbeddedAddr, logger)
 		}
 		if err != nil {
 			return nil, err
@@ -182,7 +190,7 @@ func isFerretDB(ctx context.Context, client *mongo.Client) (bool, error) {
 func (d *DB) Describe() string {
 	if d.embedded != nil {
 		return fmt.Sprintf("embedded database (FerretDB, SQLite; %s) in %s at %s, database %q",
-			d.embedded.where(), d.embedded.Dir(), d.uri, d.db.Name())
+			d.embedded.Where(), d.embedded.Dir(), d.uri, d.db.Name())
 	}
 	if d.ferret {
 		return fmt.Sprintf("FerretDB (shoal db, or another Shoal's embedded database) at %s, database %q",
@@ -205,8 +213,8 @@ func (d *DB) SharedURI() string {
 	return d.embedded.SharedURI()
 }
 
-// embeddedServer is the embedded database as this DB runs it: in this process (*Embedded) or as
-// a child process (*embeddedProcess).
+// embeddedServer is the embedded database as this DB runs it: in this process
+// (*embedded.Server) or as a child process (*embedded.Process).
 type embeddedServer interface {
 	Dir() string
 	URI() string
@@ -215,10 +223,10 @@ type embeddedServer interface {
 	// Lost delivers an error if the database's own process exits before Close; nil for one
 	// in this process, which cannot die alone.
 	Lost() <-chan error
-	// where says which process runs it, for Describe.
-	where() string
-	// gone reports whether the database's own process has exited before Close.
-	gone() bool
+	// Where says which process runs it, for Describe.
+	Where() string
+	// Gone reports whether the database's own process has exited before Close.
+	Gone() bool
 }
 
 // Lost delivers an error if the embedded database's own process exits while the DB is open: the
@@ -233,12 +241,12 @@ func (d *DB) Lost() <-chan error {
 
 // Gone reports whether the embedded database's own process has exited while the DB is open
 // (Lost has delivered, or is about to): nothing more can be stored.
-func (d *DB) Gone() bool { return d.embedded != nil && d.embedded.gone() }
+func (d *DB) Gone() bool { return d.embedded != nil && d.embedded.Gone() }
 
 // Embedded reports whether this DB started the embedded database.
 func (d *DB) Embedded() bool { return d.embedded != nil }
 
-// JournalDir is where a primary on this DB keeps its journal (JournalOptions.Dir): files in the
+// JournalDir is where a primary on this DB keeps its journal (journal.Options.Dir): files in the
 // data directory when this DB runs the embedded database, which no other instance can reach once
 // this one is gone; "" (the database) otherwise.
 func (d *DB) JournalDir() string {
@@ -248,12 +256,20 @@ func (d *DB) JournalDir() string {
 	return filepath.Join(d.embedded.Dir(), "journal")
 }
 
+// JournalDatabase is the name of the database that holds the journal and the lease of
+// database name (see package journal).
+func JournalDatabase(name string) string { return name + "_shoal" }
+
+// JournalDB is the database that holds this database's journal and lease. It is for package
+// journal, which owns the calls made to it; no other caller needs it.
+func (d *DB) JournalDB() *mongo.Database { return d.client.Database(JournalDatabase(d.db.Name())) }
+
 // Name is the database name.
 func (d *DB) Name() string { return d.db.Name() }
 
 // Drop deletes the whole database, and its journal. Tests use it to clean up after themselves.
 func (d *DB) Drop(ctx context.Context) error {
-	for _, db := range []*mongo.Database{d.db, d.client.Database(JournalDatabase(d.db.Name()))} {
+	for _, db := range []*mongo.Database{d.db, d.JournalDB()} {
 		if err := db.Drop(ctx); err != nil {
 			return fmt.Errorf("drop database %s: %w", db.Name(), err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/shoal-chess/shoal/rundb/embedded"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -157,7 +158,7 @@ func (d *DB) EnsureIndexes(ctx context.Context) (IndexReport, error) {
 				return rep, fmt.Errorf("create collection %s: %w", ix.coll, err)
 			}
 		}
-		if err := indexIDLookups(ctx, d.embedded.Dir(), d.db.Name()); err != nil {
+		if err := embedded.IndexDatabase(ctx, d.embedded.Dir(), d.db.Name()); err != nil {
 			return rep, err
 		}
 	}

@@ -26,8 +26,8 @@ type Extra map[string]any
 // Run is one test: its arguments, its aggregated results and every task handed out for it.
 // Field names and types follow fishtest's runs collection.
 //
-// A Run held by the RunCache is shared: read and change it only inside RunCache.View and
-// RunCache.Update.
+// A Run held by the run cache (package runcache) is shared: read and change it only inside the
+// callbacks of its View, Change and ChangeDurably.
 type Run struct {
 	ID              ObjectID  `bson:"_id" json:"_id"`
 	Version         int       `bson:"version" json:"version"`
@@ -380,7 +380,7 @@ func (w WorkerInfo) LongName() string {
 }
 
 // RunStore reads and writes the runs collection directly. On the primary, active runs go
-// through the RunCache instead, which writes behind to this store. Safe for concurrent use.
+// through the run cache (package runcache) instead, which writes behind to this store. Safe for concurrent use.
 type RunStore struct {
 	coll *mongo.Collection
 	// flatHistory encodes runs for FerretDB (the embedded database), which lacks nested arrays
@@ -391,13 +391,27 @@ type RunStore struct {
 	scanDuty float64
 }
 
-// encode turns a run into the document this store's server accepts.
-func (s *RunStore) encode(r *Run) ([]byte, error) { return s.encodeDoc(r) }
+// Codec encodes runs, and documents holding parts of runs (the journal's records), in the form
+// one kind of server accepts, and decodes them. The run cache and the journal use it to encode
+// under a run's lock and write afterwards. Safe for concurrent use.
+type Codec struct {
+	// flat encodes for FerretDB (the embedded database), which lacks nested arrays and
+	// infinities; see ferretRegistry. Documents read back the same either way.
+	flat bool
+}
 
-// encodeDoc encodes v, a run or a document holding parts of one (a journal record), for this
-// store's server.
-func (s *RunStore) encodeDoc(v any) ([]byte, error) {
-	if !s.flatHistory {
+// NewCodec returns the codec of FerretDB (ferret) or of MongoDB. A store's own is RunStore.Codec.
+func NewCodec(ferret bool) Codec { return Codec{flat: ferret} }
+
+// Codec is the codec of this store's server.
+func (s *RunStore) Codec() Codec { return Codec{flat: s.flatHistory} }
+
+// encode turns a run into the document this store's server accepts.
+func (s *RunStore) encode(r *Run) ([]byte, error) { return s.Codec().Encode(r) }
+
+// Encode encodes v, a run or a document holding parts of one (a journal record).
+func (c Codec) Encode(v any) ([]byte, error) {
+	if !c.flat {
 		return bson.Marshal(v)
 	}
 	var buf bytes.Buffer
@@ -412,15 +426,15 @@ func (s *RunStore) encodeDoc(v any) ([]byte, error) {
 // decode reads a run document written by encode or by fishtest.
 func (s *RunStore) decode(raw bson.Raw) (*Run, error) {
 	var r Run
-	if err := s.decodeDoc(raw, &r); err != nil {
+	if err := s.Codec().Decode(raw, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-// decodeDoc reads a document written by encodeDoc (or, for a run, by fishtest) into v.
-func (s *RunStore) decodeDoc(raw bson.Raw, v any) error {
-	if !s.flatHistory {
+// Decode reads a document written by Encode (or, for a run, by fishtest) into v.
+func (c Codec) Decode(raw []byte, v any) error {
+	if !c.flat {
 		return bson.Unmarshal(raw, v)
 	}
 	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
@@ -463,6 +477,12 @@ func (s *RunStore) Replace(ctx context.Context, r *Run) error {
 		return fmt.Errorf("encode run %s: %w", r.ID, err)
 	}
 	return s.replaceRaw(ctx, r.ID, doc, false)
+}
+
+// ReplaceEncoded writes a whole run document encoded by this store's Codec, creating it if it
+// is missing: for the run cache, which encodes a run under its lock and writes it afterwards.
+func (s *RunStore) ReplaceEncoded(ctx context.Context, id ObjectID, doc []byte) error {
+	return s.replaceRaw(ctx, id, doc, true)
 }
 
 // replaceRaw writes an already encoded run document; upsert creates it if missing.

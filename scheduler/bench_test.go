@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 )
 
 // benchRuns adds n approved SPRT runs of 2,000 finished tasks (of 32 games) each. The tasks are appended in
@@ -16,7 +17,7 @@ func benchRuns(b *testing.B, s *Scheduler, n int) []rundb.ObjectID {
 	ids := make([]rundb.ObjectID, n)
 	for i := range n {
 		ids[i] = addRun(b, s, runSpec{sprt: true, approved: true, username: fmt.Sprintf("user%d", i%7)})
-		err := s.runs.Update(context.Background(), ids[i], rundb.PrioNormal, func(r *rundb.Run) error {
+		err := s.runs.Change(context.Background(), ids[i], func(r *rundb.Run) (runcache.Prio, error) {
 			// Runs that never fill up or decide, however long the benchmark loops.
 			r.Args.NumGames = 1 << 40
 			r.Args.SPRT.LowerBound, r.Args.SPRT.UpperBound = -1e9, 1e9
@@ -28,7 +29,7 @@ func benchRuns(b *testing.B, s *Scheduler, n int) []rundb.ObjectID {
 				r.CommittedGames += 32
 				r.TotalGames += 32
 			}
-			return nil
+			return runcache.PrioNormal, nil
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -208,11 +209,11 @@ func TestContributorStatistics(t *testing.T) {
 	// bob's run finishes with 25 games from dave, and a new run of alice's with 40 from carol.
 	clk.advance(15 * time.Minute)
 	end := clk.now()
-	err := s.modify(ctx, active.ID, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modify(ctx, active.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		r.Tasks[0].Stats.Draws += 5
 		s.setInactiveRun(r, end)
 		r.LastUpdated = end
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +226,10 @@ func TestContributorStatistics(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := lateRun.ID
-	err = s.modify(ctx, late, func(r *rundb.Run) (rundb.Prio, error) {
+	err = s.modify(ctx, late, func(r *rundb.Run) (runcache.Prio, error) {
 		s.setInactiveRun(r, end)
 		r.LastUpdated = end
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -277,9 +278,9 @@ func TestContributorStatistics(t *testing.T) {
 	})
 
 	t.Run("a resumed run counts once for the month and is not credited again", func(t *testing.T) {
-		err := s.modify(ctx, late, func(r *rundb.Run) (rundb.Prio, error) {
+		err := s.modify(ctx, late, func(r *rundb.Run) (runcache.Prio, error) {
 			s.setActiveRun(r)
-			return rundb.PrioSaveNow, nil
+			return runcache.PrioSaveNow, nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -290,10 +291,10 @@ func TestContributorStatistics(t *testing.T) {
 		}
 		checkContributors(t, "user_cache", contributorDocs(t, db.UserCache), wantTotal)
 		checkContributors(t, "top_month", contributorDocs(t, db.MonthlyContributors()), wantMonth)
-		err = s.modify(ctx, late, func(r *rundb.Run) (rundb.Prio, error) {
+		err = s.modify(ctx, late, func(r *rundb.Run) (runcache.Prio, error) {
 			s.setInactiveRun(r, clk.now())
 			r.LastUpdated = clk.now()
-			return rundb.PrioSaveNow, nil
+			return runcache.PrioSaveNow, nil
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
@@ -34,7 +35,7 @@ func newTestScheduler(t testing.TB) (*Scheduler, *clock) {
 	db := rundbtest.Open(t)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := New(testConfig(), db, rundb.NewRunCache(db.Runs, clk.now, logger), logger)
+	s := New(testConfig(), db, runcache.New(db.Runs, runcache.Options{Now: clk.now, Logger: logger}), logger)
 	s.now = clk.now
 	testDBs.Store(s, db)
 	t.Cleanup(func() { testDBs.Delete(s) })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -52,7 +53,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 			worker string
 		}
 		var active []activeTask
-		err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+		err := s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 			changed := false
 			fix := func(what string, ok bool) {
 				if !ok {
@@ -113,12 +114,12 @@ func (s *Scheduler) Load(ctx context.Context) error {
 				s.logger.Warn("unfinished run is already decided; finishing it", "run_id", id)
 				s.setInactiveRun(r, now)
 				active = nil // its tasks have ended
-				return rundb.PrioSaveNow, nil
+				return runcache.PrioSaveNow, nil
 			}
 			if !changed {
-				return 0, rundb.ErrUnchanged
+				return 0, runcache.ErrUnchanged
 			}
-			return rundb.PrioNormal, nil
+			return runcache.PrioNormal, nil
 		})
 		if err != nil {
 			return err
@@ -179,7 +180,7 @@ func (s *Scheduler) Scavenge(ctx context.Context) int {
 	ev := &events{}
 	n := 0
 	for _, id := range s.unfinishedIDs() {
-		err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+		err := s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 			dead := 0
 			for i := range r.Tasks {
 				t := &r.Tasks[i]
@@ -194,9 +195,9 @@ func (s *Scheduler) Scavenge(ctx context.Context) int {
 			}
 			n += dead
 			if dead == 0 {
-				return 0, rundb.ErrUnchanged
+				return 0, runcache.ErrUnchanged
 			}
-			return rundb.PrioMedium, nil
+			return runcache.PrioMedium, nil
 		})
 		if err != nil {
 			s.logger.Warn("scavenge run", "run_id", id, "err", err)
@@ -223,9 +224,9 @@ func (s *Scheduler) UpdateITP(ctx context.Context) {
 	}
 	for _, id := range ids {
 		count := active[users[id]]
-		_ = s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+		_ = s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 			r.Args.ITP = itp(r, count)
-			return rundb.PrioNormal, nil
+			return runcache.PrioNormal, nil
 		})
 	}
 }
@@ -254,9 +255,9 @@ const referenceNPS = 628000
 func (s *Scheduler) UpdateNPS(ctx context.Context) {
 	var fleet metrics.Fleet
 	for _, id := range s.unfinishedIDs() {
-		_ = s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+		_ = s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 			if r.Finished {
-				return 0, rundb.ErrUnchanged
+				return 0, runcache.ErrUnchanged
 			}
 			fleet.UnfinishedRuns++
 			if r.Workers > 0 {
@@ -280,7 +281,7 @@ func (s *Scheduler) UpdateNPS(ctx context.Context) {
 			}
 			r.NPS, r.GamesPerMinute = nps, gpm
 			fleet.NPS += nps
-			return rundb.PrioNormal, nil
+			return runcache.PrioNormal, nil
 		})
 	}
 	s.cfg.Metrics.SetFleet(fleet)
@@ -407,7 +408,7 @@ func (s *Scheduler) Jobs() []Job {
 // within a period, rather than skewing the run's share of workers for the rest of its life.
 func (s *Scheduler) RecountCores(ctx context.Context) {
 	for _, id := range s.unfinishedIDs() {
-		_ = s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+		_ = s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 			cores, workers := 0, 0
 			for _, t := range r.Tasks {
 				if t.Active {
@@ -416,12 +417,12 @@ func (s *Scheduler) RecountCores(ctx context.Context) {
 				}
 			}
 			if cores == r.Cores && workers == r.Workers {
-				return 0, rundb.ErrUnchanged
+				return 0, runcache.ErrUnchanged
 			}
 			s.logger.Warn("correcting a run's count of cores", "run_id", id, "cores", r.Cores, "counted", cores,
 				"workers", r.Workers, "counted_workers", workers)
 			r.Cores, r.Workers = cores, workers
-			return rundb.PrioNormal, nil
+			return runcache.PrioNormal, nil
 		})
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/shoal-chess/shoal/stats"
 )
 
-// The functions here change a run held under its lock (inside a RunCache callback). They may
+// The functions here change a run held under its lock (inside a run cache callback). They may
 // take s.mu, never the other way round, and they collect actions in an *events to be written
 // once the locks are released.
 

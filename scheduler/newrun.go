@@ -17,6 +17,7 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -786,17 +787,17 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 	}
 	defer s.calls.leave()
 	var label string
-	err := s.runs.Update(ctx, id, rundb.PrioSaveNow, func(r *rundb.Run) error {
+	err := s.runs.Change(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		switch {
 		case r.Args.Username == approver:
-			return fmt.Errorf("run %s: %w", id, ErrSelfApproval)
+			return 0, fmt.Errorf("run %s: %w", id, ErrSelfApproval)
 		case r.Approved:
-			return fmt.Errorf("run %s: %w", id, ErrAlreadyApproved)
+			return 0, fmt.Errorf("run %s: %w", id, ErrAlreadyApproved)
 		}
 		r.Approved = true
 		r.Approver = approver
 		label = RunLabel(r)
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	switch {
 	case errors.Is(err, rundb.ErrNotFound):

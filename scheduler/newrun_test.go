@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
@@ -400,7 +401,7 @@ func newSubmitScheduler(t *testing.T) (*Scheduler, *rundb.DB) {
 	t.Helper()
 	db := rundbtest.Open(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(Config{TaskSemaphoreSize: 5}, db, rundb.NewRunCache(db.Runs, nil, logger), logger), db
+	return New(Config{TaskSemaphoreSize: 5}, db, runcache.New(db.Runs, runcache.Options{Logger: logger}), logger), db
 }
 
 func TestCreateAndApproveRun(t *testing.T) {

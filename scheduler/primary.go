@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 )
 
 // PrimaryConfig is what a Primary needs besides the database: the scheduler's knobs (Metrics
@@ -23,9 +25,9 @@ type PrimaryConfig struct {
 	// CacheCleanPeriod; 0 means fishtest's values, 300 s and 60 s.
 	CacheIdle, CacheCleanPeriod time.Duration
 	// Journal, if set, makes the run cache journal what is acknowledged to workers, fence its
-	// writes with the journal's lease, and replay the journal as it loads (rundb.Journal). The
+	// writes with the journal's lease, and replay the journal as it loads (package journal). The
 	// Primary does not close it.
-	Journal *rundb.Journal
+	Journal *journal.Journal
 	// WriteHook, if set, is called as each run write begins (fault-injection tests).
 	WriteHook func()
 }
@@ -52,7 +54,7 @@ type Primary struct {
 	life context.Context
 	end  context.CancelFunc
 
-	runs  atomic.Pointer[rundb.RunCache] // set once Start has loaded the runs
+	runs  atomic.Pointer[runcache.Cache] // set once Start has loaded the runs
 	sched atomic.Pointer[Scheduler]
 
 	mu      sync.Mutex // held throughout Start and Stop, so they never interleave
@@ -101,14 +103,8 @@ func (p *Primary) Start(ctx context.Context) error {
 	defer context.AfterFunc(p.life, cancel)()
 
 	schedLogger := p.logger.With("component", "scheduler")
-	runs := rundb.NewRunCache(p.db.Runs, time.Now, p.logger.With("component", "runcache"))
-	runs.SetMetrics(p.cfg.Metrics)
-	if p.cfg.Journal != nil {
-		runs.SetJournal(p.cfg.Journal)
-	}
-	if p.cfg.WriteHook != nil {
-		runs.SetWriteHook(p.cfg.WriteHook)
-	}
+	runs := runcache.New(p.db.Runs, runcache.Options{Now: time.Now, Logger: p.logger.With("component", "runcache"),
+		Metrics: p.cfg.Metrics, Journal: p.cfg.Journal, BeforeWrite: p.cfg.WriteHook})
 	sched := New(p.cfg.Config, p.db, runs, schedLogger)
 	if err := sched.Load(ctx); err != nil {
 		p.stopped = true
@@ -162,7 +158,7 @@ func (p *Primary) Scheduler() *Scheduler { return p.sched.Load() }
 
 // RunCache is the primary's run cache, or nil before Start has loaded the runs; live pages
 // wait on its Changed.
-func (p *Primary) RunCache() *rundb.RunCache { return p.runs.Load() }
+func (p *Primary) RunCache() *runcache.Cache { return p.runs.Load() }
 
 // Stop takes the primary down: it turns away new scheduler calls that would change something
 // and waits for those in progress (at most stopCallsGrace), stops every goroutine Start began

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -277,12 +278,12 @@ func (s *Scheduler) candidates(ctx context.Context) []candidate {
 func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.WorkerInfo, now time.Time) (TaskReply, taskRef, func(context.Context) error, bool) {
 	var reply TaskReply
 	var ref taskRef
-	stored, err := s.runs.ModifyStored(ctx, id, -1, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.runs.ChangeDurably(ctx, id, -1, func(r *rundb.Run) (runcache.Prio, error) {
 		remaining := r.Args.NumGames - r.CommittedGames
 		if r.Finished || remaining <= 0 {
 			reply = TaskReply{Waiting: true, Info: fmt.Sprintf(
 				"Request_task: alas the run %s corresponding to the assigned task no longer needs games. Please try again...", id.Hex())}
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
 		if r.Args.SPRT != nil {
 			b := batchGames(r)
@@ -312,7 +313,7 @@ func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.
 		ref = taskRef{run: id, task: len(r.Tasks) - 1}
 		reply = TaskReply{RunID: id, Args: args, TaskID: ref.task,
 			Task: TaskSummary{NumGames: size, Start: t.Start, Stats: rundb.NewResults()}}
-		return rundb.PrioHigh, nil
+		return runcache.PrioHigh, nil
 	})
 	if err != nil {
 		s.logger.Error("create task", "run_id", id, "err", err)

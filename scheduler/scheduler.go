@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-chess/shoal/gitmirror"
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 )
 
 // Config holds the operator's knobs the scheduler uses.
@@ -69,12 +70,12 @@ type taskRef struct {
 // the per-IP connection counts and the runs each worker has built. It hands out tasks, applies
 // results and reclaims dead tasks. Safe for concurrent use.
 //
-// Lock order: requestMu, then a run's lock (held by RunCache callbacks), then mu. Nothing waits
+// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu. Nothing waits
 // on the database while holding mu or a run's lock; actions are written after both are released.
 type Scheduler struct {
 	cfg    Config
 	db     store // the database, but for runs (see store.go)
-	runs   *rundb.RunCache
+	runs   *runcache.Cache
 	logger *slog.Logger
 	now    func() time.Time
 
@@ -106,13 +107,13 @@ type Scheduler struct {
 
 // New returns a scheduler over the run cache, and over db for the rest. Call Load before
 // serving.
-func New(cfg Config, db *rundb.DB, runs *rundb.RunCache, logger *slog.Logger) *Scheduler {
+func New(cfg Config, db *rundb.DB, runs *runcache.Cache, logger *slog.Logger) *Scheduler {
 	return newScheduler(cfg, storeOf(db), runs, logger)
 }
 
 // newScheduler is New over the scheduler's view of the database, which a test may fill with
 // stand-ins.
-func newScheduler(cfg Config, db store, runs *rundb.RunCache, logger *slog.Logger) *Scheduler {
+func newScheduler(cfg Config, db store, runs *runcache.Cache, logger *slog.Logger) *Scheduler {
 	if cfg.TaskSemaphoreSize < 1 {
 		cfg.TaskSemaphoreSize = DefaultTaskSemaphoreSize
 	}
@@ -275,8 +276,8 @@ func (s *Scheduler) takeFinished() []rundb.ObjectID {
 
 // noting wraps a change of a run so that a run it leaves finished is noted (noteFinished). It
 // runs under the run's lock, and takes mu, which comes after it in the lock order.
-func (s *Scheduler) noting(fn func(*rundb.Run) (rundb.Prio, error)) func(*rundb.Run) (rundb.Prio, error) {
-	return func(r *rundb.Run) (rundb.Prio, error) {
+func (s *Scheduler) noting(fn func(*rundb.Run) (runcache.Prio, error)) func(*rundb.Run) (runcache.Prio, error) {
+	return func(r *rundb.Run) (runcache.Prio, error) {
 		prio, err := fn(r)
 		if r.Finished {
 			s.noteFinished(r.ID)
@@ -285,9 +286,10 @@ func (s *Scheduler) noting(fn func(*rundb.Run) (rundb.Prio, error)) func(*rundb.
 	}
 }
 
-// modify changes a run through the cache, mapping a missing run to ErrRunNotFound.
-func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (rundb.Prio, error)) error {
-	err := s.runs.Modify(ctx, id, s.noting(fn))
+// modify changes a run through the cache, written behind (runcache.Cache.Change), mapping a
+// missing run to ErrRunNotFound.
+func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (runcache.Prio, error)) error {
+	err := s.runs.Change(ctx, id, s.noting(fn))
 	if errors.Is(err, rundb.ErrNotFound) {
 		return fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}
@@ -295,10 +297,10 @@ func (s *Scheduler) modify(ctx context.Context, id rundb.ObjectID, fn func(*rund
 }
 
 // modifyStored is modify for a change acknowledged to a worker: it returns once the change is
-// made, with stored, which waits until it is stored (see rundb.RunCache.ModifyStored). task is
+// made, with stored, which waits until it is stored (see runcache.Cache.ChangeDurably). task is
 // the task the change is about, or -1.
-func (s *Scheduler) modifyStored(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (rundb.Prio, error)) (stored func(context.Context) error, err error) {
-	stored, err = s.runs.ModifyStored(ctx, id, task, s.noting(fn))
+func (s *Scheduler) modifyStored(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (runcache.Prio, error)) (stored func(context.Context) error, err error) {
+	stored, err = s.runs.ChangeDurably(ctx, id, task, s.noting(fn))
 	if errors.Is(err, rundb.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 )
 
 // Finding 4: a worker whose reported concurrency changes in the middle of a task (update_task
@@ -49,9 +50,9 @@ func TestSecurityConcurrencyCannotSkewTheRunsCores(t *testing.T) {
 	}
 
 	// A count gone wrong (here, written so) heals at the next recount.
-	if err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+	if err := s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		r.Cores, r.Workers = -1_099_511_627_772, 7
-		return rundb.PrioNormal, nil
+		return runcache.PrioNormal, nil
 	}); err != nil {
 		t.Fatal(err)
 	}

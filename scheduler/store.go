@@ -10,7 +10,7 @@ import (
 // What the Scheduler uses of the database, declared here, where it is used: one small interface
 // per collection, holding only the calls the scheduler makes. *rundb.DB's stores satisfy them
 // (storeOf); a test may stand in for any one of them (newScheduler). Run documents themselves
-// go through the run cache (*rundb.RunCache), which owns their writes.
+// go through the run cache (*runcache.Cache), which owns their writes.
 
 // keyValues is the key-value collection: the worker-to-runs map, the legacy usernames, the
 // opening books and the contributors' marker.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
@@ -38,7 +39,7 @@ func TestBrokenEventLogFailsNoWorker(t *testing.T) {
 	st := storeOf(db)
 	broken := &brokenLog{}
 	st.actions = broken
-	s := newScheduler(testConfig(), st, rundb.NewRunCache(db.Runs, nil, logger), logger)
+	s := newScheduler(testConfig(), st, runcache.New(db.Runs, runcache.Options{Logger: logger}), logger)
 
 	id := addRun(t, s, runSpec{numGames: 100, approved: true})
 	tk := request(t, s, worker(1))
@@ -105,7 +106,7 @@ func TestContributorUpdatesReadOnlyTheRunsThatFinished(t *testing.T) {
 	st := storeOf(db)
 	watched := &watchedSources{contributorSources: st.contributors}
 	st.contributors = watched
-	s := newScheduler(testConfig(), st, rundb.NewRunCache(db.Runs, nil, logger), logger)
+	s := newScheduler(testConfig(), st, runcache.New(db.Runs, runcache.Options{Logger: logger}), logger)
 	if _, err := db.Users.Create(ctx, rundb.NewUser{Username: "carol", Password: "secret-password", Accepted: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,9 +139,9 @@ func TestContributorUpdatesReadOnlyTheRunsThatFinished(t *testing.T) {
 	}
 	check("nothing finished", 1, []rundb.ObjectID{})
 
-	err := s.modify(ctx, r.ID, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modify(ctx, r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		s.setInactiveRun(r, s.now())
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -69,8 +70,8 @@ func (s *Scheduler) TaskOwner(ctx context.Context, runID rundb.ObjectID, taskID 
 }
 
 // modifyTask is modifyStored for a callback that works on task taskID, which must exist.
-func (s *Scheduler) modifyTask(ctx context.Context, runID rundb.ObjectID, taskID int, fn func(*rundb.Run) (rundb.Prio, error)) (stored func(context.Context) error, err error) {
-	return s.modifyStored(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+func (s *Scheduler) modifyTask(ctx context.Context, runID rundb.ObjectID, taskID int, fn func(*rundb.Run) (runcache.Prio, error)) (stored func(context.Context) error, err error) {
+	return s.modifyStored(ctx, runID, taskID, func(r *rundb.Run) (runcache.Prio, error) {
 		if taskID < 0 || taskID >= len(r.Tasks) {
 			return 0, fmt.Errorf("%w: %s/%d", ErrTaskNotFound, runID.Hex(), taskID)
 		}
@@ -106,7 +107,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 	var reply Reply
 	ev := &events{}
 	now := s.now()
-	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (runcache.Prio, error) {
 		t := &r.Tasks[taskID]
 		numGames, oldGames := played(st), played(t.Stats)
 		spsaGames := 0
@@ -115,7 +116,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		}
 		if !t.Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Update_task: task %s/%d is not active", runID.Hex(), taskID)}
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
 		if numGames > 0 && sameResults(st, t.Stats) {
 			// The report already applied, sent again (its reply was lost, or the server
@@ -123,7 +124,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 			// a retry is harmless. An SPSA batch is not applied twice either.
 			t.LastUpdated = now
 			reply = Reply{TaskAlive: alive(true)}
-			return rundb.PrioNormal, nil
+			return runcache.PrioNormal, nil
 		}
 		var problem string
 		switch {
@@ -143,7 +144,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		if problem != "" {
 			s.setInactiveTask(r, taskID, now, metrics.ReasonInvalid)
 			reply = Reply{TaskAlive: alive(false), Error: problem}
-			return rundb.PrioMedium, nil
+			return runcache.PrioMedium, nil
 		}
 
 		addResults(&r.Results, st, t.Stats)
@@ -153,7 +154,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		// drop by that number when it ends, whatever the worker reports since.
 		wi.Concurrency = t.WorkerInfo.Concurrency
 		t.WorkerInfo = wi
-		prio := rundb.PrioNormal
+		prio := runcache.PrioNormal
 		if r.Args.SPSA != nil && spsa != nil && spsaGames == spsa.NumGames {
 			if err := s.applySPSA(r, t, spsa); err != nil {
 				s.logger.Warn("spsa update refused", "run_id", runID, "task_id", taskID, "err", err)
@@ -162,7 +163,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		if numGames >= t.NumGames {
 			s.setInactiveTask(r, taskID, now, endFinished)
 			crashOrTime(r, taskID, ev)
-			prio = rundb.PrioMedium
+			prio = runcache.PrioMedium
 		}
 		r.LastUpdated = now
 		if err := updateSPRT(r); err != nil {
@@ -176,7 +177,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 				ev.add(a)
 			}
 			reply = Reply{TaskAlive: alive(false)}
-			return rundb.PrioSaveNow, nil
+			return runcache.PrioSaveNow, nil
 		}
 		reply = Reply{TaskAlive: alive(t.Active)}
 		return prio, nil
@@ -253,18 +254,18 @@ func (s *Scheduler) Beat(ctx context.Context, runID rundb.ObjectID, taskID int) 
 	now := s.now()
 	// A beat only moves last_updated: not worth a journal record; a crash loses at most the
 	// beats since the run's last write, which the dead-task timeout dwarfs.
-	err := s.modify(ctx, runID, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modify(ctx, runID, func(r *rundb.Run) (runcache.Prio, error) {
 		if taskID < 0 || taskID >= len(r.Tasks) {
 			return 0, fmt.Errorf("%w: %s/%d", ErrTaskNotFound, runID.Hex(), taskID)
 		}
 		t := &r.Tasks[taskID]
 		active = t.Active
 		if !active {
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
 		s.cfg.Metrics.ObserveBeatLag(now.Sub(t.LastUpdated))
 		t.LastUpdated = now
-		return rundb.PrioNormal, nil
+		return runcache.PrioNormal, nil
 	})
 	return Reply{TaskAlive: alive(active)}, err
 }
@@ -295,10 +296,10 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 // reply's Stored waits for the change to be stored.
 func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason string, build buildReport, now time.Time, ev *events) (Reply, error) {
 	var reply Reply
-	stored, err := s.modifyStored(ctx, ref.run, ref.task, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyStored(ctx, ref.run, ref.task, func(r *rundb.Run) (runcache.Prio, error) {
 		if ref.task >= len(r.Tasks) || !r.Tasks[ref.task].Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("Failed_task: task %s/%d is not active", ref.run.Hex(), ref.task)}
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
 		s.setInactiveTask(r, ref.task, now, reason)
 		crashOrTime(r, ref.task, ev)
@@ -306,7 +307,7 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 		a.Message = message
 		ev.add(a)
 		if !build.failed {
-			return rundb.PrioMedium, nil
+			return runcache.PrioMedium, nil
 		}
 		// The report goes into the run's document, which a journal record of the task does not
 		// carry: written whole at once (a build failure is rare).
@@ -318,7 +319,7 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 			r.Failures++
 			s.stopRun(r, now, ev)
 		}
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	reply.stored = stored
 	return reply, err
@@ -345,10 +346,10 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 	ev := &events{}
 	now := s.now()
 	var finished bool
-	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (runcache.Prio, error) {
 		if r.Finished {
 			finished = true
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
 		a := runAction("stop_run", wi.Username, r)
 		a.Worker = r.Tasks[taskID].WorkerInfo.LongName()
@@ -361,12 +362,12 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 		ev.add(a)
 		if !authorized {
 			s.setInactiveTask(r, taskID, now, metrics.ReasonFailed)
-			return rundb.PrioMedium, nil
+			return runcache.PrioMedium, nil
 		}
 		r.Failed = true
 		r.Failures++
 		s.stopRun(r, now, ev)
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	s.writeActions(ctx, ev.actions)
 	if err == nil {
@@ -396,15 +397,15 @@ func (s *Scheduler) RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskI
 	defer s.calls.leave()
 	var reply Reply
 	var notSPSA bool
-	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (rundb.Prio, error) {
+	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (runcache.Prio, error) {
 		t := &r.Tasks[taskID]
 		if !t.Active {
 			reply = Reply{TaskAlive: alive(false), Info: fmt.Sprintf("request_spsa_data: task %s/%d is not active", runID.Hex(), taskID)}
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
 		if r.Args.SPSA == nil {
 			notSPSA = true
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
 		b, err := toStatsSPSA(r.Args.SPSA).NewBatch(nil)
 		if err != nil {
@@ -412,7 +413,7 @@ func (s *Scheduler) RequestSPSA(ctx context.Context, runID rundb.ObjectID, taskI
 		}
 		t.SPSAParams = &rundb.SPSAParams{Iter: b.Iter, PackedFlips: b.PackedFlips}
 		reply = Reply{TaskAlive: alive(true), SPSA: &SPSAReply{WParams: b.WParams, BParams: b.BParams, Sig: b.Sig}}
-		return rundb.PrioNormal, nil
+		return runcache.PrioNormal, nil
 	})
 	if err == nil && notSPSA {
 		err = fmt.Errorf("%w: %s", ErrNotSPSA, runID.Hex())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 )
 
 func update(t testing.TB, s *Scheduler, wi rundb.WorkerInfo, id rundb.ObjectID, task int, st rundb.Results) Reply {
@@ -377,7 +378,7 @@ func TestLoadRebuildsAggregates(t *testing.T) {
 	if err := dbOf(s).Runs.Replace(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	fresh := New(testConfig(), dbOf(s), rundb.NewRunCache(dbOf(s).Runs, s.now, nil), s.logger)
+	fresh := New(testConfig(), dbOf(s), runcache.New(dbOf(s).Runs, runcache.Options{Now: s.now}), s.logger)
 	fresh.now = s.now
 	if err := fresh.Load(context.Background()); err != nil {
 		t.Fatal(err)

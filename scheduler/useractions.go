@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
 )
 
@@ -40,12 +41,12 @@ func (s *Scheduler) StopRunByUser(ctx context.Context, id rundb.ObjectID, userna
 	defer s.calls.leave()
 	ev := &events{}
 	now := s.now()
-	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		s.stopRun(r, now, ev)
 		a := runAction("stop_run", username, r)
 		a.Message = "User stop"
 		ev.add(a)
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	// Actions are collected only once the run has changed, which stands even if writing it
 	// through failed (the flusher retries), so they are logged either way.
@@ -75,15 +76,15 @@ func (s *Scheduler) PurgeRunByUser(ctx context.Context, id rundb.ObjectID, usern
 	var msg string
 	var a *rundb.Action
 	now := s.now()
-	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		msg = s.purgeRun(r, stats.ManualPurgeP, stats.ManualPurgeResidual, 1, now)
 		a = runAction("purge_run", username, r)
 		a.Message = "Manual purge"
 		if msg != "" {
 			a.Message = "Manual purge (not performed): " + msg
-			return 0, rundb.ErrUnchanged
+			return 0, runcache.ErrUnchanged
 		}
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	if a != nil {
 		s.writeActions(ctx, []*rundb.Action{a})
@@ -105,11 +106,11 @@ func (s *Scheduler) DeleteRun(ctx context.Context, id rundb.ObjectID, username s
 	defer s.calls.leave()
 	var a *rundb.Action
 	now := s.now()
-	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		s.setInactiveRun(r, now)
 		r.Deleted = true
 		a = runAction("delete_run", username, r)
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	if a != nil {
 		s.writeActions(ctx, []*rundb.Action{a})
@@ -170,7 +171,7 @@ func (s *Scheduler) ModifyRun(ctx context.Context, id rundb.ObjectID, username s
 	var res ModifyResult
 	ev := &events{}
 	now := s.now()
-	err := s.modify(ctx, id, func(r *rundb.Run) (rundb.Prio, error) {
+	err := s.modify(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		if r.StartTime.IsZero() || now.Sub(r.StartTime) >= maxModifyAge {
 			return 0, ErrRunTooOld
 		}
@@ -212,7 +213,7 @@ func (s *Scheduler) ModifyRun(ctx context.Context, id rundb.ObjectID, username s
 			}
 		}
 		res.Approved = r.Approved
-		return rundb.PrioSaveNow, nil
+		return runcache.PrioSaveNow, nil
 	})
 	// A refusal returns before any action is collected.
 	s.writeActions(ctx, ev.actions)

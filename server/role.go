@@ -17,7 +17,7 @@ type role struct {
 	name string // "primary", "starting", "secondary" or "standby"
 	// api and ui are the role as the API and the web UI read it: the primary's scheduler (nil
 	// otherwise), where runs come from (the primary's cache, or the database) and, for live
-	// pages, the primary's RunCache.Changed (nil otherwise: live pages then poll).
+	// pages, the primary's runcache.Cache.Changed (nil otherwise: live pages then poll).
 	api api.Role
 	ui  ui.Role
 }

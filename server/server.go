@@ -63,7 +63,7 @@ type Deps struct {
 	// of every reply, so that operators (and tests) see which instance behind a proxy
 	// answered.
 	Instance string
-	// Changed returns a channel closed at the next change of any run (RunCache.Changed), for
+	// Changed returns a channel closed at the next change of any run (runcache.Cache.Changed), for
 	// live pages; nil (a secondary) makes them poll.
 	Changed func() <-chan struct{}
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/config"
-	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 	"github.com/shoal-chess/shoal/scheduler"
 )
 
@@ -52,16 +52,16 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("db: %w", err)
 	}
 	var logger *slog.Logger
-	var e *rundb.Embedded
+	var e *embedded.Server
 	if lock != nil {
 		// A server's database: it logs JSON, which the server logs again as its own records.
 		logger = slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-		e, err = rundb.StartEmbeddedLocked(cfg.DataDir, cfg.EmbeddedDBAddr, lock, logger)
+		e, err = embedded.StartLocked(cfg.DataDir, cfg.EmbeddedDBAddr, lock, logger)
 	} else {
 		logger = slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-		e, err = rundb.StartEmbedded(cfg.DataDir, cfg.EmbeddedDBAddr, logger)
+		e, err = embedded.Start(cfg.DataDir, cfg.EmbeddedDBAddr, logger)
 	}
-	if errors.Is(err, rundb.ErrDatabaseInUse) {
+	if errors.Is(err, embedded.ErrDatabaseInUse) {
 		return fmt.Errorf("db: %w; stop it first (a shoal serve can use this database instead, with --mongo-uri)", err)
 	}
 	if err != nil {
@@ -77,7 +77,7 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 	if lock != nil {
 		// A server's own database: tell it where, and stop when it is gone (its end of our
 		// standard input closes as it exits, however it exits).
-		fmt.Fprintf(stdout, "%s%s %s\n", rundb.EmbeddedReadyPrefix, e.URI(), e.SharedURI())
+		fmt.Fprintf(stdout, "%s%s %s\n", embedded.ReadyPrefix, e.URI(), e.SharedURI())
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
@@ -98,15 +98,15 @@ func dbCmd(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 // parentLock is the data directory's lock file that a server handed its database's process
-// (rundb.EmbeddedLockFDEnv), or nil when this `shoal db` runs on its own.
+// (embedded.LockFDEnv), or nil when this `shoal db` runs on its own.
 func parentLock(getenv func(string) string) (*os.File, error) {
-	v := getenv(rundb.EmbeddedLockFDEnv)
+	v := getenv(embedded.LockFDEnv)
 	if v == "" {
 		return nil, nil
 	}
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("%s=%q: not a file descriptor given by a parent", rundb.EmbeddedLockFDEnv, v)
+		return nil, fmt.Errorf("%s=%q: not a file descriptor given by a parent", embedded.LockFDEnv, v)
 	}
 	return os.NewFile(uintptr(fd), "data directory lock"), nil
 }

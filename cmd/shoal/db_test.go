@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 )
 
 var dbReadyLine = regexp.MustCompile(`Shoal's database is ready; .* shoal serve --mongo-uri '(\S+)'`)
@@ -66,7 +67,7 @@ func TestDBServesClientsExcludesServeAndKeepsData(t *testing.T) {
 		{"shoal serve on the embedded database", []string{"serve", "--addr", "127.0.0.1:0", "--data", data}, "--mongo-uri"},
 	} {
 		err := run(ctx, tc.args, envOf(env), io.Discard, io.Discard)
-		if !errors.Is(err, rundb.ErrDatabaseInUse) || !strings.Contains(err.Error(), "pid") || !strings.Contains(err.Error(), tc.hint) {
+		if !errors.Is(err, embedded.ErrDatabaseInUse) || !strings.Contains(err.Error(), "pid") || !strings.Contains(err.Error(), tc.hint) {
 			t.Errorf("%s while shoal db runs: %v, want the in-use error naming the pid and saying %q", tc.name, err, tc.hint)
 		}
 	}
@@ -106,7 +107,7 @@ func TestDBServesClientsExcludesServeAndKeepsData(t *testing.T) {
 	// And the other way round: while serve runs on the embedded database, db refuses.
 	_, _, stopServe := startServe(t, env, "--addr", "127.0.0.1:0", "--data", data)
 	err = run(ctx, []string{"db", "--data", data}, envOf(env), io.Discard, io.Discard)
-	if !errors.Is(err, rundb.ErrDatabaseInUse) {
+	if !errors.Is(err, embedded.ErrDatabaseInUse) {
 		t.Errorf("shoal db while shoal serve runs: %v, want the in-use error", err)
 	}
 	if err := stopServe(); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shoal-chess/shoal/demo"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
@@ -195,7 +196,7 @@ func TestE2EStandbyTakesOverFromADeadPrimary(t *testing.T) {
 		Duration: time.Minute, StopGrace: time.Second, HTTPTimeout: 2 * time.Second,
 		Progress: &smallProgress, ProgressPeriod: 50 * time.Millisecond})
 	defer small.stop()
-	lease, err := db.ReadLease(ctx)
+	lease, err := journal.ReadLease(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

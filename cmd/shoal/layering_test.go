@@ -12,7 +12,7 @@ import (
 
 const module = "github.com/shoal-chess/shoal/"
 
-// allowedImports is the one-way package layering of STYLE.md: which of Shoal's own packages
+// allowedImports is the one-way package layering: which of Shoal's own packages
 // each part may import (tests included). A part is a top-level folder, or a folder inside one
 // that has its own entry (server/api, server/ui, ...): a package belongs to the longest entry
 // its path starts with, and within a part imports are free. It is the whole rule: .golangci.yml's
@@ -23,8 +23,8 @@ const module = "github.com/shoal-chess/shoal/"
 // worker and JSON API) and server/ui (the web UI) never import server nor each other, and share
 // only server/guard; server/ui/live never imports the web UI it streams.
 var allowedImports = map[string][]string{
-	"cmd":               {"node", "server", "scheduler", "worker", "protocol", "rundb", "tokenpool", "stats", "metrics", "config", "demo", "bench", "gitmirror", "books"},
-	"node":              {"server", "server/guard", "scheduler", "rundb", "tokenpool", "metrics", "config", "gitmirror", "books"},
+	"cmd":               {"node", "server", "scheduler", "worker", "protocol", "rundb", "rundb/embedded", "tokenpool", "stats", "metrics", "config", "demo", "bench", "gitmirror", "books"},
+	"node":              {"server", "server/guard", "scheduler", "rundb", "rundb/journal", "rundb/embedded", "tokenpool", "metrics", "config", "gitmirror", "books"},
 	"server":            {"server/api", "server/ui", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books"},
 	"server/api":        {"server/guard", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
 	"server/ui":         {"server/guard", "server/ui/live", "server/chart", "scheduler", "rundb", "stats", "protocol", "tokenpool", "templates", "gitmirror", "books"},
@@ -32,8 +32,11 @@ var allowedImports = map[string][]string{
 	"server/guard":      {"rundb", "tokenpool"},
 	"server/chart":      {},
 	"server/servertest": {},
-	"scheduler":         {"rundb", "stats", "metrics", "gitmirror", "books", "protocol"},
-	"rundb":             {"metrics", "config"},
+	"scheduler":         {"rundb", "rundb/runcache", "rundb/journal", "stats", "metrics", "gitmirror", "books", "protocol"},
+	"rundb":             {"metrics", "config", "rundb/embedded"},
+	"rundb/runcache":    {"rundb", "rundb/journal", "metrics"},
+	"rundb/journal":     {"rundb", "metrics"},
+	"rundb/embedded":    {},
 	"config":            {},
 	"metrics":           {},
 	"stats":             {},
@@ -46,17 +49,23 @@ var allowedImports = map[string][]string{
 	"filelock":          {},
 	"books":             {"protocol"},
 	"demo":              {"scheduler", "rundb", "worker", "protocol", "gitmirror"},
-	"bench":             {"demo", "rundb", "worker", "protocol", "config"},
+	"bench":             {"demo", "rundb", "rundb/journal", "worker", "protocol", "config"},
 }
 
 // testImports are the parts a part's test files may import besides allowedImports. The API's
 // and the web UI's tests drive the whole server, which routes to their handlers; Go's import
 // cycle check keeps such an import to their external test packages (package api_test,
-// ui_test), so the packages themselves still never import server.
+// ui_test), so the packages themselves still never import server. Likewise the journal's tests
+// drive it through the run cache, and the embedded database's through rundb.Open. Tests that
+// build a scheduler build its run cache (and journal) too.
 var testImports = map[string][]string{
-	"server":     {"server/servertest"},
-	"server/api": {"server", "server/servertest"},
-	"server/ui":  {"server", "server/servertest"},
+	"cmd":            {"rundb/runcache", "rundb/journal"},
+	"node":           {"rundb/runcache"},
+	"server":         {"server/servertest"},
+	"server/api":     {"server", "server/servertest", "rundb/runcache", "rundb/journal"},
+	"server/ui":      {"server", "server/servertest", "rundb/runcache"},
+	"rundb/journal":  {"rundb/runcache"},
+	"rundb/embedded": {"rundb"},
 }
 
 // partOf is the part a package (its path below the module) belongs to, or "" for none.

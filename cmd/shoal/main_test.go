@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 	"github.com/shoal-chess/shoal/worker/fleet"
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
 )
@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	fakeuci.ServeIfAsked() // the test binary is the engine the real-games tests give the worker
-	if len(os.Args) > 1 && os.Args[1] == "db" && os.Getenv(rundb.EmbeddedLockFDEnv) != "" {
+	if len(os.Args) > 1 && os.Args[1] == "db" && os.Getenv(embedded.LockFDEnv) != "" {
 		// The test binary is also the database process of the servers the tests start in it.
 		main()
 		os.Exit(0)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/tokenpool"
@@ -345,7 +346,7 @@ func TestRunAgainstTheServer(t *testing.T) {
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
+	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, runcache.New(db.Runs, runcache.Options{Logger: logger}), logger)
 	s, err := server.New(server.Deps{Logger: logger, Tokens: tokenpool.New(4), DB: db, Runs: sch, Scheduler: sch})
 	if err != nil {
 		t.Fatal(err)

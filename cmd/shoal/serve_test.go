@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 )
 
 // lockedBuffer is an io.Writer safe to read while the server writes to it.
@@ -158,7 +159,7 @@ func TestServeFirstStartRestartAndUserAdd(t *testing.T) {
 	// The embedded database is locked while the server runs.
 	var addOut bytes.Buffer
 	err := run(context.Background(), []string{"user", "add", "--username", "bob", "--password", "pw"}, envOf(env), &addOut, io.Discard)
-	if !errors.Is(err, rundb.ErrDatabaseInUse) || !strings.Contains(err.Error(), "stop that server first") {
+	if !errors.Is(err, embedded.ErrDatabaseInUse) || !strings.Contains(err.Error(), "stop that server first") {
 		t.Fatalf("user add while serving: %v, want a clear in-use error", err)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/node"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 )
 
 // userKeys are the configuration keys `shoal user` accepts as flags: where the database is.
@@ -47,7 +48,7 @@ func openUserDB(ctx context.Context, cmd string, cfg config.Config, stderr io.Wr
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(cfg.SlogLevel(), slog.LevelWarn)}))
 	cfg.EmbeddedDBProcess = false // a moment's work: no process of its own
 	db, err := node.OpenDB(ctx, cfg, logger, nil)
-	if errors.Is(err, rundb.ErrDatabaseInUse) {
+	if errors.Is(err, embedded.ErrDatabaseInUse) {
 		return nil, fmt.Errorf("%s: %w; stop that server first, or reach the database with --mongo-uri", cmd, err)
 	}
 	return db, err

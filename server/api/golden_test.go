@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
@@ -275,7 +276,7 @@ func checkRetryLater(t *testing.T, name string, w *httptest.ResponseRecorder) {
 func TestGoldenRetryLaterWhileShuttingDownAndOnASecondary(t *testing.T) {
 	f := newFleet(t)
 	id := f.newRun(map[string]any{"num_games": 10000})
-	secondary, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, servertest.DiscardLogger()),
+	secondary, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: runcache.New(f.db.Runs, runcache.Options{Now: time.Now, Logger: servertest.DiscardLogger()}),
 		Version: "test", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +360,7 @@ func TestStandbyPassesThePrimarysRoutesOn(t *testing.T) {
 	f := newFleet(t)
 	id := f.newRun(map[string]any{"num_games": 10000})
 	newInstance := func(instance string) *server.Server {
-		s, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: rundb.NewRunCache(f.db.Runs, time.Now, servertest.DiscardLogger()),
+		s, err := server.New(server.Deps{Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), DB: f.db, Runs: runcache.New(f.db.Runs, runcache.Options{Now: time.Now, Logger: servertest.DiscardLogger()}),
 			Version: "test", DataDir: t.TempDir(), Instance: instance})
 		if err != nil {
 			t.Fatal(err)

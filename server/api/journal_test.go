@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/server/servertest"
 	"github.com/shoal-chess/shoal/tokenpool"
@@ -27,7 +29,7 @@ func TestWorkerCallWhoseChangeIsNotStoredIsToldToRetry(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	j, err := db.OpenJournal(ctx, rundb.JournalOptions{Holder: "this", Now: clock})
+	j, err := journal.Open(ctx, db, journal.Options{Holder: "this", Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestWorkerCallWhoseChangeIsNotStoredIsToldToRetry(t *testing.T) {
 	mu.Lock()
 	now = now.Add(time.Minute)
 	mu.Unlock()
-	if _, err := db.AcquireLease(ctx, "other", rundb.DefaultLeaseTTL, clock()); err != nil {
+	if _, err := journal.AcquireLease(ctx, db, "other", journal.DefaultLeaseTTL, clock()); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.Marshal(call(1, map[string]any{"run_id": id, "task_id": 0, "stats": draws(20)}))
@@ -63,13 +65,12 @@ func TestWorkerCallWhoseChangeIsNotStoredIsToldToRetry(t *testing.T) {
 	}
 	// The journal has the first report only: a new primary replaying it finds 10 draws.
 	j.Close()
-	j2, err := db.OpenJournal(ctx, rundb.JournalOptions{Holder: "other"})
+	j2, err := journal.Open(ctx, db, journal.Options{Holder: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(j2.Close)
-	cache := rundb.NewRunCache(db.Runs, nil, servertest.DiscardLogger())
-	cache.SetJournal(j2)
+	cache := runcache.New(db.Runs, runcache.Options{Logger: servertest.DiscardLogger(), Journal: j2})
 	if _, err := cache.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestWorkerCallWaitsForItsRecordWithoutAToken(t *testing.T) {
 	db := rundbtest.Open(t)
 	var held atomic.Bool
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	j, err := db.OpenJournal(ctx, rundb.JournalOptions{Holder: "this", BeforeWrite: func() {
+	j, err := journal.Open(ctx, db, journal.Options{Holder: "this", BeforeWrite: func() {
 		if held.Load() {
 			entered <- struct{}{}
 			<-release

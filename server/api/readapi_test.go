@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/api"
@@ -29,7 +30,7 @@ func newReadServer(t *testing.T, change func(*server.Deps)) (*server.Server, *ru
 	db := rundbtest.Open(t)
 	deps := server.Deps{
 		Logger: servertest.DiscardLogger(), Tokens: tokenpool.New(4), Version: "test",
-		DB: db, Runs: rundb.NewRunCache(db.Runs, time.Now, servertest.DiscardLogger()),
+		DB: db, Runs: runcache.New(db.Runs, runcache.Options{Now: time.Now, Logger: servertest.DiscardLogger()}),
 	}
 	if change != nil {
 		change(&deps)

@@ -15,6 +15,7 @@ import (
 	"github.com/shoal-chess/shoal/gitmirror/gitmirrortest"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
@@ -48,7 +49,7 @@ func newSourceFleet(t *testing.T) *sourceFleet {
 	logger := servertest.DiscardLogger()
 	cfg := fleetSchedulerConfig(pool)
 	cfg.Sources, cfg.Books = mirrors, held
-	sched := scheduler.New(cfg, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
+	sched := scheduler.New(cfg, db, runcache.New(db.Runs, runcache.Options{Logger: logger}), logger)
 	s, err := server.New(server.Deps{Logger: logger, Tokens: pool, Version: "test",
 		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir(), Mirrors: mirrors, Books: held})
 	if err != nil {

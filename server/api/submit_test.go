@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
@@ -42,7 +43,7 @@ func newSubmitServer(t *testing.T) (*server.Server, *rundb.DB) {
 		}
 	}
 	logger := servertest.DiscardLogger()
-	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, rundb.NewRunCache(db.Runs, nil, logger), logger)
+	sch := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5}, db, runcache.New(db.Runs, runcache.Options{Logger: logger}), logger)
 	s, err := server.New(server.Deps{
 		Logger: logger, Tokens: tokenpool.New(4), Version: "test",
 		DB: db, Runs: sch, Scheduler: sch,

@@ -16,6 +16,8 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
@@ -47,14 +49,11 @@ func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
 }
 
 // newFleetOn is newFleet on db, its run cache journaled by j if j is not nil.
-func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *rundb.Journal) *fleet {
+func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *journal.Journal) *fleet {
 	t.Helper()
 	addFleetUsers(t, db)
 	logger := servertest.DiscardLogger()
-	cache := rundb.NewRunCache(db.Runs, nil, logger)
-	if j != nil {
-		cache.SetJournal(j)
-	}
+	cache := runcache.New(db.Runs, runcache.Options{Logger: logger, Journal: j})
 	sched := scheduler.New(fleetSchedulerConfig(pool), db, cache, logger)
 	if err := sched.Load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -508,7 +507,7 @@ func TestWorkerAPITaskCarriesBookChecksum(t *testing.T) {
 	}))
 	defer srv.Close()
 	sched := scheduler.New(scheduler.Config{TaskSemaphoreSize: 5, TaskDuration: 1800 * time.Second,
-		DuplicateWorkerWindow: 120 * time.Second, BooksURL: srv.URL}, f.db, rundb.NewRunCache(f.db.Runs, nil, nil), servertest.DiscardLogger())
+		DuplicateWorkerWindow: 120 * time.Second, BooksURL: srv.URL}, f.db, runcache.New(f.db.Runs, runcache.Options{}), servertest.DiscardLogger())
 	if err := sched.RefreshBooks(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
@@ -28,7 +29,7 @@ type uiEnv struct {
 	deps  server.Deps // what s was built with
 	db    *rundb.DB
 	sched *scheduler.Scheduler
-	runs  *rundb.RunCache
+	runs  *runcache.Cache
 }
 
 const uiPassword = "secret-password"
@@ -69,7 +70,7 @@ func newUIEnvSched(t *testing.T, cfg scheduler.Config, change func(*server.Deps)
 		t.Fatal(err)
 	}
 	logger := servertest.DiscardLogger()
-	runs := rundb.NewRunCache(db.Runs, nil, logger)
+	runs := runcache.New(db.Runs, runcache.Options{Logger: logger})
 	cfg.TaskSemaphoreSize = 5
 	sch := scheduler.New(cfg, db, runs, logger)
 	deps := server.Deps{

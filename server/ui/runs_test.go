@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/ui"
 )
@@ -60,9 +61,9 @@ func (e *uiEnv) runsAdd(owner string, req protocol.RunRequest) *rundb.Run {
 // runsChange changes a run through the run cache and writes it to the database at once.
 func (e *uiEnv) runsChange(id rundb.ObjectID, fn func(*rundb.Run)) {
 	e.t.Helper()
-	err := e.runs.Update(context.Background(), id, rundb.PrioSaveNow, func(r *rundb.Run) error {
+	err := e.runs.Change(context.Background(), id, func(r *rundb.Run) (runcache.Prio, error) {
 		fn(r)
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err != nil {
 		e.t.Fatalf("change run %s: %v", id, err)
@@ -475,9 +476,9 @@ func TestUIRunsHomepageReadsTheRunCache(t *testing.T) {
 	env := newUIEnv(t)
 	r := env.runsAdd("alice", runsTestRequest(func(r *protocol.RunRequest) { r.NewTag = "fresh" }))
 	env.runsMakeActive(r.ID, runsTask(runsWorker("carol", "abcd1234-5678", 8), true, 30, 20, 50))
-	err := env.runs.Update(context.Background(), r.ID, rundb.PrioNormal, func(r *rundb.Run) error {
+	err := env.runs.Change(context.Background(), r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		r.Results.Wins += 2 // not written: NORMAL waits for the flush job, which is not running
-		return nil
+		return runcache.PrioNormal, nil
 	})
 	if err != nil {
 		t.Fatal(err)

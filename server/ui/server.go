@@ -44,7 +44,7 @@ type Role struct {
 	Scheduler Scheduler
 	// Runs serves runs: the primary's run cache, or the database.
 	Runs RunSource
-	// Changed is the primary's RunCache.Changed, nil otherwise (live pages then poll).
+	// Changed is the primary's runcache.Cache.Changed, nil otherwise (live pages then poll).
 	Changed func() <-chan struct{}
 }
 

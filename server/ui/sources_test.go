@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-chess/shoal/books"
 	"github.com/shoal-chess/shoal/gitmirror/gitmirrortest"
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server"
 )
@@ -194,9 +195,9 @@ func TestUIRunPageShowsBuildFailures(t *testing.T) {
 	w := env.as("alice").post("/tests/run", byBranchForm(repo))
 	r := env.submittedRun(w)
 	log := "Build failed: 1234567890 (make -j2 build ARCH=x86-64): exit status 2\nsearch.cpp:3: error: <expected> ';'"
-	err := env.runs.Update(context.Background(), r.ID, rundb.PrioSaveNow, func(r *rundb.Run) error {
+	err := env.runs.Change(context.Background(), r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		r.BuildFailures = []rundb.BuildFailure{{Worker: "wendy-4cores-ab12", TaskID: 0, Time: time.Now(), Message: log}}
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package rundb
+package embedded
 
 import (
 	"bytes"
@@ -19,16 +19,11 @@ import (
 )
 
 // The embedded database as a child process. FerretDB's writes are long stretches of CPU (a run
-// write parses and re-encodes the whole document: about 180 ms for a run of 400 kB). In the
-// server's own process they run on the Go scheduler's processors beside the request handlers;
-// on a server given one core there is one processor, and a handler woken meanwhile waits for the
-// runtime to preempt the write (every 10 ms at best): the durability benchmark's handlers waited
-// to run again with a p99 of 15-21 ms. As a process of its own, FerretDB is scheduled by the
-// kernel, which lets a woken handler thread in at once. The durability benchmark (server and
-// database on one core, the same day, two rounds of 45 s legs; docs/benchmarks/README.md): the
-// fleet's update_task p99 3.5 ms without the journal and 9.3 ms with it, beat 3.6 and 4.1 ms,
-// where the database in the server's process gave 16 and 30 ms, beat 17 and 18 ms, at the same
-// CPU.
+// write parses and re-encodes the whole document). In the server's own process they run on the
+// Go scheduler's processors beside the request handlers, and on a server given one core a
+// handler woken meanwhile waits for the runtime to preempt the write; as a process of its own,
+// FerretDB is scheduled by the kernel, which lets a woken handler thread in at once. The figures
+// are in docs/benchmarks (the durability scenario).
 //
 // The parent locks the data directory and hands the lock to the child, which keeps it open: the
 // lock is held until both have exited, so no second database starts on the files while either
@@ -36,13 +31,13 @@ import (
 // and the end of its standard input everywhere), and stops when asked (SIGTERM) once the parent
 // has written its last runs.
 
-// EmbeddedLockFDEnv names the environment variable that tells a child database (`shoal db`)
+// LockFDEnv names the environment variable that tells a child database (`shoal db`)
 // that its parent locked the data directory, and the file descriptor of that lock.
-const EmbeddedLockFDEnv = "SHOAL_DB_LOCK_FD"
+const LockFDEnv = "SHOAL_DB_LOCK_FD"
 
-// EmbeddedReadyPrefix begins the line a child database writes to its standard output once it
+// ReadyPrefix begins the line a child database writes to its standard output once it
 // accepts connections: the prefix, its socket's URI, a space, and its shared URI.
-const EmbeddedReadyPrefix = "shoal-db-ready "
+const ReadyPrefix = "shoal-db-ready "
 
 // embeddedStartLimit bounds the wait for a child database to say it is ready.
 const embeddedStartLimit = time.Minute
@@ -50,8 +45,8 @@ const embeddedStartLimit = time.Minute
 // embeddedStopLimit is how long a child database has to stop after SIGTERM before it is killed.
 const embeddedStopLimit = 15 * time.Second
 
-// embeddedProcess is the embedded database run by a child process.
-type embeddedProcess struct {
+// Process is the embedded database run by a child process.
+type Process struct {
 	dir, uri, shared string
 	lock             *os.File
 	proc             *os.Process
@@ -75,12 +70,12 @@ const embeddedNice = 10
 // (100), for a live heap of a few megabytes.
 const embeddedGCPercent = 400
 
-// startEmbeddedProcess locks dataDir and runs command (a program and its arguments: `shoal db`)
+// StartProcess locks dataDir and runs command (a program and its arguments: `shoal db`)
 // with --data and, if addr is set, --addr appended, the lock as file descriptor 3
-// (EmbeddedLockFDEnv) and none of Shoal's SHOAL_* environment, since its flags say all it needs.
+// (LockFDEnv) and none of Shoal's SHOAL_* environment, since its flags say all it needs.
 // It returns once the child says it accepts connections. Each line the child writes otherwise
 // (its log, a panic) is logged to logger.
-func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.Logger) (*embeddedProcess, error) {
+func StartProcess(command []string, dataDir, addr string, logger *slog.Logger) (*Process, error) {
 	abs, lock, err := lockedDataDir(dataDir, addr)
 	if err != nil {
 		return nil, err
@@ -95,7 +90,7 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, EmbeddedLockFDEnv+"=3")
+	cmd.Env = append(cmd.Env, LockFDEnv+"=3")
 	if os.Getenv("GOGC") == "" {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("GOGC=%d", embeddedGCPercent))
 	}
@@ -114,7 +109,7 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 		unlockDataDir(lock)
 		return nil, err
 	}
-	p := &embeddedProcess{dir: abs, lock: lock, exited: make(chan struct{}), lost: make(chan error, 1), logger: logger}
+	p := &Process{dir: abs, lock: lock, exited: make(chan struct{}), lost: make(chan error, 1), logger: logger}
 	started := make(chan error, 1)
 	go func() {
 		// The parent-death signal is sent when the thread that started the child ends, not the
@@ -158,15 +153,23 @@ func startEmbeddedProcess(command []string, dataDir, addr string, logger *slog.L
 	return nil, err
 }
 
-func (p *embeddedProcess) Dir() string       { return p.dir }
-func (p *embeddedProcess) URI() string       { return p.uri }
-func (p *embeddedProcess) SharedURI() string { return p.shared }
-func (p *embeddedProcess) where() string     { return fmt.Sprintf("process %d", p.proc.Pid) }
+// Dir is the data directory.
+func (p *Process) Dir() string { return p.dir }
+
+// URI is the address of the child's Unix socket.
+func (p *Process) URI() string { return p.uri }
+
+// SharedURI is the address other processes of this user reach the child at (see Server.SharedURI).
+func (p *Process) SharedURI() string { return p.shared }
+
+// Where says which process runs the database, by its pid.
+func (p *Process) Where() string { return fmt.Sprintf("process %d", p.proc.Pid) }
 
 // Lost delivers an error if the child exits before Close.
-func (p *embeddedProcess) Lost() <-chan error { return p.lost }
+func (p *Process) Lost() <-chan error { return p.lost }
 
-func (p *embeddedProcess) gone() bool {
+// Gone reports whether the child has exited before Close.
+func (p *Process) Gone() bool {
 	select {
 	case <-p.exited:
 		return !p.closing.Load()
@@ -177,7 +180,7 @@ func (p *embeddedProcess) gone() bool {
 
 // Close asks the child to stop (SIGTERM), kills it if it has not within embeddedStopLimit, and
 // releases the data directory's lock once it has exited. Safe to call more than once.
-func (p *embeddedProcess) Close() {
+func (p *Process) Close() {
 	p.once.Do(func() {
 		p.closing.Store(true)
 		_ = p.proc.Signal(syscall.SIGTERM)
@@ -212,7 +215,7 @@ func (o *childOutput) Write(b []byte) (int, error) {
 		}
 		line := string(o.partial[:i])
 		o.partial = o.partial[i+1:]
-		switch rest, isReady := strings.CutPrefix(line, EmbeddedReadyPrefix); {
+		switch rest, isReady := strings.CutPrefix(line, ReadyPrefix); {
 		case isReady && o.ready != nil:
 			o.ready <- rest
 			o.ready = nil

@@ -1,4 +1,4 @@
-package rundb
+package embedded
 
 import (
 	"bytes"
@@ -128,7 +128,7 @@ func TestChildOutput(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	ready := make(chan string, 1)
 	out := &childOutput{logger: logger, ready: ready}
-	for _, piece := range []string{`{"level":"INFO","msg":"sta`, "rting\"}\n" + EmbeddedReadyPrefix + "mongodb://a/ mongodb://b/\n", EmbeddedReadyPrefix + "again\n"} {
+	for _, piece := range []string{`{"level":"INFO","msg":"sta`, "rting\"}\n" + ReadyPrefix + "mongodb://a/ mongodb://b/\n", ReadyPrefix + "again\n"} {
 		if n, err := out.Write([]byte(piece)); n != len(piece) || err != nil {
 			t.Fatalf("Write = %d, %v", n, err)
 		}
@@ -138,7 +138,7 @@ func TestChildOutput(t *testing.T) {
 	}
 	errOut := &childOutput{logger: logger, stderr: true}
 	_, _ = errOut.Write([]byte("panic: boom\n"))
-	for _, want := range []string{`msg=starting component=db`, `output="` + EmbeddedReadyPrefix + `again"`, `level=WARN msg="embedded database" stderr="panic: boom"`} {
+	for _, want := range []string{`msg=starting component=db`, `output="` + ReadyPrefix + `again"`, `level=WARN msg="embedded database" stderr="panic: boom"`} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}

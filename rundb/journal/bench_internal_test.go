@@ -1,16 +1,18 @@
-package rundb
+package journal
 
 import (
 	"testing"
 	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // benchTask is a task as request_task makes it, with a few batches reported.
-func benchTask() Task {
-	return Task{
+func benchTask() rundb.Task {
+	return rundb.Task{
 		NumGames: 480, Active: true, LastUpdated: time.Now().UTC(), Start: 960,
-		Stats: Results{Wins: 40, Losses: 38, Draws: 82, Pentanomial: []int{2, 18, 40, 16, 4}},
-		WorkerInfo: WorkerInfo{
+		Stats: rundb.Results{Wins: 40, Losses: 38, Draws: 82, Pentanomial: []int{2, 18, 40, 16, 4}},
+		WorkerInfo: rundb.WorkerInfo{
 			Uname: "Linux 6.1.0-13-amd64", Architecture: []string{"64bit", "ELF"}, Concurrency: 8,
 			MaxMemory: 8000, MinThreads: 1, Username: "worker", Version: 280,
 			PythonVersion: []int{3, 11, 2}, GCCVersion: []int{12, 2, 0}, Compiler: "g++",
@@ -24,17 +26,17 @@ func benchTask() Task {
 // its journal record on the embedded database: the task's whole after-image, or its changing
 // part when the worker is the same.
 func BenchmarkJournalRecordEncode(b *testing.B) {
-	j := &Journal{store: &RunStore{flatHistory: true}, epoch: 3}
-	run := &Run{ID: NewObjectID(), Tasks: []Task{benchTask(), benchTask()}, LastUpdated: time.Now().UTC()}
+	j := &Journal{codec: rundb.NewCodec(true), epoch: 3}
+	run := &rundb.Run{ID: rundb.NewObjectID(), Tasks: []rundb.Task{benchTask(), benchTask()}, LastUpdated: time.Now().UTC()}
 	before := run.Tasks[1]
 	moved := before // the same task, reported before from another address: the whole task is written
 	moved.WorkerInfo.RemoteAddr = "198.51.100.1"
 	for _, bc := range []struct {
 		name string
-		m    mark
+		m    Mark
 	}{
-		{"whole task", mark{tasks: 2, before: &moved}},
-		{"changing part", mark{tasks: 2, before: &before}},
+		{"whole task", Mark{tasks: 2, before: &moved}},
+		{"changing part", Mark{tasks: 2, before: &before}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			size := 0

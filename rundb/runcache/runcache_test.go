@@ -1,4 +1,4 @@
-package rundb_test
+package runcache_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
@@ -37,10 +38,15 @@ func setGames(n int) func(*rundb.Run) error {
 	return func(r *rundb.Run) error { r.CommittedGames = n; return nil }
 }
 
+// at is fn as a change of priority prio.
+func at(prio runcache.Prio, fn func(*rundb.Run) error) func(*rundb.Run) (runcache.Prio, error) {
+	return func(r *rundb.Run) (runcache.Prio, error) { return prio, fn(r) }
+}
+
 func TestRunCacheFlushOrder(t *testing.T) {
 	type change struct {
 		run  string
-		prio rundb.Prio
+		prio runcache.Prio
 	}
 	type created struct {
 		run string
@@ -55,32 +61,32 @@ func TestRunCacheFlushOrder(t *testing.T) {
 		{
 			name:    "equal priorities go oldest write first",
 			runs:    []created{{"a", 0}, {"b", 30 * time.Second}, {"c", time.Minute}},
-			changes: []change{{"c", rundb.PrioNormal}, {"a", rundb.PrioNormal}, {"b", rundb.PrioNormal}},
+			changes: []change{{"c", runcache.PrioNormal}, {"a", runcache.PrioNormal}, {"b", runcache.PrioNormal}},
 			want:    []string{"a", "b", "c"},
 		},
 		{
 			name:    "a new task outranks a finished task outranks a result",
 			runs:    []created{{"a", 0}, {"b", 30 * time.Second}, {"c", time.Minute}},
-			changes: []change{{"a", rundb.PrioNormal}, {"b", rundb.PrioMedium}, {"c", rundb.PrioHigh}},
+			changes: []change{{"a", runcache.PrioNormal}, {"b", runcache.PrioMedium}, {"c", runcache.PrioHigh}},
 			want:    []string{"c", "b", "a"},
 		},
 		{
 			name: "each priority level is worth one minute of age",
 			// c is 50 s younger than a but MEDIUM; e is 130 s younger and HIGH.
 			runs:    []created{{"a", 0}, {"c", 50 * time.Second}, {"e", 130 * time.Second}},
-			changes: []change{{"e", rundb.PrioHigh}, {"a", rundb.PrioNormal}, {"c", rundb.PrioMedium}},
+			changes: []change{{"e", runcache.PrioHigh}, {"a", runcache.PrioNormal}, {"c", runcache.PrioMedium}},
 			want:    []string{"c", "a", "e"},
 		},
 		{
 			name:    "a run keeps the highest priority of its pending changes",
 			runs:    []created{{"a", 0}, {"b", 30 * time.Second}},
-			changes: []change{{"b", rundb.PrioHigh}, {"b", rundb.PrioNormal}, {"a", rundb.PrioMedium}},
+			changes: []change{{"b", runcache.PrioHigh}, {"b", runcache.PrioNormal}, {"a", runcache.PrioMedium}},
 			want:    []string{"b", "a"},
 		},
 		{
 			name:    "clean runs are not written",
 			runs:    []created{{"a", 0}, {"b", 30 * time.Second}, {"c", time.Minute}},
-			changes: []change{{"b", rundb.PrioNormal}},
+			changes: []change{{"b", runcache.PrioNormal}},
 			want:    []string{"b"},
 		},
 	}
@@ -89,7 +95,7 @@ func TestRunCacheFlushOrder(t *testing.T) {
 			db := rundbtest.Open(t)
 			ctx := context.Background()
 			clock := newFakeClock()
-			cache := rundb.NewRunCache(db.Runs, clock.Now, nil)
+			cache := runcache.New(db.Runs, runcache.Options{Now: clock.Now})
 			ids := map[string]rundb.ObjectID{}
 			names := map[rundb.ObjectID]string{}
 			start := clock.Now()
@@ -103,7 +109,7 @@ func TestRunCacheFlushOrder(t *testing.T) {
 			}
 			clock.Advance(10 * time.Minute)
 			for i, ch := range tc.changes {
-				if err := cache.Update(ctx, ids[ch.run], ch.prio, setGames(i+1)); err != nil {
+				if err := cache.Change(ctx, ids[ch.run], at(ch.prio, setGames(i+1))); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -151,12 +157,12 @@ func TestRunCacheFlushOrder(t *testing.T) {
 func TestRunCacheWritesBehind(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	r := &rundb.Run{ID: rundb.NewObjectID()}
 	if err := cache.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := cache.Update(ctx, r.ID, rundb.PrioHigh, setGames(10)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioHigh, setGames(10))); err != nil {
 		t.Fatal(err)
 	}
 	if got := storedGames(t, db, r.ID); got != 0 {
@@ -169,7 +175,7 @@ func TestRunCacheWritesBehind(t *testing.T) {
 	if seen != 10 {
 		t.Errorf("View sees committed_games %d, want the cached 10", seen)
 	}
-	if err := cache.Update(ctx, r.ID, rundb.PrioSaveNow, setGames(20)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioSaveNow, setGames(20))); err != nil {
 		t.Fatal(err)
 	}
 	if got := storedGames(t, db, r.ID); got != 20 {
@@ -180,34 +186,34 @@ func TestRunCacheWritesBehind(t *testing.T) {
 	}
 }
 
-func TestRunCacheUpdateErrorChangesNothing(t *testing.T) {
+func TestRunCacheChangeErrorChangesNothing(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	r := &rundb.Run{ID: rundb.NewObjectID()}
 	if err := cache.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	refuse := errors.New("refused")
-	if err := cache.Update(ctx, r.ID, rundb.PrioHigh, func(*rundb.Run) error { return refuse }); !errors.Is(err, refuse) {
-		t.Errorf("Update returned %v, want the callback's error", err)
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioHigh, func(*rundb.Run) error { return refuse })); !errors.Is(err, refuse) {
+		t.Errorf("Change returned %v, want the callback's error", err)
 	}
 	if got := cache.Dirty(); got != 0 {
 		t.Errorf("a refused update left %d dirty runs", got)
 	}
-	if err := cache.Update(ctx, rundb.NewObjectID(), rundb.PrioNormal, setGames(1)); !errors.Is(err, rundb.ErrNotFound) {
-		t.Errorf("Update of an unknown run: %v, want ErrNotFound", err)
+	if err := cache.Change(ctx, rundb.NewObjectID(), at(runcache.PrioNormal, setGames(1))); !errors.Is(err, rundb.ErrNotFound) {
+		t.Errorf("Change of an unknown run: %v, want ErrNotFound", err)
 	}
 }
 
 func TestRunCacheLoadsFromDatabase(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	r := sampleRun()
+	r := rundbtest.SampleRun()
 	if err := db.Runs.Insert(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	var tasks int
 	if err := cache.View(ctx, r.ID, func(run *rundb.Run) { tasks = len(run.Tasks) }); err != nil {
 		t.Fatal(err)
@@ -230,7 +236,7 @@ func TestRunCachePreloadsUnfinishedRuns(t *testing.T) {
 			unfinished = r.ID
 		}
 	}
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	ids, err := cache.Preload(ctx)
 	if err != nil || len(ids) != 1 || ids[0] != unfinished || cache.Len() != 1 {
 		t.Fatalf("Preload = %v, %v; cache holds %d runs; want the 1 unfinished run", ids, err, cache.Len())
@@ -252,14 +258,14 @@ func TestRunCachePreloadsUnfinishedRuns(t *testing.T) {
 func TestRunCacheFlushAllLosesNothing(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	var ids []rundb.ObjectID
 	for i := range 5 {
 		r := &rundb.Run{ID: rundb.NewObjectID()}
 		if err := cache.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := cache.Update(ctx, r.ID, rundb.Prio(i%3), setGames(100+i)); err != nil {
+		if err := cache.Change(ctx, r.ID, at(runcache.Prio(i%3), setGames(100+i))); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, r.ID)
@@ -293,11 +299,11 @@ func TestRunCacheFlushAllLosesNothing(t *testing.T) {
 	}
 }
 
-// Updates racing with the flusher are never lost: the last value written is the last value set.
-func TestRunCacheConcurrentUpdatesAndFlushes(t *testing.T) {
+// Changes racing with the flusher are never lost: the last value written is the last value set.
+func TestRunCacheConcurrentChangesAndFlushes(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	r := &rundb.Run{ID: rundb.NewObjectID()}
 	if err := cache.Create(ctx, r); err != nil {
 		t.Fatal(err)
@@ -326,10 +332,10 @@ func TestRunCacheConcurrentUpdatesAndFlushes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range perWriter {
-				err := cache.Update(ctx, r.ID, rundb.PrioNormal, func(r *rundb.Run) error {
+				err := cache.Change(ctx, r.ID, func(r *rundb.Run) (runcache.Prio, error) {
 					r.CommittedGames++
 					r.Tasks = append(r.Tasks, rundb.Task{NumGames: 2, Stats: rundb.NewResults()})
-					return nil
+					return runcache.PrioNormal, nil
 				})
 				if err != nil {
 					t.Error(err)
@@ -356,7 +362,7 @@ func TestRunCacheEvict(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
 	clock := newFakeClock()
-	cache := rundb.NewRunCache(db.Runs, clock.Now, nil)
+	cache := runcache.New(db.Runs, runcache.Options{Now: clock.Now})
 	mk := func(cores int, finished bool) rundb.ObjectID {
 		r := &rundb.Run{ID: rundb.NewObjectID(), Cores: cores, Finished: finished}
 		if err := cache.Create(ctx, r); err != nil {
@@ -369,7 +375,7 @@ func TestRunCacheEvict(t *testing.T) {
 	busy := mk(8, false)
 	dirty := mk(0, false)
 	recent := mk(0, false)
-	if err := cache.Update(ctx, dirty, rundb.PrioNormal, setGames(1)); err != nil {
+	if err := cache.Change(ctx, dirty, at(runcache.PrioNormal, setGames(1))); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(10 * time.Minute)
@@ -405,7 +411,7 @@ func TestRunCacheFailingRunDoesNotBlockOthers(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
 	clock := newFakeClock()
-	cache := rundb.NewRunCache(db.Runs, clock.Now, nil)
+	cache := runcache.New(db.Runs, runcache.Options{Now: clock.Now})
 	bad := &rundb.Run{ID: rundb.NewObjectID()}
 	good := &rundb.Run{ID: rundb.NewObjectID()}
 	for _, r := range []*rundb.Run{bad, good} {
@@ -416,14 +422,14 @@ func TestRunCacheFailingRunDoesNotBlockOthers(t *testing.T) {
 	}
 	// The bad run becomes unencodable (a channel cannot be stored) and is the older one, with a
 	// failed SAVE_NOW on top, so it is first in line.
-	err := cache.Update(ctx, bad.ID, rundb.PrioSaveNow, func(r *rundb.Run) error {
+	err := cache.Change(ctx, bad.ID, func(r *rundb.Run) (runcache.Prio, error) {
 		r.Extra = rundb.Extra{"unstorable": make(chan int)}
-		return nil
+		return runcache.PrioSaveNow, nil
 	})
 	if err == nil {
 		t.Fatal("a SAVE_NOW write of an unencodable run succeeded")
 	}
-	if err := cache.Update(ctx, good.ID, rundb.PrioNormal, setGames(7)); err != nil {
+	if err := cache.Change(ctx, good.ID, at(runcache.PrioNormal, setGames(7))); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -441,7 +447,7 @@ func TestRunCacheFailingRunDoesNotBlockOthers(t *testing.T) {
 func TestRunCacheCreateRefusesAnExistingID(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	r := &rundb.Run{ID: rundb.NewObjectID(), CommittedGames: 5}
 	if err := cache.Create(ctx, r); err != nil {
 		t.Fatal(err)
@@ -457,7 +463,7 @@ func TestRunCacheCreateRefusesAnExistingID(t *testing.T) {
 func TestRunCacheChangedWakesOnChangeOnly(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	closed := func(ch <-chan struct{}) bool {
 		select {
 		case <-ch:
@@ -478,14 +484,14 @@ func TestRunCacheChangedWakesOnChangeOnly(t *testing.T) {
 	if closed(ch) {
 		t.Fatal("a fresh Changed channel is already closed")
 	}
-	_ = cache.Update(ctx, r.ID, rundb.PrioHigh, func(*rundb.Run) error { return errors.New("refused") })
+	_ = cache.Change(ctx, r.ID, at(runcache.PrioHigh, func(*rundb.Run) error { return errors.New("refused") }))
 	if err := cache.View(ctx, r.ID, func(*rundb.Run) {}); err != nil {
 		t.Fatal(err)
 	}
 	if closed(ch) {
 		t.Error("a refused update or a read signalled Changed")
 	}
-	if err := cache.Update(ctx, r.ID, rundb.PrioHigh, setGames(3)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioHigh, setGames(3))); err != nil {
 		t.Fatal(err)
 	}
 	if !closed(ch) {
@@ -496,13 +502,13 @@ func TestRunCacheChangedWakesOnChangeOnly(t *testing.T) {
 func TestRunCacheListingLeavesOutTasks(t *testing.T) {
 	db := rundbtest.Open(t)
 	ctx := context.Background()
-	cache := rundb.NewRunCache(db.Runs, nil, nil)
+	cache := runcache.New(db.Runs, runcache.Options{})
 	r := &rundb.Run{ID: rundb.NewObjectID(), Tasks: []rundb.Task{{NumGames: 8}}, BadTasks: []rundb.Task{{NumGames: 2}},
 		Args: rundb.RunArgs{SPSA: &rundb.SPSA{Iter: 3, ParamHistory: rundb.ParamHistory{{{Theta: 1}}}}}}
 	if err := cache.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := cache.Update(ctx, r.ID, rundb.PrioNormal, setGames(7)); err != nil {
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioNormal, setGames(7))); err != nil {
 		t.Fatal(err)
 	}
 	got, err := cache.Listing(ctx, r.ID)

@@ -1,4 +1,4 @@
-package rundb
+package journal
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func (s dbSegments) String() string { return "database " + s.db.Name() }
 type fileSegments struct {
 	dir string
 	// syncEvery, if positive, fsyncs the file at that interval instead of after each batch
-	// (see JournalOptions.SyncEvery).
+	// (see Options.SyncEvery).
 	syncEvery time.Duration
 	// syncFile is how a file's data is made durable: syncData, or a test's stand-in.
 	syncFile func(*os.File) error

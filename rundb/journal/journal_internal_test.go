@@ -1,4 +1,4 @@
-package rundb
+package journal
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/rundb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -15,26 +16,26 @@ import (
 // A change of worker writes the whole task.
 func TestJournalRecordOfAnUpdateKeepsTheWorker(t *testing.T) {
 	for _, flat := range []bool{false, true} {
-		j := &Journal{store: &RunStore{flatHistory: flat}, epoch: 2}
+		j := &Journal{codec: rundb.NewCodec(flat), epoch: 2}
 		later := time.Now().UTC().Truncate(time.Millisecond)
 		for _, tt := range []struct {
 			name     string
-			change   func(*Task)
+			change   func(*rundb.Task)
 			wantCore bool
 		}{
-			{"a batch reported", func(t *Task) {
-				t.Stats = Results{Wins: 41, Losses: 38, Draws: 83, Pentanomial: []int{2, 18, 41, 16, 4}}
+			{"a batch reported", func(t *rundb.Task) {
+				t.Stats = rundb.Results{Wins: 41, Losses: 38, Draws: 83, Pentanomial: []int{2, 18, 41, 16, 4}}
 				t.LastUpdated = later
 				t.WorkerInfo.Architecture = []string{"64bit", "ELF"} // the worker's new report, equal
 			}, true},
-			{"the task ends", func(t *Task) { t.Active = false; t.LastUpdated = later }, true},
-			{"the worker reports another address", func(t *Task) { t.WorkerInfo.RemoteAddr = "198.51.100.1" }, false},
-			{"the worker reports another compiler", func(t *Task) { t.WorkerInfo.GCCVersion = []int{13, 1, 0} }, false},
+			{"the task ends", func(t *rundb.Task) { t.Active = false; t.LastUpdated = later }, true},
+			{"the worker reports another address", func(t *rundb.Task) { t.WorkerInfo.RemoteAddr = "198.51.100.1" }, false},
+			{"the worker reports another compiler", func(t *rundb.Task) { t.WorkerInfo.GCCVersion = []int{13, 1, 0} }, false},
 		} {
-			before := &Run{ID: NewObjectID(), Tasks: []Task{benchTask(), benchTask()}, JournalEpoch: 2, JournalSeq: 7}
+			before := &rundb.Run{ID: rundb.NewObjectID(), Tasks: []rundb.Task{benchTask(), benchTask()}, JournalEpoch: 2, JournalSeq: 7}
 			before.Tasks[1].LastUpdated = later.Add(-time.Minute)
 			after := cloneForTest(t, before)
-			m := markOf(after, 1)
+			m := MarkOf(after, 1)
 			tt.change(&after.Tasks[1])
 			rec := j.makeRecord(after, 1, m)
 			if len(rec.Tasks) != 1 || (rec.Tasks[0].Core != nil) != tt.wantCore || (rec.Tasks[0].Task != nil) == tt.wantCore {
@@ -49,7 +50,7 @@ func TestJournalRecordOfAnUpdateKeepsTheWorker(t *testing.T) {
 			if err := bson.Unmarshal(raw, &stored); err != nil {
 				t.Fatal(err)
 			}
-			if err := j.store.decodeDoc(stored.Record, read); err != nil {
+			if err := j.codec.Decode(stored.Record, read); err != nil {
 				t.Fatal(err)
 			}
 			replayed := cloneForTest(t, before)
@@ -63,20 +64,20 @@ func TestJournalRecordOfAnUpdateKeepsTheWorker(t *testing.T) {
 		}
 	}
 	// A core for a task the run does not have is an error, not a new task.
-	r := &Run{Tasks: []Task{benchTask()}}
+	r := &rundb.Run{Tasks: []rundb.Task{benchTask()}}
 	if err := applyRecord(r, &journalRecord{Tasks: []journalTask{{Index: 1, Core: coreOf(&r.Tasks[0])}}}); err == nil {
 		t.Error("a change to a missing task was applied")
 	}
 }
 
 // cloneForTest deep-copies r through BSON.
-func cloneForTest(t *testing.T, r *Run) *Run {
+func cloneForTest(t *testing.T, r *rundb.Run) *rundb.Run {
 	t.Helper()
 	raw, err := bson.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out Run
+	var out rundb.Run
 	if err := bson.Unmarshal(raw, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -91,16 +92,16 @@ func TestJournalCoreRecordsEncodeAsTheDriverDoes(t *testing.T) {
 	when := time.Date(2026, 11, 25, 20, 1, 2, 345_678_901, time.UTC)
 	cores := []taskCore{
 		{NumGames: 480, Active: true, LastUpdated: when, Start: 960,
-			Stats: Results{Wins: 40, Losses: 38, Draws: 82, Crashes: 1, TimeLosses: 2, Pentanomial: []int{2, 18, 40, 16, 4}}},
-		{NumGames: 1 << 40, Start: -5, Stats: Results{Wins: math.MaxInt32 + 1, Pentanomial: []int{}}},
+			Stats: rundb.Results{Wins: 40, Losses: 38, Draws: 82, Crashes: 1, TimeLosses: 2, Pentanomial: []int{2, 18, 40, 16, 4}}},
+		{NumGames: 1 << 40, Start: -5, Stats: rundb.Results{Wins: math.MaxInt32 + 1, Pentanomial: []int{}}},
 		{NumGames: 8, Active: true, Bad: true, TaskID: &taskID, Residual: &residual, ResidualColor: "yellow",
-			LastUpdated: time.Date(1960, 1, 1, 0, 0, 0, 999_999, time.UTC), Stats: Results{Losses: negative}},
+			LastUpdated: time.Date(1960, 1, 1, 0, 0, 0, 999_999, time.UTC), Stats: rundb.Results{Losses: negative}},
 		{Residual: new(float64)}, // the zero time, a zero residual
 	}
 	for _, flat := range []bool{false, true} {
-		j := &Journal{store: &RunStore{flatHistory: flat}}
+		j := &Journal{codec: rundb.NewCodec(flat)}
 		for n := 1; n <= len(cores); n++ {
-			rec := &journalRecord{Run: NewObjectID(), Epoch: 3, Seq: int64(n) << 33, LastUpdated: when.Add(time.Duration(n) * time.Hour)}
+			rec := &journalRecord{Run: rundb.NewObjectID(), Epoch: 3, Seq: int64(n) << 33, LastUpdated: when.Add(time.Duration(n) * time.Hour)}
 			for i := range n {
 				rec.Tasks = append(rec.Tasks, journalTask{Index: i * 1000, Core: &cores[i]})
 			}
@@ -120,10 +121,10 @@ func TestJournalCoreRecordsEncodeAsTheDriverDoes(t *testing.T) {
 	inf := math.Inf(1)
 	whole := benchTask()
 	for name, rec := range map[string]*journalRecord{
-		"no task":           {Run: NewObjectID()},
+		"no task":           {Run: rundb.NewObjectID()},
 		"a whole task":      {Tasks: []journalTask{{Task: &whole}}},
 		"an SPSA step":      {Tasks: []journalTask{{Core: &cores[0]}}, SPSA: &journalSPSA{Iter: 1, Theta: []float64{1}}},
-		"SPSA flips":        {Tasks: []journalTask{{Core: &taskCore{SPSAParams: &SPSAParams{Iter: 2}}}}},
+		"SPSA flips":        {Tasks: []journalTask{{Core: &taskCore{SPSAParams: &rundb.SPSAParams{Iter: 2}}}}},
 		"infinite residual": {Tasks: []journalTask{{Core: &taskCore{Residual: &inf}}}},
 	} {
 		if _, ok := appendCoreRecord(nil, rec); ok {

@@ -1,4 +1,4 @@
-package rundb
+package embedded
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	_ "modernc.org/sqlite" // the driver FerretDB's SQLite backend uses, for indexIDLookups
+	_ "modernc.org/sqlite" // the driver FerretDB's SQLite backend uses, for IndexDatabase
 )
 
 // The embedded database's SQLite backend finds a document by _id with
@@ -33,14 +33,14 @@ const idIndexSuffix = "_shoal_id"
 // runs it every few seconds: the servers that create its collections reach it by URI and
 // cannot touch its files. (A server that started the database itself indexes its database in
 // EnsureIndexes.) A database dropped meanwhile is skipped.
-func (e *Embedded) IndexIDLookups(ctx context.Context) error {
+func (e *Server) IndexIDLookups(ctx context.Context) error {
 	files, err := filepath.Glob(filepath.Join(e.dir, "db", "*"+sqliteExt))
 	if err != nil {
 		return fmt.Errorf("list the embedded database's files: %w", err)
 	}
 	var errs []error
 	for _, f := range files {
-		if err := indexIDLookups(ctx, e.dir, strings.TrimSuffix(filepath.Base(f), sqliteExt)); err != nil {
+		if err := IndexDatabase(ctx, e.dir, strings.TrimSuffix(filepath.Base(f), sqliteExt)); err != nil {
 			if _, statErr := os.Stat(f); errors.Is(statErr, fs.ErrNotExist) {
 				continue // dropped meanwhile
 			}
@@ -53,11 +53,11 @@ func (e *Embedded) IndexIDLookups(ctx context.Context) error {
 // sqliteExt ends the name of each database's file (FerretDB's SQLite backend names it so).
 const sqliteExt = ".sqlite"
 
-// indexIDLookups creates the _id lookup index on every collection of database, in the embedded
+// IndexDatabase creates the _id lookup index on every collection of database, in the embedded
 // database of data directory dir, that lacks it. It is idempotent; collections created
 // afterwards get theirs on the next call. SQLite's locking lets it run beside FerretDB, in this
 // process or another.
-func indexIDLookups(ctx context.Context, dir, database string) error {
+func IndexDatabase(ctx context.Context, dir, database string) error {
 	conn, err := openSQLite(dir, database)
 	if err != nil {
 		return err

@@ -1,17 +1,18 @@
-package rundb
+package embedded_test
 
 import (
 	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -28,7 +29,7 @@ func TestSecurityEmbeddedDatabaseIsPrivate(t *testing.T) {
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
-	db, err := Open(ctx, Options{DataDir: dir, Logger: quiet})
+	db, err := rundb.Open(ctx, rundb.Options{DataDir: dir, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,16 +44,16 @@ func TestSecurityEmbeddedDatabaseIsPrivate(t *testing.T) {
 	if perm := info.Mode().Perm(); perm != 0o700 {
 		t.Errorf("the database's directory (holding its socket and files) has mode %o, want 0700", perm)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "db", socketName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "db", embedded.SocketName)); err != nil {
 		t.Errorf("no socket in the private directory: %v", err)
 	}
-	if _, err := db.Users.Create(ctx, NewUser{Username: "alice", Password: "secret-password", Accepted: true}); err != nil {
+	if _, err := db.Users.Create(ctx, rundb.NewUser{Username: "alice", Password: "secret-password", Accepted: true}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Asked for TCP: this user's processes get in through the front...
 	dir2 := t.TempDir()
-	shared, err := Open(ctx, Options{DataDir: dir2, EmbeddedAddr: "127.0.0.1:0", Logger: quiet})
+	shared, err := rundb.Open(ctx, rundb.Options{DataDir: dir2, EmbeddedAddr: "127.0.0.1:0", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +66,12 @@ func TestSecurityEmbeddedDatabaseIsPrivate(t *testing.T) {
 	}
 	// ...and a front that stands for another user (Shoal's user is not the caller's) lets
 	// nothing through.
-	front, err := startPeerFront("127.0.0.1:0", filepath.Join(dir2, "db", socketName), os.Getuid()+1, quiet)
+	frontAddr, closeFront, err := embedded.StartFrontFor("127.0.0.1:0", filepath.Join(dir2, "db", embedded.SocketName), os.Getuid()+1, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer front.close()
-	if err := pingURI("mongodb://" + front.addr() + "/"); err == nil {
+	defer closeFront()
+	if err := pingURI("mongodb://" + frontAddr + "/"); err == nil {
 		t.Error("a process of another user reached the database through the TCP front")
 	}
 }
@@ -94,19 +95,6 @@ func pingURI(uri string) error {
 	return err
 }
 
-func TestParseProcAddr(t *testing.T) {
-	for in, want := range map[string]string{
-		"0100007F:1F90":                         "127.0.0.1:8080",
-		"00000000000000000000000001000000:0050": "[::1]:80",
-		"0000000000000000FFFF00000100007F:01BB": "[::ffff:127.0.0.1]:443",
-	} {
-		got, err := parseProcAddr(in)
-		if err != nil || got != netip.MustParseAddrPort(want) {
-			t.Errorf("parseProcAddr(%q) = %v, %v; want %s", in, got, err, want)
-		}
-	}
-}
-
 // The socket's URI survives the characters a data directory's path may hold: the driver reads
 // a "+" of the host part as a space, and a test's name puts "+", "," and "[" in its directory.
 func TestEmbeddedSocketURIWithAwkwardPath(t *testing.T) {
@@ -114,7 +102,7 @@ func TestEmbeddedSocketURIWithAwkwardPath(t *testing.T) {
 		t.Skip("tests the embedded database")
 	}
 	dir := filepath.Join(t.TempDir(), "a+b, c[0]")
-	db, err := Open(context.Background(), Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	db, err := rundb.Open(context.Background(), rundb.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +119,7 @@ func TestEmbeddedDatabaseChecksNoPasswords(t *testing.T) {
 	if os.Getenv("SHOAL_TEST_MONGO_URI") != "" {
 		t.Skip("tests the embedded database")
 	}
-	e, err := StartEmbedded(t.TempDir(), "127.0.0.1:0", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

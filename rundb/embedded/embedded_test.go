@@ -1,4 +1,4 @@
-package rundb_test
+package embedded_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 )
 
 func openEmbedded(t *testing.T, dir string) (*rundb.DB, error) {
@@ -44,7 +45,7 @@ func TestEmbeddedDatabaseKeepsDataAndLocksItsDirectory(t *testing.T) {
 	}
 
 	_, err = openEmbedded(t, dir)
-	if !errors.Is(err, rundb.ErrDatabaseInUse) {
+	if !errors.Is(err, embedded.ErrDatabaseInUse) {
 		t.Fatalf("a second open of the same data directory: %v, want ErrDatabaseInUse", err)
 	}
 	if !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
@@ -137,7 +138,7 @@ func TestStartEmbeddedServesClientsByURIAndIndexesTheirCollections(t *testing.T)
 	dir := t.TempDir()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := rundb.StartEmbedded(dir, "127.0.0.1:0", quiet)
+	e, err := embedded.Start(dir, "127.0.0.1:0", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +199,12 @@ func TestStartEmbeddedRefusesNonLoopbackAddresses(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:27017", "[2001:db8::1]:27017"} {
 		t.Run(addr, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			e, err := rundb.StartEmbedded(dir, addr, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			e, err := embedded.Start(dir, addr, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err == nil {
 				e.Close()
 				t.Fatal("it started")
 			}
-			if !errors.Is(err, rundb.ErrNotLoopback) || !strings.Contains(err.Error(), "SSH") {
+			if !errors.Is(err, embedded.ErrNotLoopback) || !strings.Contains(err.Error(), "SSH") {
 				t.Errorf("error %q: want ErrNotLoopback, saying to use SSH", err)
 			}
 			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {

@@ -1,4 +1,9 @@
-package rundb
+// Package runcache keeps the primary's active runs in memory and writes changed ones behind to
+// the runs collection (rundb.RunStore), most overdue first. With a journal (package journal),
+// the changes acknowledged to workers are journaled before they are acknowledged, runs are
+// written only while the journal's lease holds, and the journal is replayed as the cache
+// preloads.
+package runcache
 
 import (
 	"context"
@@ -9,6 +14,8 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
 )
 
 // Prio is how urgently a changed run must reach the database. Each level above Normal counts as
@@ -20,33 +27,35 @@ const (
 	PrioNormal  Prio = 0    // everything else (a result, a beat)
 	PrioMedium  Prio = 1    // a task finished
 	PrioHigh    Prio = 2    // a task was created
-	PrioSaveNow Prio = 1000 // written before Update returns: run created, finished, modified, approved or purged
+	PrioSaveNow Prio = 1000 // written before the change returns: run created, finished, modified, approved or purged
 )
 
 // prioAge is what one priority level is worth in the flush order.
 const prioAge = 60 * time.Second
 
-// RunCache keeps runs in memory on the primary and writes changed ones behind to the database,
+// Cache keeps runs in memory on the primary and writes changed ones behind to the database,
 // one per FlushOne call, most overdue first; PrioSaveNow changes are written synchronously.
 // A failed write leaves the run dirty, so it is retried and nothing is lost; FlushAll writes
-// everything on shutdown.
+// everything on shutdown. A run changes in one of two ways: Change, written behind, and
+// ChangeDurably, for a change acknowledged to a worker, which is stored before it is
+// acknowledged.
 //
-// Safe for concurrent use. Each cached run has its own lock, held while a View or Update
-// callback runs, so callbacks must be short and must not call back into the cache.
+// Safe for concurrent use. Each cached run has its own lock, held while a View, Change or
+// ChangeDurably callback runs, so callbacks must be short and must not call back into the cache.
 //
-// Lock order: entry.write before entry.mu; RunCache.mu is a leaf, never held while taking
+// Lock order: entry.write before entry.mu; Cache.mu is a leaf, never held while taking
 // another lock.
-type RunCache struct {
-	store   *RunStore
+type Cache struct {
+	store   *rundb.RunStore
 	now     func() time.Time
 	logger  *slog.Logger
-	metrics *metrics.Metrics // set once by SetMetrics, before use
-	journal *Journal         // set once by SetJournal, before use; nil without one
+	metrics *metrics.Metrics
+	journal *journal.Journal // nil without one
 	// beforeWrite, if set, is called as each run write begins (fault-injection tests).
 	beforeWrite func()
 
 	mu      sync.Mutex
-	entries map[ObjectID]*cacheEntry
+	entries map[rundb.ObjectID]*cacheEntry
 	// changed is closed, and replaced, when any run changes; see Changed.
 	changed chan struct{}
 }
@@ -57,50 +66,53 @@ type cacheEntry struct {
 	write sync.Mutex
 	// mu guards run.
 	mu  sync.Mutex
-	run *Run
+	run *rundb.Run
 
-	// Guarded by RunCache.mu.
+	// Guarded by Cache.mu.
 	dirty      bool
 	priority   Prio
 	lastSync   time.Time
 	lastAccess time.Time
-	// users counts View and Update calls holding the entry; Evict leaves such entries alone,
+	// users counts the calls holding the entry; Evict leaves such entries alone,
 	// so a change is never made to an entry that has just left the map.
 	users int
 }
 
-// NewRunCache returns an empty cache that writes to store. now is the clock (time.Now in
-// production; tests pass a fake one).
-func NewRunCache(store *RunStore, now func() time.Time, logger *slog.Logger) *RunCache {
-	if now == nil {
-		now = time.Now
-	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return &RunCache{store: store, now: now, logger: logger, entries: make(map[ObjectID]*cacheEntry),
-		changed: make(chan struct{})}
+// Options configures New. The zero value is a cache without a journal or metrics, on the
+// system clock.
+type Options struct {
+	// Now is the clock; nil means time.Now (tests pass a fake one).
+	Now func() time.Time
+	// Logger receives the cache's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics, if set, receives the number of dirty and cached runs and the duration and
+	// failures of the run writes.
+	Metrics *metrics.Metrics
+	// Journal, if set, makes ChangeDurably journal its changes, makes the cache write runs only
+	// while the journal's lease holds, and replays the journal when the cache preloads.
+	Journal *journal.Journal
+	// BeforeWrite, if set, is called as each run write begins, for tests that crash the server
+	// in the middle of one.
+	BeforeWrite func()
 }
 
-// SetMetrics makes the cache report its dirty and cached runs and the duration and failures of
-// its run writes to m. Call it before the cache is used.
-func (c *RunCache) SetMetrics(m *metrics.Metrics) {
-	c.metrics = m
-	m.WatchRunCache(c.Dirty, c.Len)
+// New returns an empty cache that writes to store.
+func New(store *rundb.RunStore, opts Options) *Cache {
+	c := &Cache{store: store, now: opts.Now, logger: opts.Logger, metrics: opts.Metrics, journal: opts.Journal,
+		beforeWrite: opts.BeforeWrite, entries: make(map[rundb.ObjectID]*cacheEntry), changed: make(chan struct{})}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	c.metrics.WatchRunCache(c.Dirty, c.Len)
+	return c
 }
-
-// SetJournal makes the cache journal the changes made with ModifyDurable, write runs only while
-// the journal's lease holds, and replay the journal when it preloads. Call it before the cache is
-// used.
-func (c *RunCache) SetJournal(j *Journal) { c.journal = j }
-
-// SetWriteHook makes the cache call fn as each run write begins, for tests that crash the
-// server in the middle of one. Call it before the cache is used.
-func (c *RunCache) SetWriteHook(fn func()) { c.beforeWrite = fn }
 
 // acquire returns the cache entry for id, loading the run from the database on a miss, and pins
 // it against eviction until release.
-func (c *RunCache) acquire(ctx context.Context, id ObjectID) (*cacheEntry, error) {
+func (c *Cache) acquire(ctx context.Context, id rundb.ObjectID) (*cacheEntry, error) {
 	c.mu.Lock()
 	e, ok := c.entries[id]
 	if ok {
@@ -129,15 +141,15 @@ func (c *RunCache) acquire(ctx context.Context, id ObjectID) (*cacheEntry, error
 }
 
 // release unpins an entry returned by acquire.
-func (c *RunCache) release(e *cacheEntry) {
+func (c *Cache) release(e *cacheEntry) {
 	c.mu.Lock()
 	e.users--
 	c.mu.Unlock()
 }
 
-// Cached reports whether the run is in the cache, without loading it: a View or Update of it
+// Cached reports whether the run is in the cache, without loading it: a View or Change of it
 // now needs no database read.
-func (c *RunCache) Cached(id ObjectID) bool {
+func (c *Cache) Cached(id rundb.ObjectID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.entries[id]
@@ -148,25 +160,25 @@ func (c *RunCache) Cached(id ObjectID) bool {
 // request. Runs already cached are kept as they are. With a journal, each run first gets the
 // journal's records newer than its document, and the first Preload hands what they changed to
 // this epoch's journal (see Journal). It returns the unfinished runs' IDs, oldest first.
-func (c *RunCache) Preload(ctx context.Context) ([]ObjectID, error) {
+func (c *Cache) Preload(ctx context.Context) ([]rundb.ObjectID, error) {
 	runs, err := c.store.Unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if c.journal != nil {
-		if err := c.journal.replayRuns(ctx, runs, c.Cached); err != nil {
+		if err := c.journal.Replay(ctx, runs, c.Cached); err != nil {
 			return nil, err
 		}
 	}
 	now := c.now()
-	ids := make([]ObjectID, len(runs))
+	ids := make([]rundb.ObjectID, len(runs))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, r := range runs {
 		ids[i] = r.ID
 		if _, ok := c.entries[r.ID]; !ok {
 			e := &cacheEntry{run: r, lastSync: now, lastAccess: now}
-			if c.journal != nil && r.JournalEpoch == c.journal.epoch {
+			if c.journal != nil && r.JournalEpoch == c.journal.Epoch() {
 				// Replayed: its document is behind the journal until written.
 				e.dirty, e.priority = true, PrioHigh
 			}
@@ -178,7 +190,7 @@ func (c *RunCache) Preload(ctx context.Context) ([]ObjectID, error) {
 
 // View calls fn with the run, loading it if needed. fn must not keep the pointer or change the
 // run.
-func (c *RunCache) View(ctx context.Context, id ObjectID, fn func(*Run)) error {
+func (c *Cache) View(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run)) error {
 	e, err := c.acquire(ctx, id)
 	if err != nil {
 		return err
@@ -190,49 +202,37 @@ func (c *RunCache) View(ctx context.Context, id ObjectID, fn func(*Run)) error {
 	return nil
 }
 
-// Update calls fn to change the run and marks it for writing with priority prio. With
-// PrioSaveNow it also writes the run before returning; if that write fails, Update returns the
-// error but the change stays made in memory and queued, and the flusher retries it. If fn
-// returns an error the run is taken as unchanged (fn must not have changed it) and the error is
-// returned.
-func (c *RunCache) Update(ctx context.Context, id ObjectID, prio Prio, fn func(*Run) error) error {
-	return c.Modify(ctx, id, func(r *Run) (Prio, error) { return prio, fn(r) })
-}
-
-// Modify is Update for changes whose urgency is known only once they are made: fn returns the
-// priority (a result is NORMAL, a finished task MEDIUM, a finished run SAVE_NOW). ErrUnchanged
-// from fn means the run was left as it was: nothing is marked and Modify returns nil.
-func (c *RunCache) Modify(ctx context.Context, id ObjectID, fn func(*Run) (Prio, error)) error {
-	_, err := c.modify(ctx, id, -1, false, fn)
+// Change calls fn to change the run, loading it if needed, and marks it for writing behind with
+// the priority fn returns (a result is PrioNormal, a finished task PrioMedium, a finished run
+// PrioSaveNow). It promises no durability: a crash before the run's next write loses the
+// change, but for PrioSaveNow, which writes the run before Change returns; if that write fails,
+// Change returns the error but the change stays made in memory and queued, and the flusher
+// retries it. ErrUnchanged from fn means the run was left as it was: nothing is marked and
+// Change returns nil. Any other error from fn means the same (fn must not have changed the run)
+// and is returned.
+func (c *Cache) Change(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run) (Prio, error)) error {
+	_, err := c.change(ctx, id, -1, false, fn)
 	return err
 }
 
-// ModifyDurable is Modify for a change acknowledged to a worker: it returns once the change is
-// stored, so that a crash cannot lose it. Below PrioSaveNow that is a journal record of task (the
-// task the change is about, or -1) and of the tasks fn appends; at PrioSaveNow, the run's
-// document. Without a journal it is Modify. If the record cannot be written the change stays
-// made in memory and is written behind as usual, and the error is returned.
-func (c *RunCache) ModifyDurable(ctx context.Context, id ObjectID, task int, fn func(*Run) (Prio, error)) error {
-	stored, err := c.ModifyStored(ctx, id, task, fn)
-	if err != nil {
-		return err
-	}
-	return stored(ctx)
-}
-
-// ModifyStored is ModifyDurable that returns once the change is made, with stored, which waits
-// until it is stored (and returns what ModifyDurable would). A caller that holds a lock other
-// changes need makes its change, lets the lock go, and only then waits: the lock is never held
-// across a journal write. stored is never nil when err is nil, and must be called before the
-// change is acknowledged.
-func (c *RunCache) ModifyStored(ctx context.Context, id ObjectID, task int, fn func(*Run) (Prio, error)) (stored func(context.Context) error, err error) {
-	return c.modify(ctx, id, task, c.journal != nil, fn)
+// ChangeDurably is Change for a change acknowledged to a worker, which a crash must not lose. It
+// returns once the change is made, with stored, which waits until the change is stored and
+// must be called (and return nil) before the change is acknowledged. Below PrioSaveNow that is
+// a journal record of task (the task the change is about, or -1) and of the tasks fn appends;
+// at PrioSaveNow, the run's document, written before ChangeDurably returns; without a journal,
+// stored has nothing to wait for. A caller that holds a lock other changes need makes its
+// change, lets the lock go, and only then waits: the lock is never held across a journal write.
+// stored is never nil when err is nil. If the record cannot be written, stored returns an error
+// wrapping rundb.ErrNotStored: the change stays made in memory and is written behind as usual,
+// but must not be acknowledged.
+func (c *Cache) ChangeDurably(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (Prio, error)) (stored func(context.Context) error, err error) {
+	return c.change(ctx, id, task, c.journal != nil, fn)
 }
 
 // storedNow is the stored of a change with nothing left to wait for.
 func storedNow(context.Context) error { return nil }
 
-func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bool, fn func(*Run) (Prio, error)) (func(context.Context) error, error) {
+func (c *Cache) change(ctx context.Context, id rundb.ObjectID, task int, durable bool, fn func(*rundb.Run) (Prio, error)) (func(context.Context) error, error) {
 	e, err := c.acquire(ctx, id)
 	if err != nil {
 		return nil, err
@@ -243,14 +243,14 @@ func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bo
 	prio, err := func() (Prio, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock() // a panicking callback must not leave the run locked
-		var m mark
+		var m journal.Mark
 		if durable {
-			m = markOf(e.run, task)
+			m = journal.MarkOf(e.run, task)
 		}
 		prio, err := fn(e.run)
 		if err == nil && durable && prio < PrioSaveNow {
 			// Queued under the run's lock, so the run's records keep their order.
-			record, recErr = c.journal.record(e.run, task, m)
+			record, recErr = c.journal.Record(e.run, task, m)
 		}
 		return prio, err
 	}()
@@ -275,17 +275,18 @@ func (c *RunCache) modify(ctx context.Context, id ObjectID, task int, durable bo
 		case err := <-record:
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", ErrNotStored, ctx.Err())
+			return fmt.Errorf("%w: %w", rundb.ErrNotStored, ctx.Err())
 		}
 	}, nil
 }
 
-// ErrUnchanged is returned by a Modify callback that looked at the run and changed nothing.
+// ErrUnchanged is returned by a Change or ChangeDurably callback that looked at the run and
+// changed nothing.
 var ErrUnchanged = errors.New("run unchanged")
 
 // Create stores a new run, writing it at once, and caches it; ErrConflict if a run with its ID
 // exists. The cache owns r afterwards.
-func (c *RunCache) Create(ctx context.Context, r *Run) error {
+func (c *Cache) Create(ctx context.Context, r *rundb.Run) error {
 	if err := c.store.Insert(ctx, r); err != nil {
 		return err
 	}
@@ -293,7 +294,7 @@ func (c *RunCache) Create(ctx context.Context, r *Run) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[r.ID]; ok {
-		return fmt.Errorf("cache run %s: %w", r.ID, ErrConflict)
+		return fmt.Errorf("cache run %s: %w", r.ID, rundb.ErrConflict)
 	}
 	c.entries[r.ID] = &cacheEntry{run: r, lastSync: now, lastAccess: now}
 	c.signalLocked()
@@ -302,19 +303,19 @@ func (c *RunCache) Create(ctx context.Context, r *Run) error {
 
 // Changed returns a channel that is closed the next time any run is created or changed, so
 // that live pages can wait for news without polling. Take a new channel after each wake-up.
-func (c *RunCache) Changed() <-chan struct{} {
+func (c *Cache) Changed() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.changed
 }
 
 // signalLocked wakes every Changed waiter. c.mu must be held.
-func (c *RunCache) signalLocked() {
+func (c *Cache) signalLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
 
-func (c *RunCache) markDirty(e *cacheEntry, prio Prio) {
+func (c *Cache) markDirty(e *cacheEntry, prio Prio) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.lastAccess = c.now()
@@ -330,10 +331,10 @@ func (c *RunCache) markDirty(e *cacheEntry, prio Prio) {
 // FlushOne writes the dirty run whose last write is oldest once each priority level counts as
 // a minute of age, and returns its ID. It returns false if nothing is dirty. On a write error
 // the run stays dirty with its priority.
-func (c *RunCache) FlushOne(ctx context.Context) (ObjectID, bool, error) {
+func (c *Cache) FlushOne(ctx context.Context) (rundb.ObjectID, bool, error) {
 	c.mu.Lock()
 	var (
-		bestID ObjectID
+		bestID rundb.ObjectID
 		best   *cacheEntry
 		bestAt time.Time
 	)
@@ -348,14 +349,14 @@ func (c *RunCache) FlushOne(ctx context.Context) (ObjectID, bool, error) {
 	}
 	c.mu.Unlock()
 	if best == nil {
-		return ObjectID{}, false, nil
+		return rundb.ObjectID{}, false, nil
 	}
 	return bestID, true, c.flushEntry(ctx, bestID, best)
 }
 
 // flushEntry writes e's run if it is dirty. The dirty flag is cleared before the run is encoded,
 // so a change made during the write marks it dirty again and is written later.
-func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) error {
+func (c *Cache) flushEntry(ctx context.Context, id rundb.ObjectID, e *cacheEntry) error {
 	// Pinned, so that Evict cannot drop the entry while its dirty flag is clear but the
 	// write has not landed; a reload then would miss the change.
 	c.mu.Lock()
@@ -376,10 +377,10 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 	start := time.Now()
 	e.mu.Lock()
 	if c.journal != nil {
-		e.run.JournalEpoch = c.journal.epoch // the document is this epoch's
+		e.run.JournalEpoch = c.journal.Epoch() // the document is this epoch's
 	}
-	covers := pos(e.run)
-	doc, err := c.store.encode(e.run)
+	covers := journal.PositionOf(e.run)
+	doc, err := c.store.Codec().Encode(e.run)
 	e.mu.Unlock()
 	if err == nil && c.beforeWrite != nil {
 		c.beforeWrite()
@@ -389,10 +390,10 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 		// write: the embedded database answers any filter but a bare _id with a scan of every
 		// run. A primary frozen between the check and the write's sending (microseconds) is
 		// the one case this leaves.
-		err = c.journal.checkLease(ctx)
+		err = c.journal.CheckLease(ctx)
 	}
 	if err == nil {
-		err = c.store.replaceRaw(ctx, id, doc, true)
+		err = c.store.ReplaceEncoded(ctx, id, doc)
 	}
 	c.metrics.ObserveFlush(time.Since(start), err)
 	if err == nil && c.journal != nil {
@@ -414,9 +415,9 @@ func (c *RunCache) flushEntry(ctx context.Context, id ObjectID, e *cacheEntry) e
 
 // FlushAll writes every dirty run, for shutdown. It tries them all and returns the errors of
 // those that failed (they stay dirty).
-func (c *RunCache) FlushAll(ctx context.Context) error {
+func (c *Cache) FlushAll(ctx context.Context) error {
 	c.mu.Lock()
-	dirty := make(map[ObjectID]*cacheEntry)
+	dirty := make(map[rundb.ObjectID]*cacheEntry)
 	for id, e := range c.entries {
 		if e.dirty {
 			dirty[id] = e
@@ -433,7 +434,7 @@ func (c *RunCache) FlushAll(ctx context.Context) error {
 }
 
 // Dirty returns the number of runs waiting to be written.
-func (c *RunCache) Dirty() int {
+func (c *Cache) Dirty() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -446,7 +447,7 @@ func (c *RunCache) Dirty() int {
 }
 
 // Len returns the number of cached runs.
-func (c *RunCache) Len() int {
+func (c *Cache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)
@@ -454,10 +455,10 @@ func (c *RunCache) Len() int {
 
 // Evict drops runs that are clean, have no cores working on them (or are finished), and have not
 // been accessed for idle. It returns how many it dropped.
-func (c *RunCache) Evict(idle time.Duration) int {
+func (c *Cache) Evict(idle time.Duration) int {
 	cutoff := c.now().Add(-idle)
 	c.mu.Lock()
-	candidates := make(map[ObjectID]*cacheEntry)
+	candidates := make(map[rundb.ObjectID]*cacheEntry)
 	for id, e := range c.entries {
 		if !e.dirty && e.users == 0 && e.lastAccess.Before(cutoff) {
 			candidates[id] = e
@@ -486,25 +487,25 @@ func (c *RunCache) Evict(idle time.Duration) int {
 // Snapshot returns a deep copy of the run, loading it if needed; the caller may keep and change
 // it freely. It costs an encode and a decode of the whole run, so it is for reads that leave the
 // process (API replies, pages), not for the scheduler's hot path.
-func (c *RunCache) Snapshot(ctx context.Context, id ObjectID) (*Run, error) {
+func (c *Cache) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error) {
 	return c.copyRun(ctx, id, false)
 }
 
 // Listing returns a copy of a run as run listings show it: without its tasks, bad tasks and
 // SPSA history (RunStore.Active's projection), so that listing every unfinished run from the
 // cache costs little.
-func (c *RunCache) Listing(ctx context.Context, id ObjectID) (*Run, error) {
+func (c *Cache) Listing(ctx context.Context, id rundb.ObjectID) (*rundb.Run, error) {
 	return c.copyRun(ctx, id, true)
 }
 
-func (c *RunCache) copyRun(ctx context.Context, id ObjectID, listing bool) (*Run, error) {
+func (c *Cache) copyRun(ctx context.Context, id rundb.ObjectID, listing bool) (*rundb.Run, error) {
 	var doc []byte
 	var err error
-	encode := func(r *Run) {
+	encode := func(r *rundb.Run) {
 		if listing {
 			r = r.Listed()
 		}
-		doc, err = c.store.encode(r)
+		doc, err = c.store.Codec().Encode(r)
 	}
 	if verr := c.View(ctx, id, encode); verr != nil {
 		return nil, verr
@@ -512,5 +513,9 @@ func (c *RunCache) copyRun(ctx context.Context, id ObjectID, listing bool) (*Run
 	if err != nil {
 		return nil, fmt.Errorf("copy run %s: %w", id, err)
 	}
-	return c.store.decode(doc)
+	var r rundb.Run
+	if err := c.store.Codec().Decode(doc, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

@@ -1,4 +1,4 @@
-package rundb_test
+package journal_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
@@ -19,32 +19,32 @@ func TestLeaseGoesToOneInstanceAtATime(t *testing.T) {
 	const ttl = 10 * time.Second
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
-	a, err := db.AcquireLease(ctx, "a", ttl, t0)
+	a, err := journal.AcquireLease(ctx, db, "a", ttl, t0)
 	if err != nil || a.Epoch != 1 || a.Holder != "a" {
 		t.Fatalf("first acquire: %+v, %v; want epoch 1 for a", a, err)
 	}
-	if held, err := db.AcquireLease(ctx, "b", ttl, t0.Add(ttl/2)); !errors.Is(err, rundb.ErrLeaseHeld) || held.Holder != "a" {
+	if held, err := journal.AcquireLease(ctx, db, "b", ttl, t0.Add(ttl/2)); !errors.Is(err, journal.ErrLeaseHeld) || held.Holder != "a" {
 		t.Fatalf("b while a's lease is live: %+v, %v; want ErrLeaseHeld naming a", held, err)
 	}
-	if err := db.RenewLease(ctx, a.Epoch, t0.Add(ttl/2)); err != nil {
+	if err := journal.RenewLease(ctx, db, a.Epoch, t0.Add(ttl/2)); err != nil {
 		t.Fatal(err)
 	}
 	// Renewed at ttl/2, the lease is still live just before 1.5 ttl.
-	if _, err := db.AcquireLease(ctx, "b", ttl, t0.Add(ttl+ttl/2-time.Millisecond)); !errors.Is(err, rundb.ErrLeaseHeld) {
+	if _, err := journal.AcquireLease(ctx, db, "b", ttl, t0.Add(ttl+ttl/2-time.Millisecond)); !errors.Is(err, journal.ErrLeaseHeld) {
 		t.Fatalf("b just before the renewed lease lapses: %v, want ErrLeaseHeld", err)
 	}
-	again, err := db.AcquireLease(ctx, "a", ttl, t0.Add(ttl))
+	again, err := journal.AcquireLease(ctx, db, "a", ttl, t0.Add(ttl))
 	if err != nil || again.Epoch != 2 {
 		t.Fatalf("a restarting: %+v, %v; want its lease back with epoch 2", again, err)
 	}
-	b, err := db.AcquireLease(ctx, "b", ttl, t0.Add(3*ttl))
+	b, err := journal.AcquireLease(ctx, db, "b", ttl, t0.Add(3*ttl))
 	if err != nil || b.Epoch != 3 || b.Holder != "b" {
 		t.Fatalf("b after the lease lapsed: %+v, %v; want epoch 3 for b", b, err)
 	}
-	if err := db.RenewLease(ctx, again.Epoch, t0.Add(3*ttl)); !errors.Is(err, rundb.ErrFenced) {
+	if err := journal.RenewLease(ctx, db, again.Epoch, t0.Add(3*ttl)); !errors.Is(err, journal.ErrFenced) {
 		t.Fatalf("a renewing after b took over: %v, want ErrFenced", err)
 	}
-	if cur, err := db.ReadLease(ctx); err != nil || cur.Holder != "b" || cur.Epoch != 3 {
+	if cur, err := journal.ReadLease(ctx, db); err != nil || cur.Holder != "b" || cur.Epoch != 3 {
 		t.Fatalf("lease now %+v, %v; want b's, epoch 3", cur, err)
 	}
 }
@@ -55,19 +55,19 @@ func TestJournalReportsALostLease(t *testing.T) {
 	ctx := context.Background()
 	db := rundbtest.Open(t)
 	lost := make(chan error, 1)
-	j, err := db.OpenJournal(ctx, rundb.JournalOptions{Holder: "a", LeaseTTL: 500 * time.Millisecond,
+	j, err := journal.Open(ctx, db, journal.Options{Holder: "a", LeaseTTL: 500 * time.Millisecond,
 		OnFenced: func(err error) { lost <- err }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	// b takes the lease as if a had stopped renewing it long ago.
-	if _, err := db.AcquireLease(ctx, "b", time.Millisecond, time.Now().Add(time.Hour)); err != nil {
+	if _, err := journal.AcquireLease(ctx, db, "b", time.Millisecond, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-lost:
-		if !errors.Is(err, rundb.ErrFenced) {
+		if !errors.Is(err, journal.ErrFenced) {
 			t.Fatalf("told %v, want ErrFenced", err)
 		}
 	case <-time.After(10 * time.Second):

@@ -1,4 +1,4 @@
-package rundb
+package journal
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/shoal-chess/shoal/rundb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -26,7 +27,7 @@ type leaseDoc struct {
 	Renewed  time.Time `bson:"renewed"`
 	Absorbed int64     `bson:"absorbed"`
 	// FileJournals are the epochs, not yet absorbed, whose journals are files (see
-	// JournalOptions.Dir), and where.
+	// Options.Dir), and where.
 	FileJournals []FileJournal `bson:"file_journals,omitempty"`
 }
 
@@ -57,14 +58,13 @@ type Lease struct {
 	FileJournals []FileJournal
 }
 
-func (d *DB) leaseColl() *mongo.Collection {
-	return d.client.Database(JournalDatabase(d.db.Name())).Collection("lease")
-}
+// leaseColl is the lease's collection, in d's journal database.
+func leaseColl(d *rundb.DB) *mongo.Collection { return d.JournalDB().Collection("lease") }
 
 // AcquireLease takes the primary's lease for holder, at now, if it is free: never taken, not
 // renewed for ttl, or held by holder itself. It returns the lease with its new epoch (one more
 // than the last); ErrLeaseHeld, with the holder, if another instance holds it.
-func (d *DB) AcquireLease(ctx context.Context, holder string, ttl time.Duration, now time.Time) (Lease, error) {
+func AcquireLease(ctx context.Context, d *rundb.DB, holder string, ttl time.Duration, now time.Time) (Lease, error) {
 	filter := bson.D{{Key: "_id", Value: leaseID}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: "renewed", Value: bson.D{{Key: "$lt", Value: now.Add(-ttl)}}}},
 		bson.D{{Key: "holder", Value: holder}},
@@ -72,11 +72,11 @@ func (d *DB) AcquireLease(ctx context.Context, holder string, ttl time.Duration,
 	update := bson.D{{Key: "$inc", Value: bson.D{{Key: "epoch", Value: int64(1)}}},
 		{Key: "$set", Value: bson.D{{Key: "holder", Value: holder}, {Key: "renewed", Value: now}}}}
 	var doc leaseDoc
-	err := d.leaseColl().FindOneAndUpdate(ctx, filter, update,
+	err := leaseColl(d).FindOneAndUpdate(ctx, filter, update,
 		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
 	if mongo.IsDuplicateKeyError(err) {
 		// The lease exists and matched neither condition: it is live and someone else's.
-		cur, rerr := d.ReadLease(ctx)
+		cur, rerr := ReadLease(ctx, d)
 		if rerr != nil {
 			return Lease{}, fmt.Errorf("%w (and reading it: %v)", ErrLeaseHeld, rerr)
 		}
@@ -91,8 +91,8 @@ func (d *DB) AcquireLease(ctx context.Context, holder string, ttl time.Duration,
 
 // RenewLease records that the holder of epoch is alive at now; ErrFenced if the lease has a
 // newer epoch.
-func (d *DB) RenewLease(ctx context.Context, epoch int64, now time.Time) error {
-	res, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+func RenewLease(ctx context.Context, d *rundb.DB, epoch int64, now time.Time) error {
+	res, err := leaseColl(d).UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "renewed", Value: now}}}})
 	if err != nil {
 		return fmt.Errorf("renew the primary's lease: %w", err)
@@ -105,8 +105,8 @@ func (d *DB) RenewLease(ctx context.Context, epoch int64, now time.Time) error {
 
 // ReleaseLease gives up the lease of epoch, so that a standby takes it at once rather than
 // after its time to live: a graceful stop. Nothing if a newer epoch holds it.
-func (d *DB) ReleaseLease(ctx context.Context, epoch int64) error {
-	_, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+func ReleaseLease(ctx context.Context, d *rundb.DB, epoch int64) error {
+	_, err := leaseColl(d).UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "renewed", Value: time.Time{}}}}})
 	if err != nil {
 		return fmt.Errorf("release the primary's lease: %w", err)
@@ -116,12 +116,12 @@ func (d *DB) ReleaseLease(ctx context.Context, epoch int64) error {
 
 // addFileJournal records in the lease of epoch that its journal is kept in files in dir;
 // ErrFenced if a newer epoch holds the lease.
-func (d *DB) addFileJournal(ctx context.Context, epoch int64, dir string) error {
+func addFileJournal(ctx context.Context, d *rundb.DB, epoch int64, dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	res, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+	res, err := leaseColl(d).UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
 		bson.D{{Key: "$push", Value: bson.D{{Key: "file_journals", Value: FileJournal{Epoch: epoch, Dir: abs}}}}})
 	if err != nil {
 		return fmt.Errorf("journal: record where the journal is: %w", err)
@@ -135,7 +135,7 @@ func (d *DB) addFileJournal(ctx context.Context, epoch int64, dir string) error 
 // markAbsorbed records in the lease of epoch that every earlier epoch's journal is absorbed into
 // it, and that only its own journal may be in files (in dir, unless that is ""); ErrFenced if a
 // newer epoch holds the lease.
-func (d *DB) markAbsorbed(ctx context.Context, epoch int64, dir string) error {
+func markAbsorbed(ctx context.Context, d *rundb.DB, epoch int64, dir string) error {
 	files := bson.A{}
 	if dir != "" {
 		abs, err := filepath.Abs(dir)
@@ -144,7 +144,7 @@ func (d *DB) markAbsorbed(ctx context.Context, epoch int64, dir string) error {
 		}
 		files = append(files, FileJournal{Epoch: epoch, Dir: abs})
 	}
-	res, err := d.leaseColl().UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
+	res, err := leaseColl(d).UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID}, {Key: "epoch", Value: epoch}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "absorbed", Value: epoch - 1}, {Key: "file_journals", Value: files}}}})
 	if err != nil {
 		return fmt.Errorf("journal: record the absorbed epochs: %w", err)
@@ -156,10 +156,14 @@ func (d *DB) markAbsorbed(ctx context.Context, epoch int64, dir string) error {
 }
 
 // ReadLease returns the lease as stored; ErrNotFound if no primary ever took it.
-func (d *DB) ReadLease(ctx context.Context) (Lease, error) {
+func ReadLease(ctx context.Context, d *rundb.DB) (Lease, error) {
 	var doc leaseDoc
-	if err := d.leaseColl().FindOne(ctx, idFilter(leaseID)).Decode(&doc); err != nil {
-		return Lease{}, mapError(err)
+	err := leaseColl(d).FindOne(ctx, bson.D{{Key: "_id", Value: leaseID}}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return Lease{}, rundb.ErrNotFound
+	}
+	if err != nil {
+		return Lease{}, err
 	}
 	return doc.lease(), nil
 }

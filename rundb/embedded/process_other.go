@@ -1,6 +1,6 @@
 //go:build !linux
 
-package rundb
+package embedded
 
 import "syscall"
 

@@ -1,4 +1,10 @@
-package rundb
+// Package embedded runs Shoal's embedded database, FerretDB over SQLite: in this process
+// (Server, which `shoal db` and rundb.Open start), or as a child process (Process, `shoal db`
+// started by a server), with the lock of its data directory, the front that admits only this
+// operating-system user's processes to its TCP address, and the index that makes its _id lookups
+// fast (IndexDatabase). It knows nothing of Shoal's documents: rundb opens it and talks to it by
+// URI.
+package embedded
 
 import (
 	"context"
@@ -31,14 +37,14 @@ var ErrNotLoopback = errors.New("the embedded database has no passwords, so it l
 	"(127.0.0.1, ::1, localhost); to reach it from another machine, forward a port or socket there through SSH " +
 	"as the user that runs it (docs/SECURITY.md)")
 
-// Embedded is Shoal's embedded database: FerretDB with the SQLite handler, running in this
-// process, either inside `shoal serve` (Open starts it) or on its own as `shoal db`. It listens
+// Server is Shoal's embedded database: FerretDB with the SQLite handler, running in this
+// process, either inside `shoal serve` (rundb.Open starts it) or on its own as `shoal db`. It listens
 // on a Unix socket in its own directory (mode 0700), so only this operating-system user reaches
 // it, and on a loopback TCP address only when one is given, through a front that admits only
 // connections from processes of the same user (peerFront): FerretDB's SQLite handler has no
 // users or passwords. Its data directory is locked for as long as it runs, because two FerretDB
 // processes writing the same SQLite files would corrupt them. Safe for concurrent use.
-type Embedded struct {
+type Server struct {
 	dir    string
 	uri    string // the socket's; tcpURI is the TCP front's, or ""
 	tcpURI string
@@ -59,34 +65,34 @@ const socketName = "mongodb.sock"
 // maxSocketPath is the longest Unix socket path Linux takes (sun_path, 108 bytes with its NUL).
 const maxSocketPath = 107
 
-// StartEmbedded locks dataDir, starts FerretDB on a Unix socket with its SQLite files under
+// Start locks dataDir, starts FerretDB on a Unix socket with its SQLite files under
 // dataDir/db (both in that directory, mode 0700), and, if addr (a loopback HOST:PORT; port 0
 // picks a free one) is given, a TCP front for other processes of this user. It returns once
 // FerretDB accepts connections; Close stops it. An empty dataDir means "data". The error is
 // ErrDatabaseInUse (naming the pid) when another process holds dataDir, and ErrNotLoopback
 // when addr is not a loopback address.
-func StartEmbedded(dataDir, addr string, logger *slog.Logger) (*Embedded, error) {
+func Start(dataDir, addr string, logger *slog.Logger) (*Server, error) {
 	abs, lock, err := lockedDataDir(dataDir, addr)
 	if err != nil {
 		return nil, err
 	}
-	e, err := startEmbedded(abs, addr, lock, logger)
+	e, err := start(abs, addr, lock, logger)
 	if err != nil {
 		unlockDataDir(lock)
 	}
 	return e, err
 }
 
-// StartEmbeddedLocked is StartEmbedded in a process whose parent locked dataDir and handed it
-// the lock file (the embedded database as a child process, startEmbeddedProcess): it takes no
+// StartLocked is Start in a process whose parent locked dataDir and handed it
+// the lock file (the embedded database as a child process, StartProcess): it takes no
 // lock of its own, and keeps lock open while it runs, so that the lock outlives whichever of
 // the two processes dies first. Close releases it.
-func StartEmbeddedLocked(dataDir, addr string, lock *os.File, logger *slog.Logger) (*Embedded, error) {
+func StartLocked(dataDir, addr string, lock *os.File, logger *slog.Logger) (*Server, error) {
 	abs, err := prepareDataDir(dataDir, addr)
 	if err != nil {
 		return nil, err
 	}
-	return startEmbedded(abs, addr, lock, logger)
+	return start(abs, addr, lock, logger)
 }
 
 // lockedDataDir is prepareDataDir, then the data directory's lock.
@@ -125,8 +131,8 @@ func prepareDataDir(dataDir, addr string) (string, error) {
 	return abs, nil
 }
 
-// startEmbedded starts FerretDB on the locked data directory abs.
-func startEmbedded(abs, addr string, lock *os.File, logger *slog.Logger) (*Embedded, error) {
+// start starts FerretDB on the locked data directory abs.
+func start(abs, addr string, lock *os.File, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -154,7 +160,7 @@ func startEmbedded(abs, addr string, lock *os.File, logger *slog.Logger) (*Embed
 		return nil, fmt.Errorf("start embedded database on %s: %w", sock, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &Embedded{dir: abs, lock: lock, cancel: cancel, done: make(chan struct{})}
+	e := &Server{dir: abs, lock: lock, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
 		_ = f.Run(ctx)
@@ -174,14 +180,14 @@ func startEmbedded(abs, addr string, lock *os.File, logger *slog.Logger) (*Embed
 }
 
 // Dir is the data directory, as an absolute path.
-func (e *Embedded) Dir() string { return e.dir }
+func (e *Server) Dir() string { return e.dir }
 
 // URI is the mongodb:// address of the database's Unix socket.
-func (e *Embedded) URI() string { return e.uri }
+func (e *Server) URI() string { return e.uri }
 
 // SharedURI is the address other processes of this machine and user use to share the
 // database: its TCP front when one was asked for, else its Unix socket's URI.
-func (e *Embedded) SharedURI() string {
+func (e *Server) SharedURI() string {
 	if e.tcpURI != "" {
 		return e.tcpURI
 	}
@@ -189,15 +195,17 @@ func (e *Embedded) SharedURI() string {
 }
 
 // Lost is nil: a database in this process dies only with it.
-func (e *Embedded) Lost() <-chan error { return nil }
+func (e *Server) Lost() <-chan error { return nil }
 
-func (e *Embedded) where() string { return "this process" }
+// Where says which process runs the database: this one.
+func (e *Server) Where() string { return "this process" }
 
-func (e *Embedded) gone() bool { return false }
+// Gone is false: a database in this process cannot exit before it.
+func (e *Server) Gone() bool { return false }
 
 // Close stops FerretDB, waits for it to close its files, then releases the lock. It is safe to
 // call more than once.
-func (e *Embedded) Close() {
+func (e *Server) Close() {
 	e.once.Do(func() {
 		if e.front != nil {
 			e.front.close()
@@ -225,7 +233,7 @@ func checkLoopback(addr string) error {
 // lockDataDir takes an exclusive, non-blocking flock on dir's lock file. The kernel releases it
 // when the process dies, so a crashed server never leaves a stale lock behind. When the server
 // that wrote its pid there is gone but the lock is still held, its database's process is dying
-// with it (startEmbeddedProcess): the lock is waited for, up to lockHandoverLimit.
+// with it (StartProcess): the lock is waited for, up to lockHandoverLimit.
 func lockDataDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)

@@ -1,4 +1,4 @@
-package rundb_test
+package journal_test
 
 import (
 	"bytes"
@@ -18,36 +18,62 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/journal"
+	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
 // primary is one life of a primary's run cache and journal on db: opening it takes the next
 // epoch and replays the journal, as a start does.
 type primary struct {
-	cache   *rundb.RunCache
-	journal *rundb.Journal
+	cache   *runcache.Cache
+	journal *journal.Journal
 }
 
-func startPrimary(t *testing.T, db *rundb.DB, opts rundb.JournalOptions) *primary {
+func startPrimary(t *testing.T, db *rundb.DB, opts journal.Options) *primary {
 	t.Helper()
 	ctx := context.Background()
-	j, err := db.OpenJournal(ctx, opts)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	j, err := journal.Open(ctx, db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(j.Close)
-	c := rundb.NewRunCache(db.Runs, nil, slog.New(slog.DiscardHandler))
-	c.SetJournal(j)
+	c := runcache.New(db.Runs, runcache.Options{Logger: slog.New(slog.DiscardHandler), Journal: j})
 	if _, err := c.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return &primary{cache: c, journal: j}
 }
 
+// durably makes a change with ChangeDurably and waits until it is stored, as a worker's reply
+// does before it acknowledges the change.
+func (p *primary) durably(ctx context.Context, id rundb.ObjectID, task int, fn func(*rundb.Run) (runcache.Prio, error)) error {
+	stored, err := p.cache.ChangeDurably(ctx, id, task, fn)
+	if err != nil {
+		return err
+	}
+	return stored(ctx)
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
 // journalRun is a small unfinished SPSA run with one active task.
 func journalRun(t *testing.T, db *rundb.DB) rundb.ObjectID {
 	t.Helper()
-	r := sampleRun()
+	r := rundbtest.SampleRun()
 	r.Finished = false
 	r.BadTasks = nil
 	if err := db.Runs.Insert(context.Background(), r); err != nil {
@@ -57,23 +83,23 @@ func journalRun(t *testing.T, db *rundb.DB) rundb.ObjectID {
 }
 
 // report is what a worker's update does to task i: its cumulative stats, and an SPSA step.
-func report(i, wins int, theta float64, history bool) func(*rundb.Run) (rundb.Prio, error) {
-	return func(r *rundb.Run) (rundb.Prio, error) {
+func report(i, wins int, theta float64, history bool) func(*rundb.Run) (runcache.Prio, error) {
+	return func(r *rundb.Run) (runcache.Prio, error) {
 		r.Tasks[i].Stats.Wins = wins
 		r.Args.SPSA.Iter++
 		r.Args.SPSA.Params[0].Theta = theta
 		if history {
 			r.Args.SPSA.ParamHistory = append(r.Args.SPSA.ParamHistory, []rundb.SPSAHistoryPoint{{Theta: theta, R: 0.001, C: 10}})
 		}
-		return rundb.PrioNormal, nil
+		return runcache.PrioNormal, nil
 	}
 }
 
-func newTask(games int) func(*rundb.Run) (rundb.Prio, error) {
-	return func(r *rundb.Run) (rundb.Prio, error) {
+func newTask(games int) func(*rundb.Run) (runcache.Prio, error) {
+	return func(r *rundb.Run) (runcache.Prio, error) {
 		r.Tasks = append(r.Tasks, rundb.Task{NumGames: games, Active: true, Stats: rundb.NewResults(),
 			WorkerInfo: r.Tasks[1].WorkerInfo})
-		return rundb.PrioHigh, nil
+		return runcache.PrioHigh, nil
 	}
 }
 
@@ -95,7 +121,7 @@ func stateOf(r *rundb.Run) state {
 	return s
 }
 
-func cachedState(t *testing.T, c *rundb.RunCache, id rundb.ObjectID) state {
+func cachedState(t *testing.T, c *runcache.Cache, id rundb.ObjectID) state {
 	t.Helper()
 	var s state
 	if err := c.View(context.Background(), id, func(r *rundb.Run) { s = stateOf(r) }); err != nil {
@@ -179,7 +205,7 @@ func journalWritesFor(t *testing.T, groupWait, syncEvery time.Duration, n int, i
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
 	var writes atomic.Int32
-	p := startPrimary(t, db, rundb.JournalOptions{Dir: t.TempDir(), GroupWait: groupWait, SyncEvery: syncEvery,
+	p := startPrimary(t, db, journal.Options{Dir: t.TempDir(), GroupWait: groupWait, SyncEvery: syncEvery,
 		BeforeWrite: func() { writes.Add(1) }})
 	before := cachedState(t, p.cache, id)
 	var wg sync.WaitGroup
@@ -188,7 +214,7 @@ func journalWritesFor(t *testing.T, groupWait, syncEvery time.Duration, n int, i
 			time.Sleep(interval)
 		}
 		wg.Go(func() {
-			if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
+			if err := p.durably(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -200,7 +226,7 @@ func journalWritesFor(t *testing.T, groupWait, syncEvery time.Duration, n int, i
 	return int(writes.Load())
 }
 
-// A change ModifyDurable acknowledged survives a crash that leaves the run's document behind:
+// A change ChangeDurably stored survives a crash that leaves the run's document behind:
 // the next primary finds it in the journal; and replaying again (a crash during that start, or
 // after it) changes nothing more.
 func TestJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T) {
@@ -212,8 +238,8 @@ func testJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T, dir string) 
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
 
-	p1 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
-	if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102.5, false)); err != nil {
+	p1 := startPrimary(t, db, journal.Options{Dir: dir})
+	if err := p1.durably(ctx, id, 1, report(1, 120, 102.5, false)); err != nil {
 		t.Fatal(err)
 	}
 	// The document is written here: the records so far are covered by it.
@@ -222,11 +248,11 @@ func testJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T, dir string) 
 	}
 	for _, step := range []struct {
 		task   int
-		change func(*rundb.Run) (rundb.Prio, error)
+		change func(*rundb.Run) (runcache.Prio, error)
 	}{
 		{-1, newTask(64)}, {2, report(2, 10, 103.5, true)}, {1, report(1, 130, 104.0, false)},
 	} {
-		if err := p1.cache.ModifyDurable(ctx, id, step.task, step.change); err != nil {
+		if err := p1.durably(ctx, id, step.task, step.change); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,7 +266,7 @@ func testJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T, dir string) 
 	}
 	p1.journal.Close() // the crash: the run is never written again
 
-	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	p2 := startPrimary(t, db, journal.Options{Dir: dir})
 	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
 		t.Fatalf("after the crash the run is\n %+v, want\n %+v", got, want)
 	}
@@ -255,7 +281,7 @@ func testJournalKeepsAcknowledgedChangesThroughACrash(t *testing.T, dir string) 
 	}
 	p2.journal.Close() // a second crash, before the run is written
 
-	p3 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	p3 := startPrimary(t, db, journal.Options{Dir: dir})
 	if got := cachedState(t, p3.cache, id); !equalState(got, want) {
 		t.Fatalf("after a second replay the run is\n %+v, want\n %+v", got, want)
 	}
@@ -286,9 +312,9 @@ func testJournalDropsCoveredSegments(t *testing.T, dir string) {
 	ctx := context.Background()
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
-	p := startPrimary(t, db, rundb.JournalOptions{SegmentRecords: 2, Dir: dir})
+	p := startPrimary(t, db, journal.Options{SegmentRecords: 2, Dir: dir})
 	for i := range 5 {
-		if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+		if err := p.durably(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -302,7 +328,7 @@ func testJournalDropsCoveredSegments(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	// One more record wakes the writer, which drops the covered segments (not the current one).
-	if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 200, 99, false)); err != nil {
+	if err := p.durably(ctx, id, 1, report(1, 200, 99, false)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -321,33 +347,33 @@ func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
 	clock := newFakeClock()
-	old := startPrimary(t, db, rundb.JournalOptions{Holder: "old", Now: clock.Now})
-	if err := old.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102, false)); err != nil {
+	old := startPrimary(t, db, journal.Options{Holder: "old", Now: clock.Now})
+	if err := old.durably(ctx, id, 1, report(1, 120, 102, false)); err != nil {
 		t.Fatal(err)
 	}
 
 	// The old primary stands still (paused, or cut off) while its lease lapses; another
 	// instance takes it over.
 	clock.Advance(time.Minute)
-	lease, err := db.AcquireLease(ctx, "new", rundb.DefaultLeaseTTL, clock.Now())
+	lease, err := journal.AcquireLease(ctx, db, "new", journal.DefaultLeaseTTL, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	successor := startPrimary(t, db, rundb.JournalOptions{Holder: "new", Lease: lease, Now: clock.Now})
+	successor := startPrimary(t, db, journal.Options{Holder: "new", Lease: lease, Now: clock.Now})
 	want := cachedState(t, successor.cache, id)
 	if want.Wins[1] != 120 {
 		t.Fatalf("the successor did not replay the acknowledged change: %+v", want)
 	}
 
 	// The old primary, resumed, goes on as if nothing happened.
-	err = old.cache.ModifyDurable(ctx, id, 1, report(1, 150, 107, false))
-	if !errors.Is(err, rundb.ErrFenced) {
+	err = old.durably(ctx, id, 1, report(1, 150, 107, false))
+	if !errors.Is(err, journal.ErrFenced) {
 		t.Fatalf("a change of the overtaken primary: %v, want ErrFenced", err)
 	}
 	if err := successor.cache.FlushAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.cache.FlushAll(ctx); !errors.Is(err, rundb.ErrFenced) {
+	if err := old.cache.FlushAll(ctx); !errors.Is(err, journal.ErrFenced) {
 		t.Fatalf("the overtaken primary's run write: %v, want ErrFenced", err)
 	}
 	stored, err := db.Runs.Get(ctx, id)
@@ -360,7 +386,7 @@ func TestJournalFencesAnOvertakenPrimary(t *testing.T) {
 
 	// A third primary replays the successor's journal, not the refused record.
 	successor.journal.Close()
-	third := startPrimary(t, db, rundb.JournalOptions{Holder: "new", Now: clock.Now})
+	third := startPrimary(t, db, journal.Options{Holder: "new", Now: clock.Now})
 	if got := cachedState(t, third.cache, id); !equalState(got, want) {
 		t.Fatalf("third primary sees %+v, want %+v", got, want)
 	}
@@ -373,9 +399,9 @@ func TestFileJournalIgnoresATornLastWrite(t *testing.T) {
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
 	dir := t.TempDir()
-	p1 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	p1 := startPrimary(t, db, journal.Options{Dir: dir})
 	for i := range 3 {
-		if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+		if err := p1.durably(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -406,7 +432,7 @@ func TestFileJournalIgnoresATornLastWrite(t *testing.T) {
 	}
 	f.Close()
 
-	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	p2 := startPrimary(t, db, journal.Options{Dir: dir})
 	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
 		t.Fatalf("after a torn write the run is\n %+v, want\n %+v", got, want)
 	}
@@ -421,18 +447,18 @@ func TestJournalRecordsAreTakenInAcrossStores(t *testing.T) {
 	id := journalRun(t, db)
 	dir := t.TempDir()
 
-	p1 := startPrimary(t, db, rundb.JournalOptions{}) // the database
-	if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 110, 101, false)); err != nil {
+	p1 := startPrimary(t, db, journal.Options{}) // the database
+	if err := p1.durably(ctx, id, 1, report(1, 110, 101, false)); err != nil {
 		t.Fatal(err)
 	}
 	want1 := cachedState(t, p1.cache, id)
 	p1.journal.Close()
 
-	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir}) // files
+	p2 := startPrimary(t, db, journal.Options{Dir: dir}) // files
 	if got := cachedState(t, p2.cache, id); !equalState(got, want1) {
 		t.Fatalf("a primary keeping its journal in files found\n %+v, want what the database's journal held\n %+v", got, want1)
 	}
-	if err := p2.cache.ModifyDurable(ctx, id, 1, report(1, 120, 102, true)); err != nil {
+	if err := p2.durably(ctx, id, 1, report(1, 120, 102, true)); err != nil {
 		t.Fatal(err)
 	}
 	want := cachedState(t, p2.cache, id)
@@ -444,12 +470,12 @@ func TestJournalRecordsAreTakenInAcrossStores(t *testing.T) {
 		t.Errorf("the database's segments %v are still there after a primary took them in", segs)
 	}
 
-	_, err := db.OpenJournal(ctx, rundb.JournalOptions{}) // the database again: cannot read dir
+	_, err := journal.Open(ctx, db, journal.Options{}) // the database again: cannot read dir
 	if err == nil || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("a journal that cannot read the files of epoch %d opened with %v, want an error naming %s",
 			p2.journal.Epoch(), err, dir)
 	}
-	p3 := startPrimary(t, db, rundb.JournalOptions{Dir: dir})
+	p3 := startPrimary(t, db, journal.Options{Dir: dir})
 	if got := cachedState(t, p3.cache, id); !equalState(got, want) {
 		t.Fatalf("after the refused start the run is\n %+v, want\n %+v", got, want)
 	}
@@ -463,14 +489,14 @@ func TestFileJournalAcknowledgesOnceWritten(t *testing.T) {
 	db := rundbtest.Open(t)
 	id := journalRun(t, db)
 	dir := t.TempDir()
-	p1 := startPrimary(t, db, rundb.JournalOptions{Dir: dir, SyncEvery: time.Hour})
+	p1 := startPrimary(t, db, journal.Options{Dir: dir, SyncEvery: time.Hour})
 	for i := range 3 {
-		if err := p1.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
+		if err := p1.durably(ctx, id, 1, report(1, 100+i, 100+float64(i), false)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want := cachedState(t, p1.cache, id)
-	p2 := startPrimary(t, db, rundb.JournalOptions{Dir: dir, SyncEvery: time.Hour})
+	p2 := startPrimary(t, db, journal.Options{Dir: dir, SyncEvery: time.Hour})
 	if got := cachedState(t, p2.cache, id); !equalState(got, want) {
 		t.Fatalf("after the crash the run is\n %+v, want\n %+v", got, want)
 	}
@@ -485,7 +511,7 @@ func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
 		id := journalRun(t, db)
 		const changes = 10
 		var writes atomic.Int32
-		var cache atomic.Pointer[rundb.RunCache]
+		var cache atomic.Pointer[runcache.Cache]
 		var first sync.Once
 		var target int
 		// The first write waits until every change is made (each queues its record as it is
@@ -500,7 +526,7 @@ func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
 			}
 			t.Error("the changes were not all made within 10 s")
 		}
-		p := startPrimary(t, db, rundb.JournalOptions{Dir: dir, GroupWait: 300 * time.Millisecond,
+		p := startPrimary(t, db, journal.Options{Dir: dir, GroupWait: 300 * time.Millisecond,
 			BeforeWrite: func() { writes.Add(1); first.Do(holdFirst) }})
 		before := cachedState(t, p.cache, id)
 		target = before.Iter + changes
@@ -508,7 +534,7 @@ func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range changes {
 			wg.Go(func() {
-				if err := p.cache.ModifyDurable(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
+				if err := p.durably(ctx, id, 1, report(1, 100+i, 100, false)); err != nil {
 					t.Error(err)
 				}
 			})
@@ -522,7 +548,7 @@ func TestJournalGroupsChangesArrivingTogether(t *testing.T) {
 			t.Fatalf("the run holds %d SPSA iterations, want %d", want.Iter, before.Iter+changes)
 		}
 		p.journal.Close()
-		if got := cachedState(t, startPrimary(t, db, rundb.JournalOptions{Dir: dir}).cache, id); !equalState(got, want) {
+		if got := cachedState(t, startPrimary(t, db, journal.Options{Dir: dir}).cache, id); !equalState(got, want) {
 			t.Errorf("replayed, the run is\n %+v, want\n %+v", got, want)
 		}
 	})

@@ -1,4 +1,4 @@
-package rundb
+package embedded
 
 import (
 	"bufio"
