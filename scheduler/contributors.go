@@ -210,47 +210,92 @@ func cloneStats(st *rundb.UserStats) *rundb.UserStats {
 func (c *contributors) update(ctx context.Context) (err error) {
 	s := c.s
 	now := s.now().UTC()
-	monthStart := now.Add(-contributorsMonth)
 	changed := s.takeFinished()
 	defer func() {
 		if err != nil {
 			s.noteFinished(changed...) // for the next update
 		}
 	}()
+	u := &contributorsUpdate{c: c, now: now, monthStart: now.Add(-contributorsMonth)}
+	for _, step := range []func(context.Context) error{
+		u.plan,
+		u.readUnfinished,
+		func(ctx context.Context) error { return u.readFinished(ctx, changed) },
+		u.sumAllTime,
+		u.write,
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	s.writeActions(ctx, []*rundb.Action{{Action: "system_event", Username: "fishtest.system",
+		Message: "Update user statistics"}})
+	s.logger.Info("updated contributor statistics", "new_finished_runs", len(u.freshIDs),
+		"contributors", len(u.totals), "monthly_contributors", len(u.monthly), "rebuild", u.rebuild)
+	c.noneCredited = len(u.credited) == 0 && len(u.freshIDs) == 0
+	return nil
+}
 
-	known, err := s.db.contributors.TestsRepos(ctx)
-	if err != nil {
+// contributorsUpdate is one update of the contributor statistics, step by step.
+type contributorsUpdate struct {
+	c               *contributors
+	now, monthStart time.Time
+
+	known    map[string]string // tests_repo by username, for the users of the users collection
+	credited map[rundb.ObjectID]bool
+	rebuild  bool
+	since    time.Time // finished runs last updated from then are read; zero: every one
+	month    map[rundb.ObjectID]*runShare
+
+	live   []*runShare // the unfinished runs'
+	isLive map[rundb.ObjectID]bool
+	rates  map[string]float64 // games per hour, by username
+
+	fresh    []*runShare // finished runs not yet credited
+	freshIDs []rundb.ObjectID
+
+	before, totals map[string]*rundb.UserStats // all time: stored, and to store
+	monthly        map[string]*rundb.UserStats
+}
+
+// plan reads what was credited and when the previous update ran, and so which finished runs
+// to read.
+func (u *contributorsUpdate) plan(ctx context.Context) error {
+	s := u.c.s
+	var err error
+	if u.known, err = s.db.contributors.TestsRepos(ctx); err != nil {
 		return err
 	}
-	credited, err := s.db.contributors.CreditedRuns(ctx)
-	if err != nil {
+	if u.credited, err = s.db.contributors.CreditedRuns(ctx); err != nil {
 		return err
 	}
 	// Nothing credited: the totals are rebuilt from every finished run (a database fishtest
 	// left, Shoal's first update, or the credited runs lost), unless the previous update found
 	// no finished run either.
-	rebuild := len(credited) == 0 && !c.noneCredited
+	u.rebuild = len(u.credited) == 0 && !u.c.noneCredited
 	var mark time.Time
 	if err := s.db.kv.Get(ctx, contributorsMarker, &mark); err != nil && !errors.Is(err, rundb.ErrNotFound) {
 		return err
 	}
-	var since time.Time // zero: every finished run
-	if !rebuild && !mark.IsZero() {
-		since = mark.Add(-contributorsSlack)
+	if !u.rebuild && !mark.IsZero() {
+		u.since = mark.Add(-contributorsSlack)
 	}
-	month := c.month
-	if month == nil {
-		month = map[rundb.ObjectID]*runShare{}
-		if !since.IsZero() && monthStart.Before(since) {
-			since = monthStart
+	u.month = u.c.month
+	if u.month == nil {
+		u.month = map[rundb.ObjectID]*runShare{}
+		if !u.since.IsZero() && u.monthStart.Before(u.since) {
+			u.since = u.monthStart
 		}
 	}
+	return nil
+}
 
-	// Unfinished runs, from the run cache, which is fresher than the database: they count for
-	// the month, and their active tasks for games_per_hour.
-	var live []*runShare
-	isLive := map[rundb.ObjectID]bool{}
-	rates := map[string]float64{}
+// readUnfinished reads the unfinished runs from the run cache, which is fresher than the
+// database: they count for the month, and their active tasks for games_per_hour.
+func (u *contributorsUpdate) readUnfinished(ctx context.Context) error {
+	s := u.c.s
+	u.isLive = map[rundb.ObjectID]bool{}
+	u.rates = map[string]float64{}
 	for _, id := range s.unfinishedIDs() {
 		var sh *runShare
 		err := s.runs.View(ctx, id, func(r *rundb.Run) {
@@ -267,7 +312,7 @@ func (c *contributors) update(ctx context.Context) (err error) {
 				if err == nil && gameTime > 0 {
 					rate = gamesPer(3600, gameTime, r.Args.Threads, t.WorkerInfo)
 				}
-				rates[t.WorkerInfo.Username] += rate
+				u.rates[t.WorkerInfo.Username] += rate
 			}
 		})
 		if errors.Is(err, rundb.ErrNotFound) {
@@ -277,14 +322,18 @@ func (c *contributors) update(ctx context.Context) (err error) {
 			return fmt.Errorf("read unfinished run %s: %w", id, err)
 		}
 		if sh != nil {
-			live = append(live, sh)
-			isLive[id] = true
+			u.live = append(u.live, sh)
+			u.isLive[id] = true
 		}
 	}
+	return nil
+}
 
-	// Finished runs: the uncounted ones for the totals, the month's for top_month.
-	var fresh []*runShare
-	var freshIDs []rundb.ObjectID
+// readFinished reads the finished runs: the uncounted ones for the totals, the month's for
+// top_month. After the first update of a term, those are the runs this scheduler saw finish
+// (changed), read by ID.
+func (u *contributorsUpdate) readFinished(ctx context.Context, changed []rundb.ObjectID) error {
+	s := u.c.s
 	seen := map[rundb.ObjectID]bool{}
 	visit := func(r *rundb.Run) error {
 		if seen[r.ID] || !r.Finished {
@@ -292,35 +341,40 @@ func (c *contributors) update(ctx context.Context) (err error) {
 		}
 		seen[r.ID] = true
 		sh := shareOf(r, s.logger)
-		if !credited[r.ID] {
-			fresh = append(fresh, sh)
-			freshIDs = append(freshIDs, r.ID)
+		if !u.credited[r.ID] {
+			u.fresh = append(u.fresh, sh)
+			u.freshIDs = append(u.freshIDs, r.ID)
 		}
-		if r.StartTime.After(monthStart) {
-			month[r.ID] = sh
+		if r.StartTime.After(u.monthStart) {
+			u.month[r.ID] = sh
 		}
 		return nil
 	}
-	if c.month != nil && !rebuild {
+	var err error
+	if u.c.month != nil && !u.rebuild {
 		err = s.db.contributors.EachByID(ctx, changed, visit)
 	} else {
-		err = s.db.contributors.EachFinished(ctx, since, visit)
+		err = s.db.contributors.EachFinished(ctx, u.since, visit)
 	}
 	if err != nil {
 		return err
 	}
-	maps.DeleteFunc(month, func(_ rundb.ObjectID, sh *runShare) bool { return !sh.start.After(monthStart) })
-	c.month = month
+	maps.DeleteFunc(u.month, func(_ rundb.ObjectID, sh *runShare) bool { return !sh.start.After(u.monthStart) })
+	u.c.month = u.month
+	return nil
+}
 
-	// All-time totals: the stored ones (or, rebuilding, the granted hours) plus the new runs.
-	stored, err := s.db.allTime.All(ctx)
+// sumAllTime computes the all-time totals (the stored ones, or, rebuilding, the granted hours,
+// plus the new runs) and the month's, recomputed.
+func (u *contributorsUpdate) sumAllTime(ctx context.Context) error {
+	stored, err := u.c.s.db.allTime.All(ctx)
 	if err != nil {
 		return err
 	}
-	before := map[string]*rundb.UserStats{}
-	totals := map[string]*rundb.UserStats{}
+	u.before = map[string]*rundb.UserStats{}
+	u.totals = map[string]*rundb.UserStats{}
 	for _, st := range stored {
-		before[st.Username] = st
+		u.before[st.Username] = st
 		next := cloneStats(st)
 		if g, recorded := granted(st); g > 0 && !recorded {
 			if next.Extra == nil {
@@ -328,46 +382,49 @@ func (c *contributors) update(ctx context.Context) (err error) {
 			}
 			next.Extra[grantedKey] = g
 		}
-		if rebuild && (st.Games != 0 || st.Tests != 0) {
+		if u.rebuild && (st.Games != 0 || st.Tests != 0) {
 			g, _ := granted(next)
 			next.CPUHours, next.Games, next.Tests, next.LastUpdated = g, 0, 0, time.Time{}
 		}
 		next.GamesPerHour = 0
-		totals[st.Username] = next
+		u.totals[st.Username] = next
 	}
-	slices.SortFunc(fresh, byID)
-	for _, sh := range fresh {
-		add(totals, sh, known)
+	slices.SortFunc(u.fresh, byID)
+	for _, sh := range u.fresh {
+		add(u.totals, sh, u.known)
 	}
 
-	// The month: recomputed.
-	monthly := map[string]*rundb.UserStats{}
-	shares := append([]*runShare(nil), live...)
-	for id, sh := range month {
-		if !isLive[id] { // resumed since it finished: counted above as unfinished
+	u.monthly = map[string]*rundb.UserStats{}
+	shares := append([]*runShare(nil), u.live...)
+	for id, sh := range u.month {
+		if !u.isLive[id] { // resumed since it finished: counted above as unfinished
 			shares = append(shares, sh)
 		}
 	}
 	slices.SortFunc(shares, byID)
 	for _, sh := range shares {
-		add(monthly, sh, known)
+		add(u.monthly, sh, u.known)
 	}
 
-	for _, m := range []map[string]*rundb.UserStats{totals, monthly} {
+	for _, m := range []map[string]*rundb.UserStats{u.totals, u.monthly} {
 		for name, st := range m {
-			if repo, ok := known[name]; ok {
+			if repo, ok := u.known[name]; ok {
 				st.TestsRepo = repo
 			}
-			st.GamesPerHour = rates[name]
+			st.GamesPerHour = u.rates[name]
 		}
 	}
+	return nil
+}
 
-	// Write: the counted runs first, so that a failure part way loses an update's runs
-	// rather than counting them twice.
-	if err := s.db.contributors.AddCreditedRuns(ctx, freshIDs); err != nil {
+// write stores the update: the counted runs first, so that a failure part way loses an
+// update's runs rather than counting them twice; then the totals, the month and the marker.
+func (u *contributorsUpdate) write(ctx context.Context) error {
+	s := u.c.s
+	if err := s.db.contributors.AddCreditedRuns(ctx, u.freshIDs); err != nil {
 		return err
 	}
-	if err := writeStats(ctx, s.db.allTime, before, totals, rebuild); err != nil {
+	if err := writeStats(ctx, s.db.allTime, u.before, u.totals, u.rebuild); err != nil {
 		return err
 	}
 	monthStore := s.db.monthly
@@ -379,23 +436,15 @@ func (c *contributors) update(ctx context.Context) (err error) {
 	for _, st := range storedMonth {
 		beforeMonth[st.Username] = st
 	}
-	for name, st := range monthly {
+	for name, st := range u.monthly {
 		if old := beforeMonth[name]; old != nil {
 			st.Extra = maps.Clone(old.Extra)
 		}
 	}
-	if err := writeStats(ctx, monthStore, beforeMonth, monthly, true); err != nil {
+	if err := writeStats(ctx, monthStore, beforeMonth, u.monthly, true); err != nil {
 		return err
 	}
-	if err := s.db.kv.Put(ctx, contributorsMarker, now); err != nil {
-		return err
-	}
-	s.writeActions(ctx, []*rundb.Action{{Action: "system_event", Username: "fishtest.system",
-		Message: "Update user statistics"}})
-	s.logger.Info("updated contributor statistics", "new_finished_runs", len(freshIDs),
-		"contributors", len(totals), "monthly_contributors", len(monthly), "rebuild", rebuild)
-	c.noneCredited = len(credited) == 0 && len(freshIDs) == 0
-	return nil
+	return s.db.kv.Put(ctx, contributorsMarker, u.now)
 }
 
 // writeStats writes the entries of next that differ from before. New entries are written only
