@@ -76,6 +76,12 @@ type Deps struct {
 	// TransferTimeout is how long an upload or download of a PGN or a network may take, past the
 	// HTTP server's read and write timeouts; zero means guard.DefaultTransferTimeout.
 	TransferTimeout time.Duration
+	// MaxPGNText is the most PGN text one worker's upload may inflate to; zero means
+	// api.DefaultMaxPGNText.
+	MaxPGNText int64
+	// MaxNetworkSize is the size an uploaded network must stay below; zero means
+	// ui.DefaultMaxNetworkSize.
+	MaxNetworkSize int64
 
 	// Metrics counts and times every request; nil records nothing.
 	Metrics *metrics.Metrics
@@ -118,7 +124,7 @@ func New(deps Deps) (*Server, error) {
 	s.transfers = guard.Transfers{Read: deps.ReadTimeout, Transfer: deps.TransferTimeout}
 	uiDeps := ui.Deps{Logger: s.logger, Tokens: deps.Tokens, Version: deps.Version,
 		Role: func() ui.Role { return s.role().ui }, Lease: s.lease, ShuttingDown: s.shuttingDown.Load,
-		SessionSecret: deps.SessionSecret, DataDir: deps.DataDir,
+		SessionSecret: deps.SessionSecret, DataDir: deps.DataDir, MaxNetworkSize: deps.MaxNetworkSize,
 		Logins: s.logins, Heavy: s.heavy, Transfers: s.transfers}
 	if deps.Mirrors != nil {
 		uiDeps.Sources = deps.Mirrors
@@ -128,7 +134,7 @@ func New(deps Deps) (*Server, error) {
 	}
 	apiDeps := api.Deps{Logger: s.logger, Tokens: deps.Tokens,
 		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL,
-		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy}
+		HeartbeatPeriod: deps.HeartbeatPeriod, MaxPGNText: deps.MaxPGNText, Logins: s.logins, Heavy: s.heavy}
 	if db := deps.DB; db != nil {
 		uiDeps.Users, uiDeps.People, uiDeps.Runs = db.Users, db, db.Runs
 		uiDeps.UserStats, uiDeps.MonthlyContributors = db.UserCache, db.MonthlyContributors()

@@ -33,13 +33,6 @@ const (
 	PresetBaseBench  = ptBaseBench
 )
 
-// SetMaxNetworkSize sets the size a network must stay below, until restore is called.
-func SetMaxNetworkSize(n int64) (restore func()) {
-	old := maxNetworkSize
-	maxNetworkSize = n
-	return func() { maxNetworkSize = old }
-}
-
 // LiveLimits are s's bounds on live streams, which tests lower before the server serves.
 func LiveLimits(s *Server) *live.Limits { return s.live.Limits }
 

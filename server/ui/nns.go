@@ -34,15 +34,23 @@ import (
 // of its contents, ".nnue".
 var nnNameRE = regexp.MustCompile(`^nn-([0-9a-f]{12})\.nnue$`)
 
-// maxNetworkSize is the size a network must stay below, as in fishtest. A variable so that
-// tests can lower it; nothing else changes it.
-var maxNetworkSize int64 = 200 << 20
+// DefaultMaxNetworkSize is the size a network must stay below, as in fishtest.
+const DefaultMaxNetworkSize = 200 << 20
 
 // nnsPageSize is the number of networks per page of /nns, as in fishtest.
 const nnsPageSize = 25
 
 // maxNNFilter bounds the length of the /nns search fields.
 const maxNNFilter = 100
+
+// maxNetworkSize is the size a network must stay below here: Deps.MaxNetworkSize, or the
+// default.
+func (s *Server) maxNetworkSize() int64 {
+	if s.deps.MaxNetworkSize > 0 {
+		return s.deps.MaxNetworkSize
+	}
+	return DefaultMaxNetworkSize
+}
 
 // nnDir is the directory holding the uploaded networks.
 func (s *Server) nnDir() string { return filepath.Join(s.deps.DataDir, "nn") }
@@ -123,7 +131,7 @@ func (s *Server) uploadForm(c *gin.Context, status int, errs map[string]string, 
 		errs = map[string]string{}
 	}
 	s.render(c, status, "upload", uploadData{page: s.page(c, "Upload a network"),
-		MaxSize: nnSize(maxNetworkSize), Errors: errs, CC0: cc0})
+		MaxSize: nnSize(s.maxNetworkSize()), Errors: errs, CC0: cc0})
 }
 
 // nnSize writes a byte count in MB (or bytes when small, as tests make the limit).
@@ -196,7 +204,7 @@ type nnUploadPart struct {
 // (openFileUpload): the CSRF token and the licence box must come before the file, as the form
 // places them.
 func (s *Server) openUpload(c *gin.Context) (nnUploadPart, error) {
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxNetworkSize+1<<20)
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.maxNetworkSize()+1<<20)
 	fu, err := openFileUpload(c, "network", "cc0")
 	up := nnUploadPart{name: fu.name, file: fu.file, cc0: nnTruthy([]string{fu.fields["cc0"]})}
 	switch {
@@ -205,7 +213,7 @@ func (s *Server) openUpload(c *gin.Context) (nnUploadPart, error) {
 	case errors.Is(err, errUploadNoFile):
 		return up, nnRefuse("network", "Choose a network file to upload.")
 	case err != nil:
-		return up, nnUploadReadError(err)
+		return up, s.nnUploadReadError(err)
 	case !up.cc0:
 		return up, nnRefuse("cc0", "Confirm that the network may be shared under the CC0 licence.")
 	}
@@ -213,9 +221,9 @@ func (s *Server) openUpload(c *gin.Context) (nnUploadPart, error) {
 }
 
 // nnUploadReadError explains a failure to read the upload.
-func nnUploadReadError(err error) error {
+func (s *Server) nnUploadReadError(err error) error {
 	if tooBig(err) {
-		return nnRefuse("network", "The network must be smaller than %s.", nnSize(maxNetworkSize))
+		return nnRefuse("network", "The network must be smaller than %s.", nnSize(s.maxNetworkSize()))
 	}
 	return nnRefuse("network", "The upload could not be read (%v); try again.", err)
 }
@@ -247,15 +255,15 @@ func (s *Server) storeNetwork(c *gin.Context, u *rundb.User, up nnUploadPart) er
 
 	hash := sha256.New()
 	gz := gzip.NewWriter(tmp)
-	in := &nnReadErrors{r: io.LimitReader(up.file, maxNetworkSize)}
+	in := &nnReadErrors{r: io.LimitReader(up.file, s.maxNetworkSize())}
 	n, err := io.Copy(io.MultiWriter(gz, hash), in)
 	switch {
 	case in.err != nil:
-		return nnUploadReadError(in.err)
+		return s.nnUploadReadError(in.err)
 	case err != nil:
 		return fmt.Errorf("store network %s: %w", up.name, err)
-	case n >= maxNetworkSize:
-		return nnRefuse("network", "The network must be smaller than %s.", nnSize(maxNetworkSize))
+	case n >= s.maxNetworkSize():
+		return nnRefuse("network", "The network must be smaller than %s.", nnSize(s.maxNetworkSize()))
 	case n == 0:
 		return nnRefuse("network", "The file is empty.")
 	}

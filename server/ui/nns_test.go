@@ -25,7 +25,6 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/servertest"
-	"github.com/shoal-chess/shoal/server/ui"
 )
 
 // nnNameOf returns the proper name of a network with these contents.
@@ -218,7 +217,7 @@ func TestUINNUploadRefusals(t *testing.T) {
 		content  []byte
 		opts     nnUploadOpts
 		setup    func(t *testing.T, env *uiEnv)
-		limit    int64 // lowers maxNetworkSize when set
+		limit    int64 // lowers the server's MaxNetworkSize when set
 		message  string
 	}{
 		{name: "a name that is not a network's", filename: "network.nnue", content: good,
@@ -260,10 +259,7 @@ func TestUINNUploadRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.limit > 0 {
-				defer ui.SetMaxNetworkSize(c.limit)()
-			}
-			env := newUIEnv(t)
+			env := newUIEnvWith(t, func(d *server.Deps) { d.MaxNetworkSize = c.limit })
 			if c.setup != nil {
 				c.setup(t, env)
 			}

@@ -184,6 +184,9 @@ type Deps struct {
 	SessionSecret []byte
 	// DataDir is the instance's data directory; uploaded networks live under DataDir/nn.
 	DataDir string
+	// MaxNetworkSize is the size an uploaded network must stay below; zero means
+	// DefaultMaxNetworkSize.
+	MaxNetworkSize int64
 	// Logins are the server's limits on password checks and signups, which the API's checks
 	// count against too.
 	Logins *guard.Logins
