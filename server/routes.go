@@ -109,58 +109,62 @@ func (s *Server) primaryRoute(h gin.HandlerFunc) gin.HandlerFunc {
 	}
 }
 
-// uiRoutes registers the web UI (server/ui) on g. Every POST changes state, so every POST
-// needs the session's CSRF token (ui.Server.CheckCSRF); handlers check who may do what.
+// uiRoutes registers the web UI (server/ui and its areas) on g. Every POST changes state, so
+// every POST needs the session's CSRF token (ui.Server.CheckCSRF); handlers check who may do
+// what.
 func (s *Server) uiRoutes(g gin.IRoutes) {
-	u := s.ui
 	getAndHead(g, "/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/tests") })
 
-	// Runs: lists, one run, live updates (runs.go, view.go, live.go).
-	getAndHead(g, "/tests", u.TestsPage)
-	getAndHead(g, "/tests/finished", u.FinishedPage)
-	getAndHead(g, "/tests/user/:username", u.UserTestsPage)
-	getAndHead(g, "/tests/machines", u.MachinesPage)
-	getAndHead(g, "/tests/view/:id", s.primaryRoute(u.ViewPage))
-	getAndHead(g, "/tests/tasks/:id", s.primaryRoute(u.TasksPage))
-	getAndHead(g, "/tests/live_elo/:id", s.primaryRoute(u.LiveEloPage))
-	getAndHead(g, "/tests/stats/:id", s.primaryRoute(u.StatsPage))
-	g.GET("/tests/events", u.HomeEvents)
-	g.GET("/tests/view/:id/events", s.primaryRoute(u.RunEvents))
+	// Runs: lists, one run, live updates (server/ui/runs: runs.go, view.go, runstats.go,
+	// live.go).
+	r := s.runs
+	getAndHead(g, "/tests", r.TestsPage)
+	getAndHead(g, "/tests/finished", r.FinishedPage)
+	getAndHead(g, "/tests/user/:username", r.UserTestsPage)
+	getAndHead(g, "/tests/machines", r.MachinesPage)
+	getAndHead(g, "/tests/view/:id", s.primaryRoute(r.ViewPage))
+	getAndHead(g, "/tests/tasks/:id", s.primaryRoute(r.TasksPage))
+	getAndHead(g, "/tests/live_elo/:id", s.primaryRoute(r.LiveEloPage))
+	getAndHead(g, "/tests/stats/:id", s.primaryRoute(r.StatsPage))
+	g.GET("/tests/events", r.HomeEvents)
+	g.GET("/tests/view/:id/events", s.primaryRoute(r.RunEvents))
 
-	// Submitting and acting on runs (runform.go).
-	getAndHead(g, "/tests/run", s.primaryRoute(u.NewRunPage))
-	g.POST("/tests/run", s.primaryRoute(u.NewRunSubmit))
-	g.POST("/tests/modify", s.primaryRoute(u.ModifyRunSubmit))
-	g.POST("/tests/stop", s.primaryRoute(u.StopRunSubmit))
-	g.POST("/tests/approve", s.primaryRoute(u.ApproveRunSubmit))
-	g.POST("/tests/purge", s.primaryRoute(u.PurgeRunSubmit))
-	g.POST("/tests/delete", s.primaryRoute(u.DeleteRunSubmit))
+	// Submitting and acting on runs (server/ui/runs: runform.go, runactions.go).
+	getAndHead(g, "/tests/run", s.primaryRoute(r.NewRunPage))
+	g.POST("/tests/run", s.primaryRoute(r.NewRunSubmit))
+	g.POST("/tests/modify", s.primaryRoute(r.ModifyRunSubmit))
+	g.POST("/tests/stop", s.primaryRoute(r.StopRunSubmit))
+	g.POST("/tests/approve", s.primaryRoute(r.ApproveRunSubmit))
+	g.POST("/tests/purge", s.primaryRoute(r.PurgeRunSubmit))
+	g.POST("/tests/delete", s.primaryRoute(r.DeleteRunSubmit))
 
-	// Accounts, people and the event log (accounts.go, people.go).
-	getAndHead(g, "/login", u.LoginPage)
-	g.POST("/login", u.LoginSubmit)
-	g.POST("/logout", u.LogoutSubmit)
-	getAndHead(g, "/signup", s.primaryRoute(u.SignupPage))
-	g.POST("/signup", s.primaryRoute(u.SignupSubmit))
-	getAndHead(g, "/user", s.primaryRoute(u.ProfilePage))
-	g.POST("/user", s.primaryRoute(u.ProfileSubmit))
-	getAndHead(g, "/user/:username", s.primaryRoute(u.ProfilePage))
-	g.POST("/user/:username", s.primaryRoute(u.ProfileSubmit))
-	getAndHead(g, "/user_management", u.UserManagementPage)
-	getAndHead(g, "/workers/:name", s.primaryRoute(u.WorkerPage))
-	g.POST("/workers/:name", s.primaryRoute(u.WorkerSubmit))
-	getAndHead(g, "/actions", u.ActionsPage)
-	getAndHead(g, "/contributors", u.ContributorsPage)
-	getAndHead(g, "/contributors/monthly", u.ContributorsPage)
+	// Accounts, people and the event log (server/ui/people: accounts.go, people.go).
+	p := s.people
+	getAndHead(g, "/login", p.LoginPage)
+	g.POST("/login", p.LoginSubmit)
+	g.POST("/logout", p.LogoutSubmit)
+	getAndHead(g, "/signup", s.primaryRoute(p.SignupPage))
+	g.POST("/signup", s.primaryRoute(p.SignupSubmit))
+	getAndHead(g, "/user", s.primaryRoute(p.ProfilePage))
+	g.POST("/user", s.primaryRoute(p.ProfileSubmit))
+	getAndHead(g, "/user/:username", s.primaryRoute(p.ProfilePage))
+	g.POST("/user/:username", s.primaryRoute(p.ProfileSubmit))
+	getAndHead(g, "/user_management", p.UserManagementPage)
+	getAndHead(g, "/workers/:name", s.primaryRoute(p.WorkerPage))
+	g.POST("/workers/:name", s.primaryRoute(p.WorkerSubmit))
+	getAndHead(g, "/actions", p.ActionsPage)
+	getAndHead(g, "/contributors", p.ContributorsPage)
+	getAndHead(g, "/contributors/monthly", p.ContributorsPage)
 
-	// Networks, opening books and tools (nns.go, books.go).
-	getAndHead(g, "/nns", u.NNsPage)
-	getAndHead(g, "/upload", s.primaryRoute(u.UploadPage))
-	g.POST(ui.UploadPath, s.primaryRoute(u.UploadSubmit))
-	getAndHead(g, ui.BooksPath, u.BooksPage)
-	g.POST(ui.BooksPath, s.primaryRoute(u.BooksSubmit))
-	getAndHead(g, "/sprt_calc", u.SPRTCalcPage)
+	// Operations: live tuning for approvers (server/ui/people: admin.go).
+	getAndHead(g, "/admin/tuning", s.primaryRoute(p.TuningPage))
 
-	// Operations: live tuning for approvers (admin.go).
-	getAndHead(g, "/admin/tuning", s.primaryRoute(u.TuningPage))
+	// Networks, opening books and tools (server/ui/networks: nns.go, books.go, sprtcalc.go).
+	n := s.networks
+	getAndHead(g, "/nns", n.NNsPage)
+	getAndHead(g, "/upload", s.primaryRoute(n.UploadPage))
+	g.POST(ui.UploadPath, s.primaryRoute(n.UploadSubmit))
+	getAndHead(g, ui.BooksPath, n.BooksPage)
+	g.POST(ui.BooksPath, s.primaryRoute(n.BooksSubmit))
+	getAndHead(g, "/sprt_calc", n.SPRTCalcPage)
 }

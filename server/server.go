@@ -1,7 +1,8 @@
 // Package server is Shoal's HTTP side: one Gin engine serving the worker API, the read API and
 // the web UI on one port. The handlers are methods of its parts, server/api (the worker and
-// JSON API) and server/ui (the web UI), which share server/guard; New wires the database and
-// the scheduler into them, routes.go lists every route of both, and the middleware, health
+// JSON API) and the web UI's areas (server/ui/runs, server/ui/people, server/ui/networks, on
+// what server/ui gives every page), which share server/guard; New wires the database and
+// the scheduler into them, routes.go lists every route of them all, and the middleware, health
 // checks, metrics and the instance's role are here.
 package server
 
@@ -23,6 +24,9 @@ import (
 	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
 	"github.com/shoal-chess/shoal/server/ui"
+	"github.com/shoal-chess/shoal/server/ui/networks"
+	"github.com/shoal-chess/shoal/server/ui/people"
+	"github.com/shoal-chess/shoal/server/ui/runs"
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
@@ -76,6 +80,12 @@ type Deps struct {
 	// TransferTimeout is how long an upload or download of a PGN or a network may take, past the
 	// HTTP server's read and write timeouts; zero means guard.DefaultTransferTimeout.
 	TransferTimeout time.Duration
+	// MaxPGNText is the most PGN text one worker's upload may inflate to; zero means
+	// api.DefaultMaxPGNText.
+	MaxPGNText int64
+	// MaxNetworkSize is the size an uploaded network must stay below; zero means
+	// ui.DefaultMaxNetworkSize.
+	MaxNetworkSize int64
 
 	// Metrics counts and times every request; nil records nothing.
 	Metrics *metrics.Metrics
@@ -102,7 +112,10 @@ type Server struct {
 	heavy        *guard.HeavyReads // slots for reads that scan (event log searches), apart from the worker path
 	transfers    guard.Transfers   // the time limits of large uploads and downloads
 	api          *api.Server       // the worker API, the read API and run submission
-	ui           *ui.Server        // the web UI
+	ui           *ui.Server        // what the web UI's pages share: sessions, CSRF, templates
+	runs         *runs.Server      // the web UI's pages of runs
+	people       *people.Server    // the web UI's pages of accounts, people and operations
+	networks     *networks.Server  // the web UI's pages of networks, books and the SPRT calculator
 	engine       *gin.Engine
 	shuttingDown atomic.Bool
 	current      atomic.Pointer[role] // see role.go
@@ -120,30 +133,37 @@ func New(deps Deps) (*Server, error) {
 	s.heavy = guard.NewHeavyReads()
 	s.transfers = guard.Transfers{Read: deps.ReadTimeout, Transfer: deps.TransferTimeout}
 	uiDeps := ui.Deps{Logger: s.logger, Tokens: deps.Tokens, Version: deps.Version,
-		Role: func() ui.Role { return s.role().ui }, Lease: s.lease, ShuttingDown: s.shuttingDown.Load,
-		SessionSecret: deps.SessionSecret, DataDir: deps.DataDir,
-		Logins: s.logins, Heavy: s.heavy, Transfers: s.transfers}
+		Role: func() ui.Role { return s.role().ui }, SessionSecret: deps.SessionSecret, Heavy: s.heavy}
+	runsDeps := runs.Deps{Logger: s.logger, Tokens: deps.Tokens, Version: deps.Version,
+		ShuttingDown: s.shuttingDown.Load}
+	peopleDeps := people.Deps{Logger: s.logger, Tokens: deps.Tokens, Lease: s.lease, Logins: s.logins}
+	netsDeps := networks.Deps{Logger: s.logger, Tokens: deps.Tokens, DataDir: deps.DataDir,
+		MaxNetworkSize: deps.MaxNetworkSize, Transfers: s.transfers}
 	if deps.Mirrors != nil {
-		uiDeps.Sources = deps.Mirrors
+		runsDeps.Sources = deps.Mirrors
 	}
 	if deps.Books != nil {
-		uiDeps.Books = deps.Books
+		runsDeps.Books, netsDeps.Books = deps.Books, deps.Books
 	}
 	apiDeps := api.Deps{Logger: s.logger, Tokens: deps.Tokens,
 		Role: func() api.Role { return s.role().api }, NNURL: deps.NNURL,
-		HeartbeatPeriod: deps.HeartbeatPeriod, Logins: s.logins, Heavy: s.heavy}
+		HeartbeatPeriod: deps.HeartbeatPeriod, MaxPGNText: deps.MaxPGNText, Logins: s.logins, Heavy: s.heavy}
 	if db := deps.DB; db != nil {
-		uiDeps.Users, uiDeps.People, uiDeps.Runs = db.Users, db, db.Runs
-		uiDeps.UserStats, uiDeps.MonthlyContributors = db.UserCache, db.MonthlyContributors()
-		uiDeps.Actions, uiDeps.Workers, uiDeps.Networks = db.Actions, db.Workers, db.NNs
+		uiDeps.Users, runsDeps.Runs, runsDeps.Users = db.Users, db.Runs, db.Users
+		peopleDeps.Users, peopleDeps.People, peopleDeps.Actions, peopleDeps.Workers = db.Users, db, db.Actions, db.Workers
+		peopleDeps.UserStats, peopleDeps.MonthlyContributors = db.UserCache, db.MonthlyContributors()
+		netsDeps.Networks, netsDeps.Actions = db.NNs, db.Actions
 		apiDeps.Users, apiDeps.UserStats, apiDeps.Runs = db.Users, db.UserCache, db.Runs
 		apiDeps.Actions, apiDeps.PGNs, apiDeps.Networks = db.Actions, db.PGNs, db.NNs
 	}
 	var err error
-	if s.ui, err = ui.New(uiDeps); err != nil {
+	if s.ui, err = ui.New(uiDeps, runs.TemplateFuncs(), people.TemplateFuncs()); err != nil {
 		return nil, err
 	}
-	apiDeps.NetworkFile = s.ui.NetworkFile
+	s.runs = runs.New(s.ui, runsDeps)
+	s.people = people.New(s.ui, peopleDeps)
+	s.networks = networks.New(s.ui, netsDeps)
+	apiDeps.NetworkFile = s.networks.NetworkFile
 	if deps.Mirrors != nil {
 		apiDeps.Sources = deps.Mirrors
 	}
@@ -167,25 +187,32 @@ var (
 	_ api.Sources   = (*gitmirror.Mirrors)(nil)
 	_ api.Books     = (*books.Store)(nil)
 
-	_ ui.Users        = (*rundb.UserStore)(nil)
-	_ ui.People       = (*rundb.DB)(nil)
-	_ ui.UserStats    = (*rundb.UserCacheStore)(nil)
-	_ ui.Contributors = (*rundb.UserCacheStore)(nil)
-	_ ui.Runs         = (*rundb.RunStore)(nil)
-	_ ui.Actions      = (*rundb.ActionStore)(nil)
-	_ ui.Workers      = (*rundb.WorkerStore)(nil)
-	_ ui.Networks     = (*rundb.NNStore)(nil)
-	_ ui.Scheduler    = (*scheduler.Scheduler)(nil)
-	_ ui.Sources      = (*gitmirror.Mirrors)(nil)
-	_ ui.Books        = (*books.Store)(nil)
+	_ ui.Users            = (*rundb.UserStore)(nil)
+	_ ui.Scheduler        = (*scheduler.Scheduler)(nil)
+	_ runs.Runs           = (*rundb.RunStore)(nil)
+	_ runs.Users          = (*rundb.UserStore)(nil)
+	_ runs.Sources        = (*gitmirror.Mirrors)(nil)
+	_ runs.Books          = (*books.Store)(nil)
+	_ people.Users        = (*rundb.UserStore)(nil)
+	_ people.People       = (*rundb.DB)(nil)
+	_ people.UserStats    = (*rundb.UserCacheStore)(nil)
+	_ people.Contributors = (*rundb.UserCacheStore)(nil)
+	_ people.Actions      = (*rundb.ActionStore)(nil)
+	_ people.Workers      = (*rundb.WorkerStore)(nil)
+	_ networks.Networks   = (*rundb.NNStore)(nil)
+	_ networks.Actions    = (*rundb.ActionStore)(nil)
+	_ networks.Books      = (*books.Store)(nil)
 )
 
 // API is the handler of the worker API, the read API and run submission, and UI the web UI's:
 // routes.go names their methods; tests reach their limits through them.
 func (s *Server) API() *api.Server { return s.api }
 
-// UI is the web UI's handler; see API.
+// UI is what the web UI's pages share; see API.
 func (s *Server) UI() *ui.Server { return s.ui }
+
+// RunPages is the handler of the web UI's pages of runs; see API.
+func (s *Server) RunPages() *runs.Server { return s.runs }
 
 // Handler returns the http.Handler serving every route.
 func (s *Server) Handler() http.Handler { return s.engine }

@@ -20,52 +20,63 @@ const module = "github.com/shoal-chess/shoal/"
 // `make test` hold the line without it.
 //
 // Inside server the rule is: server wires its parts and lists every route; server/api (the
-// worker and JSON API) and server/ui (the web UI) never import server nor each other, and share
-// only server/guard; server/ui/live never imports the web UI it streams.
+// worker and JSON API) and the web UI's packages never import server nor each other, and share
+// only server/guard, except that the web UI's areas (server/ui/runs, server/ui/people,
+// server/ui/networks) import what their pages share (server/ui); server/ui/live never imports
+// the web UI it streams. server/ui/uitest, the UI's test kit, drives the whole server, and only
+// tests import it.
 var allowedImports = map[string][]string{
-	"cmd":               {"node", "server", "scheduler", "worker", "protocol", "rundb", "rundb/embedded", "tokenpool", "stats", "metrics", "config", "demo", "bench", "gitmirror", "books"},
-	"node":              {"server", "server/guard", "scheduler", "rundb", "rundb/journal", "rundb/embedded", "tokenpool", "metrics", "config", "gitmirror", "books"},
-	"server":            {"server/api", "server/ui", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books"},
-	"server/api":        {"server/guard", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
-	"server/ui":         {"server/guard", "server/ui/live", "server/chart", "scheduler", "rundb", "stats", "protocol", "tokenpool", "templates", "gitmirror", "books"},
-	"server/ui/live":    {"server/guard", "rundb"},
-	"server/guard":      {"rundb", "tokenpool"},
-	"server/chart":      {},
-	"server/servertest": {},
-	"scheduler":         {"rundb", "rundb/runcache", "rundb/journal", "stats", "metrics", "gitmirror", "books", "protocol"},
-	"rundb":             {"metrics", "config", "rundb/embedded"},
-	"rundb/runcache":    {"rundb", "rundb/journal", "metrics"},
-	"rundb/journal":     {"rundb", "metrics"},
-	"rundb/embedded":    {},
-	"config":            {},
-	"metrics":           {},
-	"stats":             {},
-	"worker":            {"protocol", "books", "filelock"},
-	"protocol":          {},
-	"tokenpool":         {},
-	"templates":         {},
-	"static":            {},
-	"gitmirror":         {"filelock"},
-	"filelock":          {},
-	"books":             {"protocol"},
-	"demo":              {"scheduler", "rundb", "worker", "protocol", "gitmirror"},
-	"bench":             {"demo", "rundb", "rundb/journal", "worker", "protocol", "config"},
+	"cmd":                {"node", "server", "scheduler", "worker", "protocol", "rundb", "rundb/embedded", "tokenpool", "stats", "metrics", "config", "demo", "bench", "gitmirror", "books"},
+	"node":               {"server", "server/guard", "scheduler", "rundb", "rundb/journal", "rundb/embedded", "tokenpool", "metrics", "config", "gitmirror", "books"},
+	"server":             {"server/api", "server/ui", "server/ui/runs", "server/ui/people", "server/ui/networks", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books"},
+	"server/api":         {"server/guard", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
+	"server/ui":          {"server/guard", "scheduler", "rundb", "protocol", "tokenpool", "templates"},
+	"server/ui/runs":     {"server/ui", "server/ui/live", "server/chart", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
+	"server/ui/people":   {"server/ui", "server/guard", "rundb", "protocol", "tokenpool"},
+	"server/ui/networks": {"server/ui", "server/guard", "server/chart", "rundb", "stats", "tokenpool", "books"},
+	"server/ui/live":     {"server/guard", "rundb"},
+	"server/ui/uitest":   {"server", "server/guard", "server/servertest", "scheduler", "rundb", "rundb/runcache", "tokenpool"},
+	"server/guard":       {"rundb", "tokenpool"},
+	"server/chart":       {},
+	"server/servertest":  {},
+	"scheduler":          {"rundb", "rundb/runcache", "rundb/journal", "stats", "metrics", "gitmirror", "books", "protocol"},
+	"rundb":              {"metrics", "config", "rundb/embedded"},
+	"rundb/runcache":     {"rundb", "rundb/journal", "metrics"},
+	"rundb/journal":      {"rundb", "metrics"},
+	"rundb/embedded":     {},
+	"config":             {},
+	"metrics":            {},
+	"stats":              {},
+	"worker":             {"protocol", "books", "filelock"},
+	"protocol":           {},
+	"tokenpool":          {},
+	"templates":          {},
+	"static":             {},
+	"gitmirror":          {"filelock"},
+	"filelock":           {},
+	"books":              {"protocol"},
+	"demo":               {"scheduler", "rundb", "worker", "protocol", "gitmirror"},
+	"bench":              {"demo", "rundb", "rundb/journal", "worker", "protocol", "config"},
 }
 
 // testImports are the parts a part's test files may import besides allowedImports. The API's
 // and the web UI's tests drive the whole server, which routes to their handlers; Go's import
 // cycle check keeps such an import to their external test packages (package api_test,
-// ui_test), so the packages themselves still never import server. Likewise the journal's tests
-// drive it through the run cache, and the embedded database's through rundb.Open. Tests that
-// build a scheduler build its run cache (and journal) too.
+// ui_test, runs_test, ...), so the packages themselves still never import server. The web UI's
+// tests build the server through server/ui/uitest, with the scheduler they choose. Likewise the
+// journal's tests drive it through the run cache, and the embedded database's through
+// rundb.Open. Tests that build a scheduler build its run cache (and journal) too.
 var testImports = map[string][]string{
-	"cmd":            {"rundb/runcache", "rundb/journal"},
-	"node":           {"rundb/runcache"},
-	"server":         {"server/servertest"},
-	"server/api":     {"server", "server/servertest", "rundb/runcache", "rundb/journal"},
-	"server/ui":      {"server", "server/servertest", "rundb/runcache"},
-	"rundb/journal":  {"rundb/runcache"},
-	"rundb/embedded": {"rundb"},
+	"cmd":                {"rundb/runcache", "rundb/journal"},
+	"node":               {"rundb/runcache"},
+	"server":             {"server/servertest"},
+	"server/api":         {"server", "server/servertest", "rundb/runcache", "rundb/journal"},
+	"server/ui":          {"server", "server/ui/uitest", "rundb/runcache"},
+	"server/ui/runs":     {"server", "server/servertest", "server/ui/uitest", "rundb/runcache"},
+	"server/ui/people":   {"server", "server/servertest", "server/ui/uitest", "rundb/runcache"},
+	"server/ui/networks": {"server", "server/servertest", "server/ui/uitest", "scheduler", "rundb/runcache"},
+	"rundb/journal":      {"rundb/runcache"},
+	"rundb/embedded":     {"rundb"},
 }
 
 // partOf is the part a package (its path below the module) belongs to, or "" for none.

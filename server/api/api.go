@@ -125,6 +125,8 @@ type Deps struct {
 	// HeartbeatPeriod is how often workers beat (0: 120 s); the request_task limits scale with
 	// it, as a server with compressed time sees its workers that much more often.
 	HeartbeatPeriod time.Duration
+	// MaxPGNText is the most PGN text one upload may inflate to; zero means DefaultMaxPGNText.
+	MaxPGNText int64
 	// Logins are the server's limits on password checks, which the web UI's count against too.
 	Logins *guard.Logins
 	// Heavy are the server's slots for reads that scan, shared with the web UI's searches.

@@ -36,13 +36,6 @@ const (
 	APITooManyLoginsText       = apiTooManyLoginsText
 )
 
-// SetMaxPGNText sets the most PGN text an upload may inflate to, until restore is called.
-func SetMaxPGNText(n int64) (restore func()) {
-	old := maxPGNText
-	maxPGNText = n
-	return func() { maxPGNText = old }
-}
-
 // RunJSONStripped is runJSON's stripped view of r, as /api/get_run gives it.
 func RunJSONStripped(r *rundb.Run) (map[string]any, error) { return runJSON(r, stripped) }
 

@@ -31,19 +31,20 @@ const DefaultMaxPGNBytes = 15 << 20
 // would make (about a thousand times its size).
 const DefaultMaxPGNText = 256 << 20
 
-// maxPGNText is the limit in force (a variable for tests).
-var maxPGNText int64 = DefaultMaxPGNText
-
 // gzipMagic starts every gzip stream (RFC 1952).
 var gzipMagic = []byte{0x1f, 0x8b}
 
 // decodePGNUpload decodes upload_pgn's pgn field: standard base64 of gzip data. It checks the
-// gzip magic bytes, as fishtest does, but does not decompress, and refuses data over maxBytes
-// (<= 0 means DefaultMaxPGNBytes) before decoding it. The error says what is wrong in words a
-// worker's owner can act on.
-func decodePGNUpload(b64 string, maxBytes int) ([]byte, error) {
+// gzip magic bytes, as fishtest does, refuses data over maxBytes (<= 0 means
+// DefaultMaxPGNBytes) before decoding it, and refuses gzip data that inflates to more than
+// maxText (<= 0 means DefaultMaxPGNText) while it inflates it. The error says what is wrong in
+// words a worker's owner can act on.
+func decodePGNUpload(b64 string, maxBytes int, maxText int64) ([]byte, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxPGNBytes
+	}
+	if maxText <= 0 {
+		maxText = DefaultMaxPGNText
 	}
 	if b64 == "" {
 		return nil, errors.New("pgn is empty")
@@ -62,7 +63,7 @@ func decodePGNUpload(b64 string, maxBytes int) ([]byte, error) {
 	if len(data) < len(gzipMagic) || data[0] != gzipMagic[0] || data[1] != gzipMagic[1] {
 		return nil, errors.New("pgn is not gzip data (it does not start with the bytes 1f 8b)")
 	}
-	if err := checkPGNText(data, maxPGNText); err != nil {
+	if err := checkPGNText(data, maxText); err != nil {
 		return nil, err
 	}
 	return data, nil

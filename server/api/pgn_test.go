@@ -50,7 +50,7 @@ func TestDecodePGNUpload(t *testing.T) {
 		{"a single byte", b64([]byte{0x1f}), 1 << 20, "not gzip data"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := api.DecodePGNUpload(c.in, c.maxBytes)
+			got, err := api.DecodePGNUpload(c.in, c.maxBytes, 0)
 			if c.wantErr == "" {
 				if err != nil || !bytes.Equal(got, gz) {
 					t.Errorf("= %d bytes, %v; want the gzip data", len(got), err)
@@ -69,7 +69,7 @@ func FuzzDecodePGNUpload(f *testing.F) {
 	f.Add("H4s=", 2)
 	f.Add("====", 10)
 	f.Fuzz(func(t *testing.T, in string, maxBytes int) {
-		got, err := api.DecodePGNUpload(in, maxBytes)
+		got, err := api.DecodePGNUpload(in, maxBytes, 0)
 		if err != nil {
 			return
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/api"
 	"github.com/shoal-chess/shoal/server/guard"
 )
@@ -99,7 +100,9 @@ func gzipBomb(t *testing.T, n int) []byte {
 // stored before the checks is sent as a file, never with Content-Encoding, so that no client
 // inflates it on its own.
 func TestSecurityPGNUploadsOnePerTaskNoBombs(t *testing.T) {
-	f := newFleet(t)
+	// The inflated limit is lowered so that a bomb twice its size stays small; the uploads
+	// before the bomb are far below it.
+	f := newFleetWith(t, func(d *server.Deps) { d.MaxPGNText = 4 << 20 })
 	ctx := context.Background()
 	id := f.newRun(map[string]any{"num_games": 10000})
 	if code, out := f.post("/api/request_task", call(1, nil)); code != http.StatusOK || out["task_id"] == nil {
@@ -131,7 +134,6 @@ func TestSecurityPGNUploadsOnePerTaskNoBombs(t *testing.T) {
 		t.Errorf("the stored PGN is not the last upload: %q", text)
 	}
 
-	defer api.SetMaxPGNText(4 << 20)()
 	bomb := call(1, map[string]any{"run_id": id, "task_id": 0})
 	bomb["pgn"] = base64.StdEncoding.EncodeToString(gzipBomb(t, 8<<20))
 	if code, out := f.post("/api/upload_pgn", bomb); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "inflates to more than") {

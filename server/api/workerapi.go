@@ -659,7 +659,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 		return
 	}
 	defer s.uploads.Release()
-	gz, err := decodePGNUpload(*w.body.PGN, DefaultMaxPGNBytes)
+	gz, err := decodePGNUpload(*w.body.PGN, DefaultMaxPGNBytes, s.deps.MaxPGNText)
 	if err != nil {
 		Error(c, http.StatusBadRequest, err.Error())
 		return

@@ -48,8 +48,21 @@ func newFleetWithPool(t testing.TB, pool *tokenpool.Pool) *fleet {
 	return newFleetOn(t, pool, rundbtest.Open(t), nil)
 }
 
+// newFleetWith is newFleet with the server's dependencies adjusted by change first.
+func newFleetWith(t testing.TB, change func(*server.Deps)) *fleet {
+	t.Helper()
+	return newFleetOnWith(t, tokenpool.New(20), rundbtest.Open(t), nil, change)
+}
+
 // newFleetOn is newFleet on db, its run cache journaled by j if j is not nil.
 func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *journal.Journal) *fleet {
+	t.Helper()
+	return newFleetOnWith(t, pool, db, j, nil)
+}
+
+// newFleetOnWith is newFleetOn with the server's dependencies adjusted by change first, if not
+// nil.
+func newFleetOnWith(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *journal.Journal, change func(*server.Deps)) *fleet {
 	t.Helper()
 	addFleetUsers(t, db)
 	logger := servertest.DiscardLogger()
@@ -58,7 +71,7 @@ func newFleetOn(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, j *journal.Jou
 	if err := sched.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return serveFleet(t, pool, db, sched)
+	return serveFleet(t, pool, db, sched, change)
 }
 
 // newPrimaryFleet is newFleet with its scheduler owned by a started Primary, as serve's is.
@@ -71,7 +84,7 @@ func newPrimaryFleet(t testing.TB) (*fleet, *scheduler.Primary) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	return serveFleet(t, pool, db, p.Scheduler()), p
+	return serveFleet(t, pool, db, p.Scheduler(), nil), p
 }
 
 func fleetSchedulerConfig(pool *tokenpool.Pool) scheduler.Config {
@@ -80,12 +93,17 @@ func fleetSchedulerConfig(pool *tokenpool.Pool) scheduler.Config {
 		TaskDuration: 1800 * time.Second, DBGate: pool.Do}
 }
 
-// serveFleet serves the worker API of sched over HTTP.
-func serveFleet(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, sched *scheduler.Scheduler) *fleet {
+// serveFleet serves the worker API of sched over HTTP, with the server's dependencies adjusted
+// by change first, if not nil.
+func serveFleet(t testing.TB, pool *tokenpool.Pool, db *rundb.DB, sched *scheduler.Scheduler, change func(*server.Deps)) *fleet {
 	t.Helper()
 	logger := servertest.DiscardLogger()
-	s, err := server.New(server.Deps{Logger: logger, Tokens: pool, Version: "test",
-		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()})
+	deps := server.Deps{Logger: logger, Tokens: pool, Version: "test",
+		DB: db, Runs: sched, Scheduler: sched, DataDir: t.TempDir()}
+	if change != nil {
+		change(&deps)
+	}
+	s, err := server.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 )
 
 // templateFuncs returns every function page templates may call: the shared ones below and
-// each area's own (runFuncs, accountFuncs), which must not reuse a name.
-func templateFuncs() template.FuncMap {
+// each area's own (areas, which New is given), which must not reuse a name.
+func templateFuncs(areas ...template.FuncMap) template.FuncMap {
 	all := template.FuncMap{}
-	for _, m := range []template.FuncMap{baseFuncs, runFuncs, accountFuncs} {
+	for _, m := range append([]template.FuncMap{baseFuncs}, areas...) {
 		for name := range m {
 			if _, dup := all[name]; dup {
 				panic("server: template function " + name + " defined twice")
@@ -28,7 +28,7 @@ func templateFuncs() template.FuncMap {
 // baseFuncs are the formatting helpers every page uses.
 var baseFuncs = template.FuncMap{
 	// num writes an integer with thousands separators: 1234567 -> "1,234,567".
-	"num": func(n any) string { return groupThousands(toInt64(n)) },
+	"num": func(n any) string { return GroupThousands(toInt64(n)) },
 	// fixed writes x with d decimals; NaN and infinities as "-".
 	"fixed": func(d int, x float64) string {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -159,7 +159,8 @@ func toInt64(n any) int64 {
 	}
 }
 
-func groupThousands(n int64) string {
+// GroupThousands writes n with thousands separators: 1234567 -> "1,234,567".
+func GroupThousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
@@ -215,8 +216,8 @@ func agoFrom(now, t time.Time) string {
 	}
 }
 
-// clipRunes cuts s to at most n runes, without an ellipsis (for filters and short labels).
-func clipRunes(s string, n int) string {
+// ClipRunes cuts s to at most n runes, without an ellipsis (for filters and short labels).
+func ClipRunes(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return string(r[:n])
 	}

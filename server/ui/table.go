@@ -8,23 +8,23 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// pager is one page of a paginated table: which page, how many, and the links to the others
+// Pager is one page of a paginated table: which page, how many, and the links to the others
 // (the "pager" partial renders it). Links keep every other query parameter (filters, sort).
-type pager struct {
+type Pager struct {
 	Page, Pages, Total, Size int
 	Links                    []pageLink
 	Prev, Next               string // "" when there is none
 }
 
-// pageLink is one numbered link of a pager; Page 0 is a gap ("…").
+// pageLink is one numbered link of a Pager; Page 0 is a gap ("…").
 type pageLink struct {
 	Page    int
 	URL     string
 	Current bool
 }
 
-// pageParam reads ?page= (1-based); anything missing or invalid is page 1.
-func pageParam(c *gin.Context) int {
+// PageParam reads ?page= (1-based); anything missing or invalid is page 1.
+func PageParam(c *gin.Context) int {
 	n, err := strconv.Atoi(c.Query("page"))
 	if err != nil || n < 1 {
 		return 1
@@ -32,12 +32,12 @@ func pageParam(c *gin.Context) int {
 	return n
 }
 
-// newPager builds the pager for total rows, size per page, at the request's ?page= (clamped to
+// NewPager builds the Pager for total rows, size per page, at the request's ?page= (clamped to
 // the last page). Skip is how many rows come before the page.
-func newPager(c *gin.Context, total, size int) pager {
+func NewPager(c *gin.Context, total, size int) Pager {
 	pages := max(1, (total+size-1)/size)
-	p := min(pageParam(c), pages)
-	pg := pager{Page: p, Pages: pages, Total: total, Size: size}
+	p := min(PageParam(c), pages)
+	pg := Pager{Page: p, Pages: pages, Total: total, Size: size}
 	link := func(n int) string {
 		q := c.Request.URL.Query()
 		if n == 1 {
@@ -70,20 +70,20 @@ func newPager(c *gin.Context, total, size int) pager {
 }
 
 // Skip is the number of rows before this page.
-func (p pager) Skip() int { return (p.Page - 1) * p.Size }
+func (p Pager) Skip() int { return (p.Page - 1) * p.Size }
 
-// sorting is a table's sort order from ?sort= and ?order=, restricted to the columns the page
+// Sorting is a table's sort order from ?sort= and ?order=, restricted to the columns the page
 // allows, and the links its column headers need.
-type sorting struct {
+type Sorting struct {
 	Key  string
 	Desc bool
 	req  *url.URL
 }
 
-// sortParam reads the sort column (one of allowed, else def) and the order (?order=asc or
+// SortParam reads the sort column (one of allowed, else def) and the order (?order=asc or
 // desc, else defDesc).
-func sortParam(c *gin.Context, allowed []string, def string, defDesc bool) sorting {
-	s := sorting{Key: def, Desc: defDesc, req: c.Request.URL}
+func SortParam(c *gin.Context, allowed []string, def string, defDesc bool) Sorting {
+	s := Sorting{Key: def, Desc: defDesc, req: c.Request.URL}
 	if k := c.Query("sort"); slices.Contains(allowed, k) {
 		s.Key = k
 	}
@@ -96,9 +96,9 @@ func sortParam(c *gin.Context, allowed []string, def string, defDesc bool) sorti
 	return s
 }
 
-// ascendingUnlessAsked sorts by the named columns (names and other text, which read best from
+// AscendingUnlessAsked sorts by the named columns (names and other text, which read best from
 // A) in ascending order when the request gives no ?order=; other columns keep the default.
-func (s *sorting) ascendingUnlessAsked(c *gin.Context, keys ...string) {
+func (s *Sorting) AscendingUnlessAsked(c *gin.Context, keys ...string) {
 	if c.Query("order") == "" && slices.Contains(keys, s.Key) {
 		s.Desc = false
 	}
@@ -106,7 +106,7 @@ func (s *sorting) ascendingUnlessAsked(c *gin.Context, keys ...string) {
 
 // URL is the link a column header points to: sort by key, flipping the order if the table is
 // already sorted by it, back to page 1.
-func (s sorting) URL(key string) string {
+func (s Sorting) URL(key string) string {
 	q := s.req.Query()
 	q.Set("sort", key)
 	order := "desc"
@@ -120,7 +120,7 @@ func (s sorting) URL(key string) string {
 }
 
 // Arrow is the marker after a column header: ▲ or ▼ on the sorted column, else nothing.
-func (s sorting) Arrow(key string) string {
+func (s Sorting) Arrow(key string) string {
 	switch {
 	case key != s.Key:
 		return ""

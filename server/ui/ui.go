@@ -38,13 +38,12 @@ const (
 	browserAge  = 12 * time.Hour
 )
 
-// Context keys the UI middleware sets.
-const (
-	userKey = "shoal.user" // *rundb.User of the logged-in user
-)
+// UserKey is the request context's key of the logged-in user (a *rundb.User), which LoadUser
+// sets and CurrentUser reads.
+const UserKey = "shoal.user"
 
-// csrfField is the form field (and X-CSRF-Token the header) carrying the CSRF token.
-const csrfField = "csrf_token"
+// CSRFField is the form field (and X-CSRF-Token the header) carrying the CSRF token.
+const CSRFField = "csrf_token"
 
 // maxFormBody bounds a UI form that is not a file upload; the largest, a new test with a long
 // SPSA parameter list, is a few kilobytes.
@@ -116,6 +115,16 @@ func secureRequest(c *gin.Context) bool {
 	return guard.FromProxy(c) && strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
 }
 
+// SiteURL is the absolute URL of path on this site, as the browser reached it (for Open
+// Graph, and links in emails).
+func SiteURL(c *gin.Context, path string) string {
+	scheme := "http"
+	if secureRequest(c) {
+		scheme = "https"
+	}
+	return scheme + "://" + c.Request.Host + path
+}
+
 // sessionOptions returns the cookie options for this request; maxAge 0 ends with the browser.
 func sessionOptions(c *gin.Context, maxAge time.Duration) sessions.Options {
 	return sessions.Options{Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
@@ -143,30 +152,30 @@ func (s *Server) LoadUser(c *gin.Context) {
 	case errors.Is(err, rundb.ErrNotFound):
 		u = nil
 	case err != nil:
-		s.uiError(c, err)
+		s.Error(c, err)
 		return
 	}
 	stamp, _ := sess.Get(sessionStamp).(string)
 	sid, _ := sess.Get(sessionID).(string)
-	if !sessionHolds(u, stamp, sid, time.Now()) {
-		s.endSession(c)
+	if !SessionHolds(u, stamp, sid, time.Now()) {
+		s.EndSession(c)
 		if u != nil && u.Blocked {
-			s.flash(c, "error", "Your account is blocked.")
+			s.Flash(c, "error", "Your account is blocked.")
 		}
 		s.saveSession(c)
 		c.Redirect(http.StatusFound, "/tests")
 		c.Abort()
 		return
 	}
-	c.Set(userKey, u)
+	c.Set(UserKey, u)
 	c.Next()
 }
 
-// sessionHolds reports whether a session opened with stamp, with id sid, may go on as u at now:
+// SessionHolds reports whether a session opened with stamp, with id sid, may go on as u at now:
 // the user exists, is neither blocked nor pending, has not changed password since, and still
 // lists the session as open (no logout, "log out everywhere" or expiry ended it). Pages
 // (LoadUser) and live streams apply the same rule.
-func sessionHolds(u *rundb.User, stamp, sid string, now time.Time) bool {
+func SessionHolds(u *rundb.User, stamp, sid string, now time.Time) bool {
 	return u != nil && !u.Blocked && !u.Pending && stamp == u.SessionStamp() && sid != "" &&
 		u.HasSession(sessionKey(sid), now)
 }
@@ -178,16 +187,16 @@ func sessionKey(sid string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// startSession logs u in: a new session id, recorded on the user document; a new CSRF token (so
+// StartSession logs u in: a new session id, recorded on the user document; a new CSRF token (so
 // a token seen before login is worthless); with remember, a cookie that outlives the browser.
 // On a database error nothing is logged in and the error is answered.
-func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) bool {
+func (s *Server) StartSession(c *gin.Context, u *rundb.User, remember bool) bool {
 	sid := guard.NewToken()
 	age := browserAge
 	if remember {
 		age = rememberAge
 	}
-	if !s.uiDo(c, func(ctx context.Context) error {
+	if !s.Do(c, func(ctx context.Context) error {
 		return s.deps.Users.OpenSession(ctx, u.Username, sessionKey(sid), time.Now().Add(age))
 	}) {
 		return false
@@ -205,16 +214,16 @@ func (s *Server) startSession(c *gin.Context, u *rundb.User, remember bool) bool
 	return true
 }
 
-// closeSession ends the current session on the server too, or every session of its user with
+// CloseSession ends the current session on the server too, or every session of its user with
 // everywhere, before the cookie is cleared: a copy of the cookie is worthless afterwards.
-func (s *Server) closeSession(c *gin.Context, everywhere bool) bool {
+func (s *Server) CloseSession(c *gin.Context, everywhere bool) bool {
 	sess := sessions.Default(c)
 	name, _ := sess.Get(sessionUser).(string)
 	sid, _ := sess.Get(sessionID).(string)
 	if name == "" {
 		return true
 	}
-	return s.uiDo(c, func(ctx context.Context) error {
+	return s.Do(c, func(ctx context.Context) error {
 		var err error
 		if everywhere {
 			err = s.deps.Users.CloseAllSessions(ctx, name)
@@ -228,13 +237,13 @@ func (s *Server) closeSession(c *gin.Context, everywhere bool) bool {
 	})
 }
 
-// endSession logs out: the session keeps nothing but a fresh CSRF token.
-func (s *Server) endSession(c *gin.Context) {
+// EndSession logs out: the session keeps nothing but a fresh CSRF token.
+func (s *Server) EndSession(c *gin.Context) {
 	sess := sessions.Default(c)
 	sess.Clear()
 	sess.Set(sessionCSRF, guard.NewToken())
 	applyCookieOptions(c, sess)
-	c.Set(userKey, (*rundb.User)(nil))
+	c.Set(UserKey, (*rundb.User)(nil))
 }
 
 // saveSession writes the session cookie; a failure (a cookie over the size limit) is logged,
@@ -274,7 +283,7 @@ func (s *Server) CheckCSRF(c *gin.Context) {
 	if strings.HasPrefix(strings.ToLower(c.ContentType()), "multipart/") {
 		// A file upload is streamed by its handler, never parsed here (parsing would spool it
 		// to disk before anyone is known). The handler checks the token (header, or the
-		// form's first field) with csrfTokenMatches before it reads the file. No other forms
+		// form's first field) with CSRFTokenMatches before it reads the file. No other forms
 		// than the network and book uploads send files, so no other route takes a multipart
 		// body.
 		if c.FullPath() != UploadPath && c.FullPath() != BooksPath {
@@ -295,7 +304,7 @@ func (s *Server) CheckCSRF(c *gin.Context) {
 		return
 	}
 	if got == "" {
-		got = c.Request.PostForm.Get(csrfField)
+		got = c.Request.PostForm.Get(CSRFField)
 	}
 	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 		s.PageError(c, http.StatusForbidden, "This form has expired or did not come from Shoal. Go back, reload the page and try again.")
@@ -304,24 +313,48 @@ func (s *Server) CheckCSRF(c *gin.Context) {
 	c.Next()
 }
 
-// csrfTokenMatches reports whether token is the session's CSRF token (for the upload, whose
+// CSRFTokenMatches reports whether token is the session's CSRF token (for the upload, whose
 // handler reads it from the streamed form).
-func csrfTokenMatches(c *gin.Context, token string) bool {
+func CSRFTokenMatches(c *gin.Context, token string) bool {
 	want, _ := sessions.Default(c).Get(sessionCSRF).(string)
 	return want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
 }
 
-// currentUser returns the logged-in user, or nil.
-func currentUser(c *gin.Context) *rundb.User {
-	u, _ := c.Get(userKey)
+// SessionIdentity returns who the request's session was opened for: the username ("" when
+// logged out), the user's SessionStamp then, and the session's id. A live stream checks them
+// again now and then (SessionHolds).
+func SessionIdentity(c *gin.Context) (name, stamp, sid string) {
+	sess := sessions.Default(c)
+	name, _ = sess.Get(sessionUser).(string)
+	stamp, _ = sess.Get(sessionStamp).(string)
+	sid, _ = sess.Get(sessionID).(string)
+	return name, stamp, sid
+}
+
+// SessionCSRF is the session's CSRF token, read without creating one (for forms in a live
+// stream's blocks: the page that opened the stream has made it already).
+func SessionCSRF(c *gin.Context) string {
+	tok, _ := sessions.Default(c).Get(sessionCSRF).(string)
+	return tok
+}
+
+// Remembered reports whether the session is a "remember me" login.
+func Remembered(c *gin.Context) bool {
+	remember, _ := sessions.Default(c).Get(sessionRemember).(bool)
+	return remember
+}
+
+// CurrentUser returns the logged-in user, or nil.
+func CurrentUser(c *gin.Context) *rundb.User {
+	u, _ := c.Get(UserKey)
 	user, _ := u.(*rundb.User)
 	return user
 }
 
-// requireUser returns the logged-in user; otherwise it sends the browser to the login page,
+// RequireUser returns the logged-in user; otherwise it sends the browser to the login page,
 // which brings it back here, and returns false.
-func (s *Server) requireUser(c *gin.Context) (*rundb.User, bool) {
-	if u := currentUser(c); u != nil {
+func (s *Server) RequireUser(c *gin.Context) (*rundb.User, bool) {
+	if u := CurrentUser(c); u != nil {
 		return u, true
 	}
 	next := c.Request.URL.RequestURI()
@@ -331,16 +364,16 @@ func (s *Server) requireUser(c *gin.Context) (*rundb.User, bool) {
 			next = ref.RequestURI()
 		}
 	}
-	s.flash(c, "info", "Please log in first.")
+	s.Flash(c, "info", "Please log in first.")
 	s.saveSession(c)
 	c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
 	c.Abort()
 	return nil, false
 }
 
-// requireApprover returns the logged-in approver; anyone else gets 403 (or the login page).
-func (s *Server) requireApprover(c *gin.Context) (*rundb.User, bool) {
-	u, ok := s.requireUser(c)
+// RequireApprover returns the logged-in approver; anyone else gets 403 (or the login page).
+func (s *Server) RequireApprover(c *gin.Context) (*rundb.User, bool) {
+	u, ok := s.RequireUser(c)
 	if !ok {
 		return nil, false
 	}
@@ -357,8 +390,8 @@ type flash struct {
 	Message string
 }
 
-// flash queues a message for the next page; the caller saves the session (redirect does).
-func (s *Server) flash(c *gin.Context, kind, msg string) {
+// Flash queues a message for the next page; the caller saves the session (redirect does).
+func (s *Server) Flash(c *gin.Context, kind, msg string) {
 	sessions.Default(c).AddFlash(kind+"\x00"+msg, "flash")
 }
 
@@ -379,35 +412,23 @@ func (s *Server) takeFlashes(c *gin.Context) []flash {
 	return out
 }
 
-// redirect ends a successful POST: save the session (flashes, login) and send the browser on
+// Redirect ends a successful POST: save the session (flashes, login) and send the browser on
 // with 303, so a reload does not post again.
-func (s *Server) redirect(c *gin.Context, to string) {
+func (s *Server) Redirect(c *gin.Context, to string) {
 	s.saveSession(c)
 	c.Redirect(http.StatusSeeOther, to)
 	c.Abort()
 }
 
-// UploadPath is the network upload's route, one of the two (with BooksPath) that take a
-// multipart (file) body.
-const UploadPath = "/upload"
+// UploadPath is the network upload's route and BooksPath the books' page, which takes a book's
+// upload: the two routes that take a multipart (file) body.
+const (
+	UploadPath = "/upload"
+	BooksPath  = "/books"
+)
 
-// safeNext returns next if it is a path on this site, else fallback: a login link must not
-// send people elsewhere. Browsers drop tabs and newlines from a Location and read a backslash
-// as a slash, so any of those is refused rather than interpreted.
-func safeNext(next, fallback string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
-		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
-		return fallback
-	}
-	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" {
-		return fallback
-	}
-	return next
-}
-
-// page is what every page template gets besides its own data.
-type page struct {
+// Page is what every page template gets besides its own data.
+type Page struct {
 	Title   string
 	Version string
 	// Path is the request path, for the navigation's current item.
@@ -427,13 +448,13 @@ type page struct {
 // badge.
 const layoutTokenWait = 250 * time.Millisecond
 
-// page builds the common part of a page for this request. Outside the UI's routes (an
+// Page builds the common part of a page for this request. Outside the UI's routes (an
 // unknown path's 404) there is no session, and so no user, token or flashes.
-func (s *Server) page(c *gin.Context, title string) page {
-	p := page{Title: title, Version: s.deps.Version, Path: c.Request.URL.Path,
-		Primary: s.scheduler() != nil}
+func (s *Server) Page(c *gin.Context, title string) Page {
+	p := Page{Title: title, Version: s.deps.Version, Path: c.Request.URL.Path,
+		Primary: s.Scheduler() != nil}
 	if _, ok := c.Get(sessions.DefaultKey); ok {
-		p.User, p.CSRF, p.Flashes = currentUser(c), s.csrfToken(c), s.takeFlashes(c)
+		p.User, p.CSRF, p.Flashes = CurrentUser(c), s.csrfToken(c), s.takeFlashes(c)
 	}
 	if p.User != nil && p.User.IsApprover() {
 		// The navigation's "Users (N)"; a failure only leaves the badge out, and so does a
@@ -450,20 +471,20 @@ func (s *Server) page(c *gin.Context, title string) page {
 	return p
 }
 
-// uiDo runs database work for a page under the token pool. On failure it renders the error
+// Do runs database work for a page under the token pool. On failure it renders the error
 // page (nothing at all if the browser went away) and returns false.
-func (s *Server) uiDo(c *gin.Context, fn func(ctx context.Context) error) bool {
+func (s *Server) Do(c *gin.Context, fn func(ctx context.Context) error) bool {
 	err := s.deps.Tokens.Do(c.Request.Context(), fn)
 	if err != nil {
-		s.uiError(c, err)
+		s.Error(c, err)
 		return false
 	}
 	return true
 }
 
-// heavyRead is uiDo for a read that may scan: it runs fn once a heavy-read slot is free, or
+// HeavyRead is Do for a read that may scan: it runs fn once a heavy-read slot is free, or
 // answers 503 with Retry-After when none frees up in time (guard.HeavyReads.Slot).
-func (s *Server) heavyRead(c *gin.Context, fn func(ctx context.Context) error) bool {
+func (s *Server) HeavyRead(c *gin.Context, fn func(ctx context.Context) error) bool {
 	if !s.heavy.Slot(c) {
 		if c.Request.Context().Err() == nil {
 			s.PageError(c, http.StatusServiceUnavailable, guard.HeavyBusyText)
@@ -471,12 +492,12 @@ func (s *Server) heavyRead(c *gin.Context, fn func(ctx context.Context) error) b
 		return false
 	}
 	defer s.heavy.Release()
-	return s.uiDo(c, fn)
+	return s.Do(c, fn)
 }
 
-// uiError answers a page whose database work failed: 404 for a missing document, 499 for a
+// Error answers a page whose database work failed: 404 for a missing document, 499 for a
 // browser that left, else 500 logged with the request.
-func (s *Server) uiError(c *gin.Context, err error) {
+func (s *Server) Error(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
 		c.AbortWithStatus(guard.StatusClientClosedRequest)
@@ -488,10 +509,10 @@ func (s *Server) uiError(c *gin.Context, err error) {
 	}
 }
 
-// requirePrimaryPage refuses a state-changing form on a secondary instance, where the
+// RequirePrimary refuses a state-changing form on a secondary instance, where the
 // scheduler (and so the run cache) is not.
-func (s *Server) requirePrimaryPage(c *gin.Context) bool {
-	if s.scheduler() != nil {
+func (s *Server) RequirePrimary(c *gin.Context) bool {
+	if s.Scheduler() != nil {
 		return true
 	}
 	s.PageError(c, http.StatusServiceUnavailable, "This instance only serves pages; changes are made on the primary instance. Try again in a moment.")
