@@ -201,7 +201,7 @@ func (inst *Instance) followLease(ctx context.Context) {
 			return
 		}
 		inst.primary, inst.watching = p, nil
-		semaphore := inst.semaphore // a reload's size, if one came while this instance stood by
+		semaphore := inst.semaphoreSize // a reload's size, if one came while this instance stood by
 		inst.roleMu.Unlock()
 		p.Scheduler().SetTaskSemaphoreSize(semaphore)
 		inst.srv.Promote(p.Scheduler(), p.Scheduler(), p.RunCache().Changed)

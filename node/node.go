@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shoal-chess/shoal/books"
 	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/gitmirror"
@@ -60,7 +62,7 @@ func (inst *Instance) Reload(ctx context.Context, next config.Config) {
 	// The size is kept for a primary this instance becomes later (a standby's takeover), and
 	// applied to the one it is now.
 	inst.roleMu.Lock()
-	inst.semaphore = next.TaskSemaphoreSize
+	inst.semaphoreSize = next.TaskSemaphoreSize
 	p := inst.primary
 	inst.roleMu.Unlock()
 	if p != nil {
@@ -113,8 +115,8 @@ type Instance struct {
 	watchers sync.WaitGroup
 	steps    sync.WaitGroup // step-downs in progress (see fenced), joined by Shutdown
 	stopping bool           // shutdown has begun: no more role changes
-	// semaphore is task_semaphore_size in force: the configuration's, or the last reload's.
-	semaphore int
+	// semaphoreSize is task_semaphore_size in force: the configuration's, or the last reload's.
+	semaphoreSize int
 }
 
 // Env is what an instance takes from the program that runs it.
@@ -189,9 +191,8 @@ func (d dbRuns) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, er
 // A primary serves while it loads so that a fleet that comes back to a restarted server is
 // answered at once: connections made while nothing answered would wait in the listen backlog
 // for the whole load, past its 4,096 places the kernel drops them (a client tries again a
-// second later, then three), and the load's end would release them all at once. In the
-// reconnect benchmark (a restart under 500,000 equivalent workers, docs/benchmarks/README.md),
-// four runs each way: the fleet's beat p99 over the whole run went from 2.0-2.6 s to 20-105 ms.
+// second later, then three), and the load's end would release them all at once
+// (docs/benchmarks/README.md, the reconnect scenario, has the figures).
 func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err error) {
 	logger, getenv, stdout := env.Logger, env.Getenv, env.Stdout
 	// Listen first, the profiles' address too: a taken port should fail before the database
@@ -236,68 +237,29 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 	}
 	reg := newMetricsRegistry()
 	m := metrics.New(reg)
-	if db, err = OpenDB(ctx, cfg, logger, m); err != nil {
-		if errors.Is(err, embedded.ErrDatabaseInUse) {
-			return nil, fmt.Errorf("%w; if that is shoal db, give this server --mongo-uri with the address it printed", err)
-		}
+	if db, err = openDatabase(ctx, cfg, logger, m); err != nil {
 		return nil, err
-	}
-	logger.Info("database ready", "database", db.Describe())
-	if db.Embedded() {
-		// Only processes of this operating-system user can use it: the socket is in a private
-		// directory, and the TCP front (embedded_db_addr) checks who connects.
-		logger.Info("instances of this user on this machine can share the embedded database", "mongo_uri", db.SharedURI())
 	}
 	role := cfg.StartRole()
 	var lease journal.Lease
-	secret, err := sessionSecret(cfg, role == "primary", logger)
-	if err != nil {
-		return nil, err
-	}
-	tokens := tokenpool.New(cfg.ThreadpoolTokens)
-	watchTokenPool(m, tokens)
-	held, err := books.Open(filepath.Join(cfg.DataDir, "books"), logger.With("component", "books"))
-	if err != nil {
-		return nil, err
-	}
-	mirrors, err := openMirrors(cfg, logger)
+	deps, err := serverDeps(cfg, env, role == "primary", db, m, reg)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if err != nil && mirrors != nil {
-			_ = mirrors.Close()
+		if err != nil && deps.Mirrors != nil {
+			_ = deps.Mirrors.Close()
 		}
 	}()
-	prefixes, err := config.ParseTrustedProxies(cfg.TrustedProxies) // Load checked them
-	if err != nil {
-		return nil, fmt.Errorf("trusted_proxies: %w", err)
-	}
-	proxies := guard.NewProxies(prefixes)
-	deps := server.Deps{
-		Metrics: m, Gatherer: reg, TrustedProxies: proxies,
-		Logger: logger, Tokens: tokens,
-		Version: env.Version, Database: db.Describe(), DB: db,
-		SessionSecret: secret, DataDir: cfg.DataDir, NNURL: cfg.NNURL, TransferTimeout: cfg.TransferTimeout,
-		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		Mirrors: mirrors, Books: held,
-	}
 	inst = &Instance{logger: logger, cfg: cfg, getenv: getenv, metrics: m, addr: ln.Addr().String(), db: db,
-		served: make(chan error, 1), tokens: tokens, leaseHolder: leaseHolder(ln.Addr().String()),
-		semaphore: cfg.TaskSemaphoreSize, mirrors: mirrors, books: held}
+		served: make(chan error, 1), tokens: deps.Tokens, leaseHolder: leaseHolder(ln.Addr().String()),
+		semaphoreSize: cfg.TaskSemaphoreSize, mirrors: deps.Mirrors, books: deps.Books}
 	if role == "primary" {
 		if err := ensureAdmin(ctx, db, getenv, stdout); err != nil {
 			return nil, err
 		}
-		if cfg.Journal {
-			lease, err = journal.AcquireLease(ctx, db, inst.holder(), cfg.LeaseTTL, time.Now())
-			if errors.Is(err, journal.ErrLeaseHeld) {
-				// Another primary is alive: this one waits to take over from it.
-				logger.Warn("another instance holds the primary's lease: serving as a standby", "err", err)
-				role = "standby"
-			} else if err != nil {
-				return nil, err
-			}
+		if role, lease, err = inst.claimLease(ctx); err != nil {
+			return nil, err
 		}
 	}
 	initialRole := role
@@ -327,19 +289,7 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 	if role == "standby" {
 		inst.watchLease()
 	}
-	inst.httpSrv = &http.Server{Handler: srv.Handler(),
-		ReadHeaderTimeout: min(headerTimeout, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
-		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	limits := server.ConnLimits{PerAddress: cfg.MaxConnsPerAddress, Total: maxConns(cfg.MaxConns, logger),
-		Exempt: proxies, Metrics: m}
-	logger.Info("connection limits", "per_address", limits.PerAddress, "total", limits.Total,
-		"read_timeout", cfg.ReadTimeout, "write_timeout", cfg.WriteTimeout, "idle_timeout", cfg.IdleTimeout)
-	limited := server.LimitListener(ln, limits)
-	inst.serving.Go(func() { inst.served <- inst.httpSrv.Serve(limited) })
-	if pprofLn != nil {
-		inst.pprofSrv = servePprof(&inst.serving, pprofLn, logger)
-	}
+	inst.serve(ln, pprofLn, deps.TrustedProxies)
 	if role == "primary" {
 		if env.beforeLoad != nil {
 			env.beforeLoad(inst.addr)
@@ -357,6 +307,94 @@ func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err er
 	writeSystemEvent(ctx, db, "start shoal@"+inst.addr, logger)
 	logger.Info("serving", "addr", inst.addr)
 	return inst, nil
+}
+
+// openDatabase opens the database Start serves from, embedded unless cfg names one.
+func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, m *metrics.Metrics) (*rundb.DB, error) {
+	db, err := OpenDB(ctx, cfg, logger, m)
+	if err != nil {
+		if errors.Is(err, embedded.ErrDatabaseInUse) {
+			return nil, fmt.Errorf("%w; if that is shoal db, give this server --mongo-uri with the address it printed", err)
+		}
+		return nil, err
+	}
+	logger.Info("database ready", "database", db.Describe())
+	if db.Embedded() {
+		// Only processes of this operating-system user can use it: the socket is in a private
+		// directory, and the TCP front (embedded_db_addr) checks who connects.
+		logger.Info("instances of this user on this machine can share the embedded database", "mongo_uri", db.SharedURI())
+	}
+	return db, nil
+}
+
+// serverDeps gathers what the server is built with: the session secret, the token pool, the
+// books and the repository mirrors (which the caller closes if Start fails), the trusted
+// proxies. The role's parts (Instance, Lease, Runs) are Start's to fill.
+func serverDeps(cfg config.Config, env Env, primary bool, db *rundb.DB, m *metrics.Metrics, reg *prometheus.Registry) (server.Deps, error) {
+	logger := env.Logger
+	secret, err := sessionSecret(cfg, primary, logger)
+	if err != nil {
+		return server.Deps{}, err
+	}
+	tokens := tokenpool.New(cfg.ThreadpoolTokens)
+	watchTokenPool(m, tokens)
+	held, err := books.Open(filepath.Join(cfg.DataDir, "books"), logger.With("component", "books"))
+	if err != nil {
+		return server.Deps{}, err
+	}
+	prefixes, err := config.ParseTrustedProxies(cfg.TrustedProxies) // Load checked them
+	if err != nil {
+		return server.Deps{}, fmt.Errorf("trusted_proxies: %w", err)
+	}
+	mirrors, err := openMirrors(cfg, logger)
+	if err != nil {
+		return server.Deps{}, err
+	}
+	return server.Deps{
+		Metrics: m, Gatherer: reg, TrustedProxies: guard.NewProxies(prefixes),
+		Logger: logger, Tokens: tokens,
+		Version: env.Version, Database: db.Describe(), DB: db,
+		SessionSecret: secret, DataDir: cfg.DataDir, NNURL: cfg.NNURL, TransferTimeout: cfg.TransferTimeout,
+		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
+		Mirrors: mirrors, Books: held,
+	}, nil
+}
+
+// claimLease takes the primary's lease for a starting primary, which stays one if it gets it
+// (or if the journal is off: no lease then) and becomes a standby if another primary holds it.
+func (inst *Instance) claimLease(ctx context.Context) (role string, lease journal.Lease, err error) {
+	if !inst.cfg.Journal {
+		return "primary", lease, nil
+	}
+	lease, err = journal.AcquireLease(ctx, inst.db, inst.holder(), inst.cfg.LeaseTTL, time.Now())
+	switch {
+	case errors.Is(err, journal.ErrLeaseHeld):
+		// Another primary is alive: this one waits to take over from it.
+		inst.logger.Warn("another instance holds the primary's lease: serving as a standby", "err", err)
+		return "standby", journal.Lease{}, nil
+	case err != nil:
+		return "", journal.Lease{}, err
+	}
+	return "primary", lease, nil
+}
+
+// serve starts answering on ln, within the connection limits (the trusted proxies exempt from
+// the per-address one), and the profiles on pprofLn if not nil.
+func (inst *Instance) serve(ln, pprofLn net.Listener, proxies guard.Proxies) {
+	cfg, logger := inst.cfg, inst.logger
+	inst.httpSrv = &http.Server{Handler: inst.srv.Handler(),
+		ReadHeaderTimeout: min(headerTimeout, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	limits := server.ConnLimits{PerAddress: cfg.MaxConnsPerAddress, Total: maxConns(cfg.MaxConns, logger),
+		Exempt: proxies, Metrics: inst.metrics}
+	logger.Info("connection limits", "per_address", limits.PerAddress, "total", limits.Total,
+		"read_timeout", cfg.ReadTimeout, "write_timeout", cfg.WriteTimeout, "idle_timeout", cfg.IdleTimeout)
+	limited := server.LimitListener(ln, limits)
+	inst.serving.Go(func() { inst.served <- inst.httpSrv.Serve(limited) })
+	if pprofLn != nil {
+		inst.pprofSrv = servePprof(&inst.serving, pprofLn, logger)
+	}
 }
 
 // Shutdown stops the instance in order: refuse new requests, let in-flight ones finish (up to
