@@ -17,7 +17,7 @@ import (
 	"github.com/shoal-chess/shoal/tokenpool"
 )
 
-// TestTuningLiveResizeDropsNoRequest is issue 7's live tuning check: while real HTTP clients
+// TestTuningLiveResizeDropsNoRequest is the live tuning check: while real HTTP clients
 // keep a primary busy with requests that take database tokens (the read API, a UI page and
 // workers asking for tasks), the token pool and the request_task semaphore are shrunk and
 // grown several times. Every request must complete without a 5xx; a request_task told that
