@@ -27,7 +27,7 @@ import (
 // It reports the mirror's first fetch (fetch-s) and the archive a worker gets, cold and from
 // the cache (archive-cold-ms, archive-warm-ms).
 //
-//	SHOAL_BENCH_REPO=/path/to/Stockfish.git go test -run '^$' -bench StockfishSubmit ./server/ui/
+//	SHOAL_BENCH_REPO=/path/to/Stockfish.git go test -run '^$' -bench StockfishSubmit ./server/ui/runs/
 func BenchmarkStockfishSubmitAndRunPage(b *testing.B) {
 	repo := os.Getenv("SHOAL_BENCH_REPO")
 	if repo == "" {
