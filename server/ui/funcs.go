@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // templateFuncs returns every function page templates may call: the shared ones below and
@@ -28,7 +30,7 @@ func templateFuncs(areas ...template.FuncMap) template.FuncMap {
 // baseFuncs are the formatting helpers every page uses.
 var baseFuncs = template.FuncMap{
 	// num writes an integer with thousands separators: 1234567 -> "1,234,567".
-	"num": func(n any) string { return GroupThousands(toInt64(n)) },
+	"num": func(n any) string { return humanize.Comma(toInt64(n)) },
 	// fixed writes x with d decimals; NaN and infinities as "-".
 	"fixed": func(d int, x float64) string {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -157,24 +159,6 @@ func toInt64(n any) int64 {
 	default:
 		panic(fmt.Sprintf("num: %T is not a number", n))
 	}
-}
-
-// GroupThousands writes n with thousands separators: 1234567 -> "1,234,567".
-func GroupThousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 func siFormat(x float64) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/dustin/go-humanize"
 	"github.com/gin-gonic/gin"
 
 	"github.com/shoal-chess/shoal/books"
@@ -57,7 +58,7 @@ func (s *Server) BooksSubmit(c *gin.Context) {
 		var b books.Book
 		b, err = s.deps.Books.Add(up.name, up.file)
 		if err == nil {
-			s.ui.Flash(c, "success", "Book "+b.Name+" added: "+ui.GroupThousands(int64(b.Positions))+" openings.")
+			s.ui.Flash(c, "success", "Book "+b.Name+" added: "+humanize.Comma(int64(b.Positions))+" openings.")
 			s.ui.Redirect(c, ui.BooksPath)
 			return
 		}
