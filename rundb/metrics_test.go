@@ -4,43 +4,16 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/metrics/metricstest"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
-// openWithMetrics opens a fresh test database that reports to a fresh registry.
-func openWithMetrics(t *testing.T) (*rundb.DB, *metrics.Metrics, *prometheus.Registry) {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := rundb.Open(ctx, rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t), Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := db.Drop(ctx); err != nil {
-			t.Errorf("drop test database: %v", err)
-		}
-		if err := db.Close(ctx); err != nil {
-			t.Errorf("close test database: %v", err)
-		}
-	})
-	return db, m, reg
-}
-
 func TestDBOperationMetrics(t *testing.T) {
-	db, _, reg := openWithMetrics(t)
+	db, _, reg := rundbtest.OpenMetered(t)
 	ctx := context.Background()
 	const op = "shoal_db_operation_duration_seconds"
 	// Open has asked the server what it is.
@@ -73,7 +46,7 @@ func TestDBOperationMetrics(t *testing.T) {
 }
 
 func TestSlowPasswordChecksMetric(t *testing.T) {
-	db, _, reg := openWithMetrics(t)
+	db, _, reg := rundbtest.OpenMetered(t)
 	ctx := context.Background()
 	const name = "shoal_password_checks_slow_total"
 	if _, err := db.Users.Create(ctx, rundb.NewUser{Username: "alice", Password: "correct-horse", Accepted: true}); err != nil {

@@ -3,43 +3,15 @@ package runcache_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/metrics/metricstest"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
-// openWithMetrics opens a fresh test database that reports to a fresh registry.
-func openWithMetrics(t *testing.T) (*rundb.DB, *metrics.Metrics, *prometheus.Registry) {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := rundb.Open(ctx, rundb.Options{URI: rundbtest.URI(t), Database: rundbtest.NewName(t), Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := db.Drop(ctx); err != nil {
-			t.Errorf("drop test database: %v", err)
-		}
-		if err := db.Close(ctx); err != nil {
-			t.Errorf("close test database: %v", err)
-		}
-	})
-	return db, m, reg
-}
-
 func TestRunCacheMetrics(t *testing.T) {
-	db, m, reg := openWithMetrics(t)
+	db, m, reg := rundbtest.OpenMetered(t)
 	ctx := context.Background()
 	cache := runcache.New(db.Runs, runcache.Options{Metrics: m})
 	a, b := &rundb.Run{ID: rundb.NewObjectID()}, &rundb.Run{ID: rundb.NewObjectID()}

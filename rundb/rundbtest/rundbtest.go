@@ -20,6 +20,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -100,6 +103,31 @@ func OpenNamed(t testing.TB, name string) *rundb.DB {
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
+	dropAtCleanup(t, db)
+	if _, err := db.EnsureIndexes(ctx); err != nil {
+		t.Fatalf("create indexes: %v", err)
+	}
+	return db
+}
+
+// OpenMetered opens a fresh test database, without indexes, whose commands report to a fresh
+// registry; the database is dropped when the test ends.
+func OpenMetered(t testing.TB) (*rundb.DB, *metrics.Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := rundb.Open(ctx, rundb.Options{URI: URI(t), Database: NewName(t), Metrics: m})
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	dropAtCleanup(t, db)
+	return db, m, reg
+}
+
+// dropAtCleanup drops db and closes it when the test ends.
+func dropAtCleanup(t testing.TB, db *rundb.DB) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -110,10 +138,6 @@ func OpenNamed(t testing.TB, name string) *rundb.DB {
 			t.Errorf("close test database: %v", err)
 		}
 	})
-	if _, err := db.EnsureIndexes(ctx); err != nil {
-		t.Fatalf("create indexes: %v", err)
-	}
-	return db
 }
 
 func quietLogger() *slog.Logger {
