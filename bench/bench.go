@@ -115,7 +115,7 @@ type plan struct {
 	FleetProcesses int `json:"fleet_processes"`
 
 	duration, ceilingDuration, durabilityLeg, capacityLeg time.Duration
-	mongoURI, exe                                         string
+	mongoURI, exe, self                                   string
 	// serverExe is the binary that serves (exe unless the baseline is measured).
 	serverExe string
 	// profiles is where the server's pprof profiles are written ("": none are taken).
@@ -274,8 +274,11 @@ type Settings struct {
 	// many processes (fleet.Options.Processes; 0: defaultFleetProcesses).
 	FleetProcesses int
 
-	// Exe is the shoal binary the bench runs as `shoal serve` and `shoal user add`.
+	// Exe is the product's shoal binary the bench runs as `shoal serve` and `shoal user add`.
 	Exe string
+	// Self is the bench's own binary, which it runs as BareCommand (the ceiling's yardstick)
+	// and fleet.ShardSubcommand (a split fleet's processes).
+	Self string
 	// Version is this build's version, for the report.
 	Version string
 }
@@ -375,7 +378,7 @@ func newPlan(s Settings) (plan, error) {
 	if len(set.Scenarios) == 0 {
 		return set, errors.New("bench: no scenario given")
 	}
-	set.exe, set.serverExe, set.keep, set.Baseline = s.Exe, s.Exe, s.Keep, s.Baseline
+	set.exe, set.self, set.serverExe, set.keep, set.Baseline = s.Exe, s.Self, s.Exe, s.Keep, s.Baseline
 	switch set.profiles = s.Profiles; set.profiles {
 	case "":
 		set.profiles = filepath.Join(s.Out, "profiles")
@@ -1139,7 +1142,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	var fleetProfiled <-chan *profileSummary
 	if set.FleetProcesses > 1 {
 		// The first of the fleet's processes profiles itself, as profileFleet does this one.
-		opts.Processes, opts.ShardCommand = set.FleetProcesses, []string{set.exe, fleet.ShardSubcommand}
+		opts.Processes, opts.ShardCommand = set.FleetProcesses, []string{set.self, fleet.ShardSubcommand}
 		if set.profiles != "" {
 			opts.ShardProfile = &fleet.ShardProfile{Dir: set.profiles, Name: "steady", After: opts.WindowFrom, For: profiledFor}
 			if !set.wholeRun {

@@ -12,18 +12,23 @@ import (
 
 const module = "github.com/shoal-chess/shoal/"
 
-// allowedImports is the one-way package layering of STYLE.md: which of Shoal's own packages
-// each part may import (tests included). A part is a top-level folder, or a folder inside one
+// allowedImports is the one-way package layering: which of Shoal's own packages each part may
+// import (tests included). A part is a top-level folder, or a folder inside one
 // that has its own entry (server/api, server/ui, ...): a package belongs to the longest entry
 // its path starts with, and within a part imports are free. It is the whole rule: .golangci.yml's
 // depguard denies the main upward imports for editors, a part of the same, and this test makes
 // `make test` hold the line without it.
 //
+// The product binary (cmd/shoal) links what an operator runs: never the measuring apparatus
+// (bench, the fleet simulator worker/fleet, demo), which is cmd/shoal-bench's; its tests may
+// drive a server with it (testImports).
+//
 // Inside server the rule is: server wires its parts and lists every route; server/api (the
 // worker and JSON API) and server/ui (the web UI) never import server nor each other, and share
 // only server/guard; server/ui/live never imports the web UI it streams.
 var allowedImports = map[string][]string{
-	"cmd":               {"node", "server", "scheduler", "worker", "protocol", "rundb", "tokenpool", "stats", "metrics", "config", "demo", "bench", "gitmirror", "books"},
+	"cmd/shoal":         {"node", "server", "scheduler", "worker", "protocol", "rundb", "tokenpool", "stats", "metrics", "config", "gitmirror", "books"},
+	"cmd/shoal-bench":   {"node", "scheduler", "worker", "worker/fleet", "protocol", "rundb", "config", "demo", "bench"},
 	"node":              {"server", "scheduler", "rundb", "tokenpool", "metrics", "config", "gitmirror", "books"},
 	"server":            {"server/api", "server/ui", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books"},
 	"server/api":        {"server/guard", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
@@ -45,15 +50,18 @@ var allowedImports = map[string][]string{
 	"gitmirror":         {"filelock"},
 	"filelock":          {},
 	"books":             {"protocol"},
-	"demo":              {"scheduler", "rundb", "worker", "protocol", "gitmirror"},
-	"bench":             {"demo", "rundb", "worker", "protocol", "config"},
+	"worker/fleet":      {"worker", "protocol"},
+	"demo":              {"scheduler", "rundb", "worker", "worker/fleet", "protocol", "gitmirror"},
+	"bench":             {"demo", "rundb", "worker", "worker/fleet", "protocol", "config"},
 }
 
-// testImports are the parts a part's test files may import besides allowedImports. The API's
+// testImports are the parts a part's test files may import besides allowedImports. The product's
+// end-to-end tests drive its servers with the simulated fleet and the demo's accounts. The API's
 // and the web UI's tests drive the whole server, which routes to their handlers; Go's import
 // cycle check keeps such an import to their external test packages (package api_test,
 // ui_test), so the packages themselves still never import server.
 var testImports = map[string][]string{
+	"cmd/shoal":  {"demo", "bench", "worker/fleet"},
 	"server":     {"server/servertest"},
 	"server/api": {"server", "server/servertest"},
 	"server/ui":  {"server", "server/servertest"},
