@@ -118,8 +118,8 @@ type Instance struct {
 type Env struct {
 	// Logger receives the instance's log.
 	Logger *slog.Logger
-	// Getenv reads the environment: SHOAL_ADMIN_PASSWORD, and the crash tests' fault injection
-	// (CrashInWriteEnv).
+	// Getenv reads the environment: SHOAL_ADMIN_PASSWORD, and in a build with the faultinject
+	// tag the crash tests' fault injection (CrashInWriteEnv).
 	Getenv func(string) string
 	// Stdout is where the first admin's password is printed, once.
 	Stdout io.Writer
