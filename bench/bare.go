@@ -50,14 +50,14 @@ func ServeBare(ctx context.Context, args []string) error {
 	return nil
 }
 
-// bareServer is a running `shoal bench-bare`.
+// bareServer is a running `shoal-bench bench-bare`.
 type bareServer struct {
 	cmd  *exec.Cmd
 	url  string
 	done chan struct{}
 }
 
-// startBare starts `shoal bench-bare` on a loopback port, pinned like the servers, and waits
+// startBare starts `shoal-bench bench-bare` on a loopback port, pinned like the servers, and waits
 // until it accepts connections.
 func startBare(ctx context.Context, set plan) (*bareServer, error) {
 	port, err := LoopbackPort()
