@@ -19,7 +19,7 @@ import (
 	"github.com/shoal-chess/shoal/worker/uci"
 )
 
-// Real is what `shoal demo --engine` plays: an SPRT between two configurations of one
+// Real is what `shoal-bench demo --engine` plays: an SPRT between two configurations of one
 // engine, decided by local workers playing real games.
 type Real struct {
 	Engine, NewOptions, BaseOptions, TC string

@@ -23,7 +23,7 @@ import (
 	"github.com/shoal-chess/shoal/worker/build"
 )
 
-// Source is what `shoal demo --source` plays: a patch submitted by branch name in a repository
+// Source is what `shoal-bench demo --source` plays: a patch submitted by branch name in a repository
 // the server mirrors, built from the server's sources by a local worker and played for a fixed
 // number of games.
 type Source struct {

@@ -185,10 +185,8 @@ func (d dbRuns) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, er
 //
 // A primary serves while it loads so that a fleet that comes back to a restarted server is
 // answered at once: connections made while nothing answered would wait in the listen backlog
-// for the whole load, past its 4,096 places the kernel drops them (a client tries again a
-// second later, then three), and the load's end would release them all at once. In the
-// reconnect benchmark (a restart under 500,000 equivalent workers, docs/benchmarks/README.md),
-// four runs each way: the fleet's beat p99 over the whole run went from 2.0-2.6 s to 20-105 ms.
+// for the whole load, past its places the kernel drops them, and the load's end would release
+// them all at once (docs/benchmarks/README.md, "The reconnection storm at 500,000").
 func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err error) {
 	logger, getenv, stdout := env.Logger, env.Getenv, env.Stdout
 	// Listen first, the profiles' address too: a taken port should fail before the database

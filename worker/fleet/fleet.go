@@ -137,7 +137,7 @@ type Options struct {
 	// in process i modulo Processes, each with its own connection pool, heap and collector:
 	// a collection then holds back a share of the workers, for the time it takes to mark a
 	// share of the heap. Each is started with ShardCommand, a command that hands its standard
-	// input and output to ServeShard (`shoal fleet-shard`), and inherits this process's
+	// input and output to ServeShard (`shoal-bench fleet-shard`), and inherits this process's
 	// collector setting and GOMAXPROCS. This process checks the server, paces the run and
 	// merges what they recorded into one report, as if one process had run them all.
 	Processes    int      `json:"-"`

@@ -18,7 +18,7 @@ import (
 )
 
 // Report is what a fleet run did and found. Its JSON form (the keys below) is what
-// `shoal fleet --json` writes; WriteText renders it for a person.
+// `shoal-bench fleet --json` writes; WriteText renders it for a person.
 type Report struct {
 	// The fleet: its size, the cores each worker announced, how the workers arrived and how
 	// time was compressed.
