@@ -39,6 +39,16 @@ type profileLine struct {
 // profileTop is how many functions a summary lists.
 const profileTop = 25
 
+// cut is p listing its top n functions at most; p is unchanged, and nil stays nil.
+func (p *profileSummary) cut(n int) *profileSummary {
+	if p == nil || len(p.Top) <= n {
+		return p
+	}
+	short := *p
+	short.Top = p.Top[:n]
+	return &short
+}
+
 // captureProfiles records, from the server's pprof listener, a CPU profile for d (at least a
 // second) and, over the same time, its block and mutex profiles (what goroutines waited for, and
 // on which locks) and, if withTrace, an execution trace of the first traceFor of it; then its

@@ -109,8 +109,7 @@ func benchReconnect(ctx context.Context, set plan, sc *scenarioReport, stderr io
 	downAt, upAt := r.down.Sub(start).Seconds(), r.up.Sub(start).Seconds()
 	sc.figure("restart: the server told to stop (after the first arrival)", downAt, "s")
 	sc.figure("restart: the server away (told to stop to serving as the primary again)", upAt-downAt, "s")
-	tl := rep.Timeline
-	sc.Timeline = tl
+	tl := rep.Timeline // judged here, not reported: the report holds figures
 	if before := int(downAt) - 1; before >= 0 && before < len(tl) {
 		sc.figure("workers holding a task the second before the restart", float64(tl[before].Busy), "workers")
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -81,9 +82,6 @@ type scenarioReport struct {
 	Profile *profileSummary `json:"profile,omitempty"`
 	// FleetProfile is the bench process's own (the fleet's) CPU profile, over the same time.
 	FleetProfile *profileSummary `json:"fleet_profile,omitempty"`
-	// Timeline is the fleet's beats second by second, for a scenario judged by when they were
-	// steady (reconnect).
-	Timeline []fleet.TimelineSecond `json:"timeline,omitempty"`
 }
 
 // readMachine describes this machine from /proc.
@@ -120,16 +118,58 @@ func gitDescribe() string {
 	return strings.TrimSpace(string(out))
 }
 
-// writeBenchReport writes report.json and report.md to dir.
+// writeBenchReport writes report.json and report.md to dir: rep with each leg's profiles listing
+// their top legProfileTop functions, and in report.json every figure, target and profile line
+// on a line of its own, so that the report stays small enough to keep in docs/benchmarks and to
+// read.
 func writeBenchReport(dir string, rep *benchReport) error {
+	rep = rep.withShortLegProfiles()
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(oneLineLeaves(data), '\n'), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(benchMarkdown(rep)), 0o644)
+}
+
+// legProfileTop is how many functions a leg's profile summaries list: a leg is one of several
+// runs of a scenario (durability's, capacity's steps), and its profiles are on disk whole.
+const legProfileTop = 10
+
+// withShortLegProfiles is rep with the profile summaries of its legs (the sections of
+// legScenarios named <scenario>-<n>-...) cut to legProfileTop functions; rep is unchanged.
+func (rep *benchReport) withShortLegProfiles() *benchReport {
+	short := *rep
+	short.Scenarios = make(map[string]*scenarioReport, len(rep.Scenarios))
+	for name, sc := range rep.Scenarios {
+		if legNumber(name) > 0 && slices.ContainsFunc(legScenarios, func(s string) bool { return strings.HasPrefix(name, s+"-") }) {
+			leg := *sc
+			leg.Profile, leg.FleetProfile = sc.Profile.cut(legProfileTop), sc.FleetProfile.cut(legProfileTop)
+			sc = &leg
+		}
+		short.Scenarios[name] = sc
+	}
+	return &short
+}
+
+// leafJSON matches, in indented JSON, an object or array that holds no other: its opening,
+// its members across lines, and its closing. Its members hold no bracket (a string with one
+// leaves its object as it is).
+var leafJSON = regexp.MustCompile(`([{\[])\n\s*([^{}\[\]]*?)\n\s*([}\]])`)
+
+// lineBreaks are the line breaks and indents between a leaf's members.
+var lineBreaks = regexp.MustCompile(`\n\s*`)
+
+// oneLineLeaves rewrites indented JSON so that each object or array holding no other sits on
+// one line: a figure, a target or a profile's function per line.
+func oneLineLeaves(data []byte) []byte {
+	return leafJSON.ReplaceAllFunc(data, func(m []byte) []byte {
+		sub := leafJSON.FindSubmatch(m)
+		inner := lineBreaks.ReplaceAll(sub[2], []byte(" "))
+		return append(append(append([]byte{}, sub[1]...), inner...), sub[3]...)
+	})
 }
 
 // benchMarkdown is the report for people.
