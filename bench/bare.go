@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// BareCommand is the shoal subcommand that runs ServeBare: the ceiling scenario starts it as a
+// BareCommand is the shoal-bench subcommand that runs ServeBare: the ceiling scenario starts it as a
 // process of its own, on the server's core, so that its CPU per request is measured the way the
 // server's is.
 const BareCommand = "bench-bare"
@@ -32,10 +32,10 @@ func bareHandler() http.Handler {
 	})
 }
 
-// ServeBare serves the bare JSON handler on addr until ctx ends (`shoal bench-bare ADDR`).
+// ServeBare serves the bare JSON handler on addr until ctx ends (`shoal-bench bench-bare ADDR`).
 func ServeBare(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return fmt.Errorf("usage: shoal %s HOST:PORT", BareCommand)
+		return fmt.Errorf("usage: shoal-bench %s HOST:PORT", BareCommand)
 	}
 	l, err := net.Listen("tcp", args[0])
 	if err != nil {
@@ -50,14 +50,14 @@ func ServeBare(ctx context.Context, args []string) error {
 	return nil
 }
 
-// bareServer is a running `shoal bench-bare`.
+// bareServer is a running `shoal-bench bench-bare`.
 type bareServer struct {
 	cmd  *exec.Cmd
 	url  string
 	done chan struct{}
 }
 
-// startBare starts `shoal bench-bare` on a loopback port, pinned like the servers, and waits
+// startBare starts `shoal-bench bench-bare` on a loopback port, pinned like the servers, and waits
 // until it accepts connections.
 func startBare(ctx context.Context, set plan) (*bareServer, error) {
 	port, err := LoopbackPort()
@@ -66,7 +66,7 @@ func startBare(ctx context.Context, set plan) (*bareServer, error) {
 	}
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	b := &bareServer{url: "http://" + addr + "/api/beat", done: make(chan struct{})}
-	b.cmd = set.onServerCore(set.exe, BareCommand, addr)
+	b.cmd = set.onServerCore(set.self, BareCommand, addr)
 	var out strings.Builder
 	b.cmd.Stdout, b.cmd.Stderr = &out, &out
 	if err := b.cmd.Start(); err != nil {

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -554,5 +557,51 @@ func TestPairedRatiosCancelTheOrder(t *testing.T) {
 	}
 	if _, ok := this1.value("ratio to the baseline: update_task p99"); ok {
 		t.Error("a ratio of a figure the legs lack")
+	}
+}
+
+// report.json puts each figure on a line of its own and says what the indented encoding says;
+// a leg's profiles list their top functions only, the scenario's their whole summary.
+func TestWriteBenchReportIsSmall(t *testing.T) {
+	rep := goldenReport()
+	var top []profileLine
+	for i := range profileTop {
+		top = append(top, profileLine{Function: fmt.Sprintf("f%d", i), CumPct: float64(profileTop - i)})
+	}
+	leg := &scenarioReport{Figures: []benchFigure{{Name: "beat p99", Value: 1.5, Unit: "ms"}},
+		Profile: &profileSummary{Top: top}, FleetProfile: &profileSummary{Top: top}}
+	rep.Scenarios["durability-1-journal-off"] = leg
+	rep.Scenarios["steady"].Profile = &profileSummary{Top: top}
+	dir := t.TempDir()
+	if err := writeBenchReport(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\s*\{"name": "beat p99", "value": 1.5, "unit": "ms"\},?$`).Match(data) {
+		t.Errorf("a figure is not a line of its own:\n%s", data)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	indented, _ := json.MarshalIndent(rep.withShortLegProfiles(), "", "  ")
+	if err := json.Unmarshal(indented, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("report.json does not say what the indented report says")
+	}
+	if n := len(rep.Scenarios["durability-1-journal-off"].Profile.Top); n != profileTop {
+		t.Errorf("writing the report cut the report's own leg profile to %d functions", n)
+	}
+	short := rep.withShortLegProfiles()
+	if n, m := len(short.Scenarios["durability-1-journal-off"].Profile.Top), len(short.Scenarios["durability-1-journal-off"].FleetProfile.Top); n != legProfileTop || m != legProfileTop {
+		t.Errorf("a leg's profiles list %d and %d functions, want %d", n, m, legProfileTop)
+	}
+	if n := len(short.Scenarios["steady"].Profile.Top); n != profileTop {
+		t.Errorf("steady's profile lists %d functions, want all %d", n, profileTop)
 	}
 }

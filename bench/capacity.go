@@ -17,7 +17,7 @@ const capacityFleet = 500000
 // capacityTooBusy names a step's too-busy replies as a share of its request_task calls.
 const capacityTooBusy = "too-busy replies per request_task call"
 
-// capacityTarget is one of the targets a step of the capacity scenario is judged by,
+// capacityTarget is one of the targets a step of the capacity scenario is judged by,
 // over the whole run: the figure of the step's report it reads, and the limit the figure must
 // stay under. endpoint, if set, is the fleet's endpoint the figure is a latency of: a step whose
 // fleet never called it (upload_pgn, when no task ended within the step) cannot judge it.
@@ -26,7 +26,7 @@ type capacityTarget struct {
 	limit                                float64
 }
 
-// capacityTargets are the targets "on one server core over the whole run".
+// capacityTargets are the targets a server must hold on one core over the whole run.
 var capacityTargets = []capacityTarget{
 	{"beat p99 (whole run)", "beat p99", "ms", "< 25", "beat", 25},
 	{"update_task p99 (whole run)", "update_task p99", "ms", "< 50", "update_task", 50},
@@ -144,7 +144,7 @@ func climbCapacity(scales []float64, workers int, step func(i int, k float64) (c
 // benchCapacity is the capacity scenario: the steady scenario's fleet of set.Workers on
 // set.Runs runs, its time scale raised step by step through set.CapacityScales, each step on a
 // fresh server whose periods are compressed by the step's scale (ServerTimesAt) and for
-// set.capacityLeg. Each step is judged by the targets over its whole run (the fleet's
+// set.capacityLeg. Each step is judged by capacityTargets over its whole run (the fleet's
 // whole-run percentiles, the window's reported beside them), and the climb stops at the first
 // step that breaks one. Each step is a section of its own (capacityStep); the scenario's holds
 // each step's main figures and the headline: the largest equivalent fleet that held every target.

@@ -44,8 +44,8 @@ var durabilityFigures = []string{"steady: update_task p99", "steady: beat p99", 
 // set.durabilityLeg with the journal off, on, on, off, and reports each figure's ratio per round
 // (the mean of its legs with the journal over the mean of those without) and the median of the
 // rounds' ratios, which is what the targets judge: on a shared machine a noisy minute moves one
-// round's p99 several times over, and the median leaves that round out. The journal's target is
-// the issue's: update_task p99 at most 1.5 times what it is without; beat, which writes no
+// round's p99 several times over, and the median leaves that round out. The journal's target:
+// update_task p99 at most 1.5 times what it is without; beat, which writes no
 // record, should not move beyond the noise.
 func benchDurability(ctx context.Context, set plan, sc *scenarioReport, rep *benchReport, stdout, stderr io.Writer) error {
 	updateRatio, beatRatio, takeover := (*float64)(nil), (*float64)(nil), (*float64)(nil)

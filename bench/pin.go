@@ -11,25 +11,19 @@ import (
 )
 
 // The bench pins the server to one core and itself (the fleet) to the others, so that neither
-// takes the other's processor time: on two cores unpinned, the fleet's scheduling lag swamped
-// the server's latencies (the same steady settings gave an update_task p99 of 0.4 s in one leg
-// and 1.3 s in the next).
+// takes the other's processor time: unpinned, the fleet's scheduling lag swamps the server's
+// latencies (docs/benchmarks/README.md, "How it measures").
 
 // fleetProcs is the fleet's GOMAXPROCS when it has one CPU of its own: two processors on it, so
 // that its collector's mark worker runs on a thread of its own, which the kernel interleaves
 // with the workers' thread, instead of in the workers' place on the one processor Go would
-// give it (where each cycle queued a thousand of them for 100-220 ms, every 15-19 s at 500,000
-// equivalent workers). The capacity step at 500,000 (`--capacity-scales 50`, at 6465c84), two
-// runs each: beat p99 23.9 and 20.7 ms with two, 45.6 (profiles on) and 44.6 ms with one; the
-// fleet's CPU per request 50.7 and 50.4 µs with two, 52.3 µs with one.
+// give it, where each cycle queues the workers (docs/benchmarks/README.md, "500,000 held").
 const fleetProcs = 2
 
 // defaultFleetProcesses is how many processes the fleets of steady, durability and capacity
 // are split over (fleet.Options.Processes), each with fleetProcs Go processors on the fleet's
-// CPU. One 500,000 step each (`--capacity-scales 50 --profiles off --fleet-processes P`, at
-// b4ca302, two steps of P = 1 and 4 alternating): whole-run beat p99 17.6 and 13.2 ms in one
-// process, 5.8 and 5.0 ms in four, 7.1 ms in eight; the fleet's CPU per request 52-54 µs in
-// one, 70-74 µs in four, 86 µs in eight. Four with one processor each: 8.5 ms, 72 µs.
+// CPU: four gave the quietest tails of one, four and eight, for some more CPU per request
+// (docs/benchmarks/README.md, "The fleet split over processes").
 const defaultFleetProcesses = 4
 
 // benchPinning says where the server and the bench run: the server on CPU 0 under taskset, the

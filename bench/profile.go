@@ -39,6 +39,16 @@ type profileLine struct {
 // profileTop is how many functions a summary lists.
 const profileTop = 25
 
+// cut is p listing its top n functions at most; p is unchanged, and nil stays nil.
+func (p *profileSummary) cut(n int) *profileSummary {
+	if p == nil || len(p.Top) <= n {
+		return p
+	}
+	short := *p
+	short.Top = p.Top[:n]
+	return &short
+}
+
 // captureProfiles records, from the server's pprof listener, a CPU profile for d (at least a
 // second) and, over the same time, its block and mutex profiles (what goroutines waited for, and
 // on which locks) and, if withTrace, an execution trace of the first traceFor of it; then its
@@ -85,10 +95,8 @@ func captureProfiles(ctx context.Context, s *benchServer, dir, name string, d ti
 }
 
 // traceFor bounds the execution trace captureProfiles takes: a trace of a busy server grows
-// by megabytes a second and costs it some of its speed while it runs. More than speed: at
-// 500,000 equivalent workers its start and its stop each held back the requests of the next
-// 100 ms (1,249 of them over 25 ms after one stop), and once a second it walks every goroutine
-// (14 ms of the fleet's core at 10,000 workers). A run judged whole is traced no more.
+// by megabytes a second, and its start and stop hold back the requests around them
+// (docs/benchmarks/README.md, "At 500,000"). A run judged whole is traced no more.
 const traceFor = 5 * time.Second
 
 // captureFleet records a CPU profile of this process (the fleet and the load generator) for d,

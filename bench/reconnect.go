@@ -14,7 +14,7 @@ import (
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
-// The reconnect scenario (issue 14's reconnection storm): the whole fleet, every worker holding a
+// The reconnect scenario (a reconnection storm): the whole fleet, every worker holding a
 // task, sees its server restart and comes back to it at once.
 const (
 	// reconnectScale is its time scale: 10,000 workers stand for 500,000 (with --quick, the
@@ -87,11 +87,9 @@ func benchReconnect(ctx context.Context, set plan, sc *scenarioReport, stderr io
 			return
 		}
 		// The fleet collects its garbage while the server is away, when nothing it measures
-		// counts (beside the new server's start, not to lengthen the outage): its collector's
-		// cycle stalls its one core for 130-220 ms at this size, and the allocations of the
-		// outage (failed calls) brought one due about a second after the server's return, in
-		// the seconds judged (seen in traces of both processes: the fleet's goroutines queued
-		// behind its mark phase while the server idled at 30-50 %).
+		// counts (beside the new server's start, not to lengthen the outage): otherwise the
+		// outage's garbage brings a cycle, which stalls the fleet's core, into the seconds
+		// judged (docs/benchmarks/README.md, "The reconnection storm at 500,000").
 		collected := make(chan struct{})
 		down, up, err := s.restart(ctx, func() {
 			go func() { runtime.GC(); close(collected) }() // joined below
@@ -111,8 +109,7 @@ func benchReconnect(ctx context.Context, set plan, sc *scenarioReport, stderr io
 	downAt, upAt := r.down.Sub(start).Seconds(), r.up.Sub(start).Seconds()
 	sc.figure("restart: the server told to stop (after the first arrival)", downAt, "s")
 	sc.figure("restart: the server away (told to stop to serving as the primary again)", upAt-downAt, "s")
-	tl := rep.Timeline
-	sc.Timeline = tl
+	tl := rep.Timeline // judged here, not reported: the report holds figures
 	if before := int(downAt) - 1; before >= 0 && before < len(tl) {
 		sc.figure("workers holding a task the second before the restart", float64(tl[before].Busy), "workers")
 	}

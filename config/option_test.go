@@ -11,7 +11,7 @@ import (
 )
 
 // tool is the settings of a command with a file, a key that the environment also sets, and
-// keys that are flags alone, like `shoal fleet` or `shoal bench`.
+// keys that are flags alone, like `shoal-bench fleet` or `shoal-bench bench`.
 type tool struct {
 	Server string
 	Seed   uint64

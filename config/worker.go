@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// DefaultServer is where the client commands (`shoal worker`, `shoal fleet`, `shoal run`) send
-// their requests without --server: a local `shoal serve` with its default address.
+// DefaultServer is where the client commands (`shoal worker`, `shoal run`, `shoal-bench fleet`)
+// send their requests without --server: a local `shoal serve` with its default address.
 const DefaultServer = "http://127.0.0.1:8000"
 
 // workerConfigEnv names the worker's configuration file when no --config flag is given. It is

@@ -1,4 +1,4 @@
-// Package demo is `shoal demo` once its server runs: an SPRT test submitted and approved
+// Package demo is `shoal-bench demo` once its server runs: an SPRT test submitted and approved
 // through the API and decided by a simulated fleet (RunSimulated) or by local workers playing
 // real games (RunReal). It also holds what every simulation against a server needs, which the
 // bench and the end-to-end tests share: the demo's accounts (Users, CreateUsers, AddUsersCLI)
@@ -177,7 +177,7 @@ type Simulated struct {
 	Limit          time.Duration
 	Seed           uint64 // the fleet's random seed (0: random)
 	// Report, if set, is given the fleet's report as soon as the fleet stops, before the
-	// verdict is read (`shoal demo --json` writes it to a file); its error ends the demo.
+	// verdict is read (`shoal-bench demo --json` writes it to a file); its error ends the demo.
 	Report func(*fleet.Report) error
 	// Terminal says stdout is a terminal, where the fleet's progress redraws one line.
 	Terminal bool

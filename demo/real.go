@@ -19,7 +19,7 @@ import (
 	"github.com/shoal-chess/shoal/worker/uci"
 )
 
-// Real is what `shoal demo --engine` plays: an SPRT between two configurations of one
+// Real is what `shoal-bench demo --engine` plays: an SPRT between two configurations of one
 // engine, decided by local workers playing real games.
 type Real struct {
 	Engine, NewOptions, BaseOptions, TC string
@@ -36,9 +36,39 @@ func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.W
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	bench, err := uci.Bench(ctx, d.Engine, 16, 1, 13)
+	id, req, err := submitReal(ctx, base, users, d, stdout)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
+	}
+	pool, err := startWorkers(ctx, base, users.Workers, d)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer pool.stopHard()
+	start := time.Now()
+	e, err := followSPRT(ctx, base, id, d.Limit, pool.errs, stdout)
+	pool.stop()
+	if err != nil {
+		return err
+	}
+	verdict := printVerdict(stdout, id, e, "out of time", time.Since(start).Seconds())
+	fmt.Fprintf(stdout, "  Elo %+.2f [%+.2f, %+.2f] (LOS %.1f%%)\n", e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1], 100*e.Elo.LOS)
+	if err := checkRealPGNs(ctx, base, id, req.NewTag, d, e, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "  The run's page: %s/tests/view/%s (the server stops with the demo)\n", base, id)
+	if verdict != "ACCEPTED" && verdict != "REJECTED" {
+		return errors.New("demo: the test was not decided in time")
+	}
+	return nil
+}
+
+// submitReal submits and approves the real-games SPRT, the engine's bench as both signatures,
+// and says so on stdout. It returns the run's id and what was submitted.
+func submitReal(ctx context.Context, base string, users Users, d Real, stdout io.Writer) (string, protocol.RunRequest, error) {
+	bench, err := uci.Bench(ctx, d.Engine, 16, 1, 13)
+	if err != nil {
+		return "", protocol.RunRequest{}, err
 	}
 	sig := strconv.FormatInt(bench.Nodes, 10)
 	req := RunRequest(fmt.Sprintf("Shoal demo: %s (%s) against itself (%s)", d.Engine, d.NewOptions, d.BaseOptions))
@@ -48,7 +78,7 @@ func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.W
 	req.SPRT = &protocol.SPRTRequest{Elo0: new(0.0), Elo1: new(10.0)}
 	id, err := SubmitRun(ctx, base, users, req)
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return "", req, err
 	}
 	fmt.Fprintf(stdout, "%s submitted SPRT[0, 10] at %s as run %s; %s approved it (%s/tests/view/%s).\n",
 		users.Submitter.Name, d.TC, id, users.Approver.Name, base, id)
@@ -59,62 +89,81 @@ func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.W
 	}
 	fmt.Fprintf(stdout, "Starting %d workers playing real games with %s (bench %s nodes; %s %s)...\n",
 		d.Workers, d.Engine, sig, d.TC, played)
+	return id, req, nil
+}
 
+// workerPool is the real-games demo's local workers, each running in a goroutine of its own
+// until stop. errs gets the error of a worker that stopped by itself.
+type workerPool struct {
+	workers  []*worker.Worker
+	wg       sync.WaitGroup
+	errs     chan error
+	stopHard context.CancelFunc
+}
+
+// startWorkers starts d.Workers workers of one core each, logging in as account, playing with
+// d.Engine. They run on past ctx's end until stopped: the demo stops them itself.
+func startWorkers(ctx context.Context, base string, account Account, d Real) (*workerPool, error) {
 	wctx, stopHard := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopHard()
+	p := &workerPool{errs: make(chan error, d.Workers), stopHard: stopHard}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var workers []*worker.Worker
-	var wg sync.WaitGroup
-	errs := make(chan error, d.Workers)
 	for i := range d.Workers {
-		w, err := worker.New(worker.Config{ServerURL: base, Username: users.Workers.Name, Password: users.Workers.Password,
+		w, err := worker.New(worker.Config{ServerURL: base, Username: account.Name, Password: account.Password,
 			Concurrency: 1, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("demo%d", i)), Logger: quiet},
 			&worker.EngineSource{Engine: d.Engine, Concurrency: 1, Factor: d.Speed})
 		if err != nil {
-			return fmt.Errorf("demo: %w", err)
+			stopHard()
+			return nil, err
 		}
-		workers = append(workers, w)
-		wg.Go(func() {
+		p.workers = append(p.workers, w)
+		p.wg.Go(func() {
 			if err := w.Run(wctx); err != nil && wctx.Err() == nil {
-				errs <- err
+				p.errs <- err
 			}
 		})
 	}
-	stopWorkers := func() {
-		for _, w := range workers {
-			w.Stop()
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			stopHard()
-			<-done
-		}
-	}
+	return p, nil
+}
 
+// stop asks every worker to finish its game and waits for them; after 30 s it stops them at
+// once.
+func (p *workerPool) stop() {
+	for _, w := range p.workers {
+		w.Stop()
+	}
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		p.stopHard()
+		<-done
+	}
+}
+
+// followSPRT shows run id's progress every 5 s, when it changed, until the SPRT is decided or
+// limit passes, and returns its last state. A worker's error (from errs) or ctx's end stops it
+// with an error.
+func followSPRT(ctx context.Context, base, id string, limit time.Duration, errs <-chan error, stdout io.Writer) (*eloReply, error) {
 	start := time.Now()
-	deadline := time.After(d.Limit)
+	deadline := time.After(limit)
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	var e *eloReply
+	var err error
 	shown := -1
 	for decided := false; !decided; {
 		select {
 		case <-ctx.Done():
-			stopWorkers()
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-deadline:
 			decided = true
 		case err := <-errs:
-			stopWorkers()
-			return fmt.Errorf("demo: a worker stopped: %w", err)
+			return nil, fmt.Errorf("demo: a worker stopped: %w", err)
 		case <-tick.C:
 		}
 		if e, err = getElo(ctx, base, id); err != nil {
-			stopWorkers()
-			return fmt.Errorf("demo: %w", err)
+			return nil, fmt.Errorf("demo: %w", err)
 		}
 		r := e.Results
 		decided = decided || e.Finished
@@ -127,11 +176,14 @@ func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.W
 			time.Since(start).Seconds(), r.Wins+r.Losses+r.Draws, r.Wins, r.Losses, r.Draws,
 			e.Args.SPRT.LLR, e.Args.SPRT.LowerBound, e.Args.SPRT.UpperBound, e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1])
 	}
-	stopWorkers()
+	return e, nil
+}
 
-	verdict := printVerdict(stdout, id, e, "out of time", time.Since(start).Seconds())
-	fmt.Fprintf(stdout, "  Elo %+.2f [%+.2f, %+.2f] (LOS %.1f%%)\n", e.Elo.Elo, e.Elo.CI[0], e.Elo.CI[1], 100*e.Elo.LOS)
-	pgns, err := checkRunPGNs(ctx, base, id, req.NewTag)
+// checkRealPGNs checks the run's uploaded games against its results e: every one replays, their
+// results add up to the run's, and each carries the run's time control and, with d.Speed, the
+// one played.
+func checkRealPGNs(ctx context.Context, base, id, newTag string, d Real, e *eloReply, stdout io.Writer) error {
+	pgns, err := checkRunPGNs(ctx, base, id, newTag)
 	if err != nil {
 		return fmt.Errorf("demo: the uploaded games: %w", err)
 	}
@@ -148,10 +200,6 @@ func RunReal(ctx context.Context, base string, db *rundb.DB, d Real, stdout io.W
 		if want := tc.Scaled(d.Speed).String(); pgns.tcs[want] != pgns.games {
 			return fmt.Errorf("demo: the games' time controls %v, want %s in every one", pgns.tcs, want)
 		}
-	}
-	fmt.Fprintf(stdout, "  The run's page: %s/tests/view/%s (the server stops with the demo)\n", base, id)
-	if verdict != "ACCEPTED" && verdict != "REJECTED" {
-		return errors.New("demo: the test was not decided in time")
 	}
 	return nil
 }

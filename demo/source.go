@@ -23,9 +23,9 @@ import (
 	"github.com/shoal-chess/shoal/worker/build"
 )
 
-// Source is what `shoal demo --source` plays: a patch submitted by branch name in a repository
-// the server mirrors, built from the server's sources by a local worker and played for a fixed
-// number of games.
+// Source is what `shoal-bench demo --source` plays: a patch submitted by branch name in a
+// repository the server mirrors, built from the server's sources by a local worker and played
+// for a fixed number of games.
 type Source struct {
 	// Repo is the repository, a local path the server allows; NewTag and BaseTag its branches.
 	Repo, NewTag, BaseTag string
@@ -65,25 +65,10 @@ func RunSource(ctx context.Context, base string, db *rundb.DB, d Source, stdout 
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	req := RunRequest("")
-	req.TestsRepo, req.NewTag, req.BaseTag, req.TC = d.Repo, d.NewTag, d.BaseTag, d.TC
-	req.ResolvedNew, req.ResolvedBase, req.NewSignature, req.BaseSignature = "", "", "", ""
-	req.NumGames = 1000
-	fmt.Fprintf(stdout, "%s submits %s against %s by branch name, in %s...\n", users.Submitter.Name, d.NewTag, d.BaseTag, d.Repo)
-	id, err := SubmitRun(ctx, base, users, req)
+	id, args, err := submitSource(ctx, base, users, d, stdout)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	r, err := getRun(ctx, base, id)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	a := r.Args
-	fmt.Fprintf(stdout, "The server resolved them from its mirror of the repository:\n")
-	fmt.Fprintf(stdout, "  new  %-26s %s  bench %s  %q\n", a.NewTag, a.ResolvedNew, a.NewSignature, a.MsgNew)
-	fmt.Fprintf(stdout, "  base %-26s %s  bench %s  %q\n", a.BaseTag, a.ResolvedBase, a.BaseSignature, a.MsgBase)
-	fmt.Fprintf(stdout, "%s approved it after reading the patch: %s/tests/view/%s#patch\n", users.Approver.Name, base, id)
-
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	builder, err := build.New(build.Config{Dir: d.WorkerDir, Jobs: d.Concurrency, Logger: logger})
 	if err != nil {
@@ -99,44 +84,99 @@ func RunSource(ctx context.Context, base string, db *rundb.DB, d Source, stdout 
 	played := fmt.Sprintf("%s played %g times as long", d.TC, d.Speed)
 	fmt.Fprintf(stdout, "A local worker (%d cores, directory %s) builds both commits from the server's sources and plays %d games at %s...\n",
 		d.Concurrency, d.WorkerDir, d.Games, played)
-	wctx, stopHard := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopHard()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	stopWorker := func() error {
-		w.Stop()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(2 * time.Minute):
-			stopHard()
-			return <-done
-		}
+	rw := startWorker(ctx, w)
+	defer rw.stopHard()
+	start := time.Now()
+	if err := playGames(ctx, base, id, users.Submitter.Name, d, rw, stdout); err != nil {
+		return err
 	}
+	if err := rw.stop(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("demo: the worker: %w", err)
+	}
+	return showSourceResult(ctx, base, id, args.NewTag, start, stdout)
+}
 
+// submitSource submits the patch by branch names alone and approves it, showing on stdout what
+// the server resolved the branches to. It returns the run's id and arguments.
+func submitSource(ctx context.Context, base string, users Users, d Source, stdout io.Writer) (string, protocol.RunArgs, error) {
+	req := RunRequest("")
+	req.TestsRepo, req.NewTag, req.BaseTag, req.TC = d.Repo, d.NewTag, d.BaseTag, d.TC
+	req.ResolvedNew, req.ResolvedBase, req.NewSignature, req.BaseSignature = "", "", "", ""
+	req.NumGames = 1000
+	fmt.Fprintf(stdout, "%s submits %s against %s by branch name, in %s...\n", users.Submitter.Name, d.NewTag, d.BaseTag, d.Repo)
+	id, err := SubmitRun(ctx, base, users, req)
+	if err != nil {
+		return "", protocol.RunArgs{}, err
+	}
+	r, err := getRun(ctx, base, id)
+	if err != nil {
+		return "", protocol.RunArgs{}, err
+	}
+	a := r.Args
+	fmt.Fprintf(stdout, "The server resolved them from its mirror of the repository:\n")
+	fmt.Fprintf(stdout, "  new  %-26s %s  bench %s  %q\n", a.NewTag, a.ResolvedNew, a.NewSignature, a.MsgNew)
+	fmt.Fprintf(stdout, "  base %-26s %s  bench %s  %q\n", a.BaseTag, a.ResolvedBase, a.BaseSignature, a.MsgBase)
+	fmt.Fprintf(stdout, "%s approved it after reading the patch: %s/tests/view/%s#patch\n", users.Approver.Name, base, id)
+	return id, a, nil
+}
+
+// runningWorker is a worker running in a goroutine of its own; done gets what its Run returns.
+type runningWorker struct {
+	w        *worker.Worker
+	done     chan error
+	stopHard context.CancelFunc
+}
+
+// startWorker runs w until it is stopped: it runs on past ctx's end, since the demo stops it
+// itself.
+func startWorker(ctx context.Context, w *worker.Worker) *runningWorker {
+	wctx, stopHard := context.WithCancel(context.WithoutCancel(ctx))
+	rw := &runningWorker{w: w, done: make(chan error, 1), stopHard: stopHard}
+	go func() { rw.done <- w.Run(wctx) }() // joined by stop, or by the demo's end
+	return rw
+}
+
+// stop asks the worker to finish and returns what its Run returned; after two minutes it stops
+// it at once.
+func (rw *runningWorker) stop() error {
+	rw.w.Stop()
+	select {
+	case err := <-rw.done:
+		return err
+	case <-time.After(2 * time.Minute):
+		rw.stopHard()
+		return <-rw.done
+	}
+}
+
+// playGames shows run id's games every 5 s, when their number changed, and stops the run as
+// owner once d.Games are played. The worker's end, the run's, ctx's or d.Limit passing first is
+// an error; all but the worker's own end stop the worker.
+func playGames(ctx context.Context, base, id, owner string, d Source, rw *runningWorker, stdout io.Writer) error {
 	start := time.Now()
 	deadline := time.After(d.Limit)
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
-	shown, stopped := -1, false
-	for !stopped {
+	shown := -1
+	for {
 		select {
 		case <-ctx.Done():
-			_ = stopWorker()
+			_ = rw.stop()
 			return ctx.Err()
 		case <-deadline:
-			_ = stopWorker()
+			_ = rw.stop()
 			return fmt.Errorf("demo: %d games not played in %v", d.Games, d.Limit)
-		case err := <-done:
+		case err := <-rw.done:
 			return fmt.Errorf("demo: the worker stopped: %v", err)
 		case <-tick.C:
 		}
-		if r, err = getRun(ctx, base, id); err != nil {
-			_ = stopWorker()
+		r, err := getRun(ctx, base, id)
+		if err != nil {
+			_ = rw.stop()
 			return fmt.Errorf("demo: %w", err)
 		}
 		if r.Finished {
-			_ = stopWorker()
+			_ = rw.stop()
 			return fmt.Errorf("demo: the run stopped after %d games (failed: %v): see %s/tests/view/%s", r.games(), r.Failed, base, id)
 		}
 		if n := r.games(); n != shown {
@@ -146,17 +186,20 @@ func RunSource(ctx context.Context, base string, db *rundb.DB, d Source, stdout 
 		}
 		if r.games() >= d.Games {
 			oid, _ := rundb.ParseObjectID(id)
-			if err := d.Stop(ctx, oid, users.Submitter.Name); err != nil {
-				_ = stopWorker()
+			if err := d.Stop(ctx, oid, owner); err != nil {
+				_ = rw.stop()
 				return fmt.Errorf("demo: stop the run: %w", err)
 			}
-			stopped = true
+			return nil
 		}
 	}
-	if err := stopWorker(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("demo: the worker: %w", err)
-	}
-	if r, err = getRun(ctx, base, id); err != nil {
+}
+
+// showSourceResult shows the stopped run's games, played since start, and their Elo, and checks
+// every uploaded game: it replays, and the results add up to the run's.
+func showSourceResult(ctx context.Context, base, id, newTag string, start time.Time, stdout io.Writer) error {
+	r, err := getRun(ctx, base, id)
+	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	res := r.Results
@@ -177,7 +220,7 @@ func RunSource(ctx context.Context, base string, db *rundb.DB, d Source, stdout 
 				e.Elo, e.CI[0], e.CI[1], 100*e.LOS)
 		}
 	}
-	pgns, err := checkRunPGNs(ctx, base, id, a.NewTag)
+	pgns, err := checkRunPGNs(ctx, base, id, newTag)
 	if err != nil {
 		return fmt.Errorf("demo: the uploaded games: %w", err)
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb/journal"
@@ -69,9 +66,7 @@ func (inst *Instance) becomePrimary(ctx context.Context, lease journal.Lease) (_
 	} else {
 		logger.Warn("journal off: results acknowledged since a run's last write are lost if the server crashes, and no standby can take over")
 	}
-	if n, err := strconv.Atoi(inst.getenv(CrashInWriteEnv)); err == nil && n > 0 {
-		pcfg.WriteHook = crashInWrite(n, inst)
-	}
+	pcfg.WriteHook = inst.writeFault()
 	p.Primary = scheduler.NewPrimary(pcfg, inst.db, logger)
 	if err := p.Start(ctx); err != nil {
 		return nil, err
@@ -210,18 +205,7 @@ func (inst *Instance) followLease(ctx context.Context) {
 	}
 }
 
-// CrashInWriteEnv, for the crash tests only, makes the server kill itself (SIGKILL) during its
-// Nth run write, so that a test can show what a crash in the middle of one leaves.
+// CrashInWriteEnv, in a binary built with the faultinject tag (the crash tests'), makes the
+// server kill itself (SIGKILL) during its Nth run write, so that a test can show what a crash in
+// the middle of one leaves. Other builds ignore it (faultinject_off.go).
 const CrashInWriteEnv = "SHOAL_TEST_CRASH_IN_RUN_WRITE"
-
-// crashInWrite returns a run-cache write hook that, at the nth write, sends the process a
-// SIGKILL as the write goes to the database.
-func crashInWrite(n int, inst *Instance) func() {
-	var writes atomic.Int64
-	inst.logger.Warn("fault injection: this server kills itself during a run write", "write", n)
-	return func() {
-		if writes.Add(1) == int64(n) {
-			go func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }()
-		}
-	}
-}

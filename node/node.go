@@ -123,8 +123,8 @@ type Instance struct {
 type Env struct {
 	// Logger receives the instance's log.
 	Logger *slog.Logger
-	// Getenv reads the environment: SHOAL_ADMIN_PASSWORD, and the crash tests' fault injection
-	// (CrashInWriteEnv).
+	// Getenv reads the environment: SHOAL_ADMIN_PASSWORD, and in a build with the faultinject
+	// tag the crash tests' fault injection (CrashInWriteEnv).
 	Getenv func(string) string
 	// Stdout is where the first admin's password is printed, once.
 	Stdout io.Writer
@@ -190,9 +190,8 @@ func (d dbRuns) Snapshot(ctx context.Context, id rundb.ObjectID) (*rundb.Run, er
 //
 // A primary serves while it loads so that a fleet that comes back to a restarted server is
 // answered at once: connections made while nothing answered would wait in the listen backlog
-// for the whole load, past its 4,096 places the kernel drops them (a client tries again a
-// second later, then three), and the load's end would release them all at once
-// (docs/benchmarks/README.md, the reconnect scenario, has the figures).
+// for the whole load, past its places the kernel drops them, and the load's end would release
+// them all at once (docs/benchmarks/README.md, "The reconnection storm at 500,000").
 func Start(ctx context.Context, cfg config.Config, env Env) (_ *Instance, err error) {
 	logger, getenv, stdout := env.Logger, env.Getenv, env.Stdout
 	// Listen first, the profiles' address too: a taken port should fail before the database

@@ -7,9 +7,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,10 +21,12 @@ import (
 	"time"
 )
 
-func buildBinary(t *testing.T) string {
+// buildBinary builds the product binary, with the build tags given (the crash test's
+// faultinject), and returns its path.
+func buildBinary(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "shoal")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -77,6 +81,24 @@ func startBinaryUntil(t *testing.T, bin, dir string, ready *regexp.Regexp, env [
 		t.Fatalf("%s not ready after 60 s:\n%s", args[0], seen.String())
 	}
 	return nil, "", nil
+}
+
+// The product binary carries no fault injection and no measuring apparatus: the crash test's
+// hook is built only with the faultinject tag, and the bench and the fleet simulator are
+// shoal-bench's.
+func TestBinaryLeavesOutTheApparatus(t *testing.T) {
+	data, err := os.ReadFile(buildBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"fault injection: this server kills itself", "shoal/worker/fleet.", "shoal/bench."} {
+		if bytes.Contains(data, []byte(absent)) {
+			t.Errorf("the product binary contains %q", absent)
+		}
+	}
+	if tagged, err := os.ReadFile(buildBinary(t, "faultinject")); err != nil || !bytes.Contains(tagged, []byte("fault injection: this server kills itself")) {
+		t.Errorf("the faultinject build lacks the hook (read: %v): this test looks for the wrong text", err)
+	}
 }
 
 func TestBinaryServesStopsOnSignalAndKeepsData(t *testing.T) {

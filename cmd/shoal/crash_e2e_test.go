@@ -87,7 +87,7 @@ func TestE2ECrashLosesNoAcknowledgedGames(t *testing.T) {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	start := time.Now()
-	bin := buildBinary(t)
+	bin := buildBinary(t, "faultinject") // the only build that reads node.CrashInWriteEnv
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	users := addUsers(t, bin, data, 2*crashWorkers)

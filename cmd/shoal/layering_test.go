@@ -12,12 +12,16 @@ import (
 
 const module = "github.com/shoal-chess/shoal/"
 
-// allowedImports is the one-way package layering: which of Shoal's own packages
-// each part may import (tests included). A part is a top-level folder, or a folder inside one
+// allowedImports is the one-way package layering: which of Shoal's own packages each part may
+// import (tests included). A part is a top-level folder, or a folder inside one
 // that has its own entry (server/api, server/ui, ...): a package belongs to the longest entry
 // its path starts with, and within a part imports are free. It is the whole rule: .golangci.yml's
 // depguard denies the main upward imports for editors, a part of the same, and this test makes
 // `make test` hold the line without it.
+//
+// The product binary (cmd/shoal) links what an operator runs: never the measuring apparatus
+// (bench, the fleet simulator worker/fleet, demo), which is cmd/shoal-bench's; its tests may
+// drive a server with it (testImports).
 //
 // Inside server the rule is: server wires its parts and lists every route; server/api (the
 // worker and JSON API) and the web UI's packages never import server nor each other, and share
@@ -26,7 +30,8 @@ const module = "github.com/shoal-chess/shoal/"
 // the web UI it streams. server/ui/uitest, the UI's test kit, drives the whole server, and only
 // tests import it.
 var allowedImports = map[string][]string{
-	"cmd":                {"node", "server", "scheduler", "worker", "protocol", "rundb", "rundb/embedded", "tokenpool", "stats", "metrics", "config", "demo", "bench", "gitmirror", "books"},
+	"cmd/shoal":          {"node", "server", "scheduler", "worker", "protocol", "rundb", "rundb/embedded", "tokenpool", "stats", "metrics", "config", "gitmirror", "books"},
+	"cmd/shoal-bench":    {"node", "scheduler", "worker", "worker/fleet", "protocol", "rundb", "config", "demo", "bench"},
 	"node":               {"server", "server/guard", "scheduler", "rundb", "rundb/journal", "rundb/embedded", "tokenpool", "metrics", "config", "gitmirror", "books"},
 	"server":             {"server/api", "server/ui", "server/ui/runs", "server/ui/people", "server/ui/networks", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books"},
 	"server/api":         {"server/guard", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
@@ -55,11 +60,13 @@ var allowedImports = map[string][]string{
 	"gitmirror":          {"filelock"},
 	"filelock":           {},
 	"books":              {"protocol"},
-	"demo":               {"scheduler", "rundb", "worker", "protocol", "gitmirror"},
-	"bench":              {"demo", "rundb", "rundb/journal", "worker", "protocol", "config"},
+	"worker/fleet":       {"worker", "protocol"},
+	"demo":               {"scheduler", "rundb", "worker", "worker/fleet", "protocol", "gitmirror"},
+	"bench":              {"demo", "rundb", "rundb/journal", "worker", "worker/fleet", "protocol", "config"},
 }
 
-// testImports are the parts a part's test files may import besides allowedImports. The API's
+// testImports are the parts a part's test files may import besides allowedImports. The product's
+// end-to-end tests drive its servers with the simulated fleet and the demo's accounts. The API's
 // and the web UI's tests drive the whole server, which routes to their handlers; Go's import
 // cycle check keeps such an import to their external test packages (package api_test,
 // ui_test, runs_test, ...), so the packages themselves still never import server. The web UI's
@@ -67,7 +74,7 @@ var allowedImports = map[string][]string{
 // journal's tests drive it through the run cache, and the embedded database's through
 // rundb.Open. Tests that build a scheduler build its run cache (and journal) too.
 var testImports = map[string][]string{
-	"cmd":                {"rundb/runcache", "rundb/journal"},
+	"cmd/shoal":          {"demo", "bench", "worker/fleet", "rundb/runcache", "rundb/journal"},
 	"node":               {"rundb/runcache"},
 	"server":             {"server/servertest"},
 	"server/api":         {"server", "server/servertest", "rundb/runcache", "rundb/journal"},

@@ -1,5 +1,6 @@
-// Command shoal is the whole of Shoal in one binary: the server, its database run on its own,
-// the user tool, the worker, the fleet simulator and the benchmark.
+// Command shoal is Shoal in one binary: the server, its database run on its own, the user tool,
+// the test tool and the worker. The measuring apparatus (benchmark, fleet simulator, demo) is
+// the binary of its own cmd/shoal-bench.
 package main
 
 import (
@@ -13,8 +14,6 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/shoal-chess/shoal/bench"
-	"github.com/shoal-chess/shoal/worker/fleet"
 	"github.com/shoal-chess/shoal/worker/uci/fakeuci"
 )
 
@@ -31,10 +30,36 @@ func main() {
 	}()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
+	var status exitStatus
+	switch {
+	case errors.As(err, &status):
+		os.Exit(int(status))
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "shoal:", err)
 		os.Exit(1)
 	}
+}
+
+// exitStatus is an error that asks main to exit with this status and print nothing: the
+// program's answer is its status (the fake engine's crash, as told).
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+
+// fakeUCI is `shoal fake-uci`: the fake engine on stdin and stdout, or its bench (`shoal fake-uci
+// bench`) on stderr. An engine told to crash ends with fakeuci.CrashStatus.
+func fakeUCI(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "bench" {
+		if status := fakeuci.Bench(args[1:], stderr); status != 0 {
+			return exitStatus(status)
+		}
+		return nil
+	}
+	err := fakeuci.Run(os.Stdin, stdout)
+	if errors.Is(err, fakeuci.ErrCrash) {
+		return exitStatus(fakeuci.CrashStatus) // as told: an engine that crashes
+	}
+	return err
 }
 
 const usage = `Shoal coordinates a fleet of chess-engine test workers.
@@ -47,9 +72,6 @@ Usage:
   shoal run new|approve    submit or approve a test through the API
   shoal worker [flags]     run one worker for a server: simulated games, or real ones with --engine
   shoal fake-uci           a tiny UCI engine for tests and demos (see worker/uci/fakeuci)
-  shoal fleet [flags]      run N simulated workers against a server and report
-  shoal demo [flags]       decide a test with a simulated fleet on a temporary server
-  shoal bench [flags]      measure the server under a simulated fleet (issue 8's report)
   shoal version            print the version
 
 Run "shoal COMMAND --help" for a command's flags. Every flag can also be set
@@ -78,23 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "worker":
 		err = workerCmd(ctx, rest, getenv, stdout, stderr)
 	case "fake-uci":
-		if len(rest) > 0 && rest[0] == "bench" {
-			os.Exit(fakeuci.Bench(rest[1:], os.Stderr))
-		}
-		err = fakeuci.Run(os.Stdin, stdout)
-		if errors.Is(err, fakeuci.ErrCrash) {
-			os.Exit(fakeuci.CrashStatus) // as told: an engine that crashes
-		}
-	case "fleet":
-		err = fleetCmd(ctx, rest, getenv, stdout, stderr)
-	case fleet.ShardSubcommand: // one process of a split fleet, started by its parent; not for people
-		err = fleet.ServeShard(ctx, os.Stdin, stdout)
-	case "demo":
-		err = demoCmd(ctx, rest, getenv, stdout, stderr)
-	case "bench":
-		err = benchCmd(ctx, rest, getenv, stdout, stderr)
-	case bench.BareCommand: // the bench's yardstick, started by its ceiling scenario; not for people
-		err = bench.ServeBare(ctx, rest)
+		err = fakeUCI(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "shoal %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case "help", "--help", "-help", "-h":

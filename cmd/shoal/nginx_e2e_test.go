@@ -308,7 +308,7 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 			t.Logf("instances' log:\n%s", log)
 		}
 	})
-	pcfg := demoConfig(dir, e2eScale)
+	pcfg := testConfig(dir, e2eScale)
 	primary := startTestInstance(t, pcfg, log)
 	scfg := pcfg
 	scfg.Role, scfg.MongoURI = "secondary", primary.DB().URI()

@@ -15,6 +15,18 @@ import (
 	"github.com/shoal-chess/shoal/node"
 )
 
+// testConfig is a server configuration for a test: an embedded database in dataDir, any free
+// port, and fishtest's time knobs compressed by scale as the demo's are
+// (config.Config.Compressed: the dead-task timeout stays at least 5 s, the scavenge period at
+// least half a second, and task_duration keeps fishtest's size of a task in games).
+func testConfig(dataDir string, scale float64) config.Config {
+	cfg := config.DefaultConfig().Compressed(scale)
+	cfg.DataDir = dataDir
+	cfg.Addr = "127.0.0.1:0"
+	cfg.LogLevel = "warn"
+	return cfg
+}
+
 // startTestInstance starts an instance on cfg that logs its warnings to log, shut down when
 // the test ends. The end-to-end tests use it too: this file is built with and without the race
 // detector.
@@ -41,7 +53,7 @@ func startTestInstance(t *testing.T, cfg config.Config, log io.Writer) *node.Ins
 // primary has written it.
 func TestPrimaryAndSecondary(t *testing.T) {
 	dir := t.TempDir()
-	pcfg := demoConfig(dir, 1)
+	pcfg := testConfig(dir, 1)
 	primary := startTestInstance(t, pcfg, io.Discard)
 	scfg := pcfg
 	scfg.Role, scfg.MongoURI = "secondary", primary.DB().URI()

@@ -76,12 +76,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 // serveGCPercent is the server's GOGC unless the environment sets one. Most of a busy server's
 // memory is not its heap but its connections (a goroutine's stack and two buffers each), so the
-// collector can let the heap grow twice as far before a cycle for little more memory in all.
-// At 500,000 equivalent workers on one core, every wait of a goroutine for the processor longer
-// than 20 ms in a trace fell in a mark phase, when marking takes a quarter of the processor and
-// more. At 200 (and with tasks no longer keeping their requests) the cycles came 0.53 a second
-// instead of 1.4, the collector took 4.3 % of the server's CPU instead of 8.8 %, and the peak
-// resident memory of eight runs stayed between 483 and 570 MiB (517 in one before).
+// collector can let the heap grow twice as far before a cycle for little more memory in all,
+// and fewer mark phases hold the handlers back (docs/benchmarks/README.md, "At 500,000").
 const serveGCPercent = 200
 
 // browseAddr is the address a person on this machine types: a wildcard listen address becomes

@@ -86,7 +86,7 @@ func freeAddr(t *testing.T) string {
 // e2eServeEnv is the environment of a `shoal serve` on data with the end-to-end tests' time
 // compression (e2eScale), and extra settings.
 func e2eServeEnv(data string, extra ...string) []string {
-	cfg := demoConfig(data, e2eScale)
+	cfg := testConfig(data, e2eScale)
 	return append([]string{
 		"SHOAL_DATA_DIR=" + data, "SHOAL_LOG_LEVEL=info",
 		"SHOAL_HEARTBEAT_PERIOD=" + cfg.HeartbeatPeriod.String(),

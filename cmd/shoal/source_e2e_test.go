@@ -79,7 +79,7 @@ func TestE2EBuildFromSource(t *testing.T) {
 	broken := addBrokenBranch(t, repo, filepath.Join(dir, "work"))
 
 	// Real games at real time (one worker a core), tasks of about ten games.
-	cfg := demoConfig(filepath.Join(dir, "data"), 1)
+	cfg := testConfig(filepath.Join(dir, "data"), 1)
 	cfg.ReposAllowed = append(cfg.ReposAllowed, repo)
 	cfg.TaskDuration = 150 * time.Second
 	log := &lockedBuffer{}

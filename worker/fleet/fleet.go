@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/shoal-chess/shoal/worker"
 )
 
@@ -137,7 +138,7 @@ type Options struct {
 	// in process i modulo Processes, each with its own connection pool, heap and collector:
 	// a collection then holds back a share of the workers, for the time it takes to mark a
 	// share of the heap. Each is started with ShardCommand, a command that hands its standard
-	// input and output to ServeShard (`shoal fleet-shard`), and inherits this process's
+	// input and output to ServeShard (`shoal-bench fleet-shard`), and inherits this process's
 	// collector setting and GOMAXPROCS. This process checks the server, paces the run and
 	// merges what they recorded into one report, as if one process had run them all.
 	Processes    int      `json:"-"`
@@ -666,9 +667,9 @@ func (f *fleet) progress(elapsed time.Duration, final bool, s snapshot) {
 		rate = float64(s.Games) / elapsed.Seconds()
 	}
 	line := fmt.Sprintf("[%5.0fs] workers %s/%s running, %s busy | tasks %s | games %s (%s/s) | too busy %s | errors: http %s, transport %s, app %s",
-		elapsed.Seconds(), thousands(s.Running), thousands(s.Started), thousands(s.Busy),
-		thousands(s.TasksStarted), thousands(s.Games), thousands(int64(rate+0.5)), thousands(s.TooBusy),
-		thousands(s.HTTPErrors), thousands(s.Transport), thousands(s.AppErrors))
+		elapsed.Seconds(), humanize.Comma(s.Running), humanize.Comma(s.Started), humanize.Comma(s.Busy),
+		humanize.Comma(s.TasksStarted), humanize.Comma(s.Games), humanize.Comma(int64(rate+0.5)), humanize.Comma(s.TooBusy),
+		humanize.Comma(s.HTTPErrors), humanize.Comma(s.Transport), humanize.Comma(s.AppErrors))
 	if final {
 		line = strings.Replace(line, "/s)", "/s overall)", 1)
 	}

@@ -14,11 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/shoal-chess/shoal/protocol"
 )
 
 // Report is what a fleet run did and found. Its JSON form (the keys below) is what
-// `shoal fleet --json` writes; WriteText renders it for a person.
+// `shoal-bench fleet --json` writes; WriteText renders it for a person.
 type Report struct {
 	// The fleet: its size, the cores each worker announced, how the workers arrived and how
 	// time was compressed.
@@ -397,7 +398,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Fleet report\n\n")
 	fmt.Fprintf(&b, "%s workers (%d core%s each, %s arrival), time scale %g, true Elo %+.1f, draw ratio %.2f; ran %s, stopped: %s.\n\n",
-		thousands(int64(rep.Workers)), rep.Concurrency, plural(rep.Concurrency), rep.Arrival, rep.TimeScale,
+		humanize.Comma(int64(rep.Workers)), rep.Concurrency, plural(rep.Concurrency), rep.Arrival, rep.TimeScale,
 		rep.Elo, rep.DrawRatio, time.Duration(rep.ElapsedSeconds*float64(time.Second)).Round(100*time.Millisecond).String(), rep.StoppedBecause)
 
 	fmt.Fprintf(&b, "| endpoint | requests | errors | mean ms | p50 ms | p95 ms | p99 ms | max ms |\n")
@@ -409,30 +410,30 @@ func (rep *Report) WriteText(w io.Writer) error {
 	sort.Strings(names)
 	for _, name := range names {
 		e := rep.Endpoints[name]
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", name, thousands(e.Requests),
-			thousands(e.HTTPErrors+e.TransportErrors+e.AppErrors), e.MeanMS, e.P50MS, e.P95MS, e.P99MS, e.MaxMS)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", name, humanize.Comma(e.Requests),
+			humanize.Comma(e.HTTPErrors+e.TransportErrors+e.AppErrors), e.MeanMS, e.P50MS, e.P95MS, e.P99MS, e.MaxMS)
 	}
-	fmt.Fprintf(&b, "| **all** | %s | | | | | | |\n\n", thousands(rep.Requests))
+	fmt.Fprintf(&b, "| **all** | %s | | | | | | |\n\n", humanize.Comma(rep.Requests))
 
-	fmt.Fprintf(&b, "- Games reported: %s (%s/s); tasks started %s\n", thousands(rep.GamesReported),
-		thousands(int64(rep.GamesPerSecond+0.5)), thousands(rep.TasksStarted))
+	fmt.Fprintf(&b, "- Games reported: %s (%s/s); tasks started %s\n", humanize.Comma(rep.GamesReported),
+		humanize.Comma(int64(rep.GamesPerSecond+0.5)), humanize.Comma(rep.TasksStarted))
 	fmt.Fprintf(&b, "- Tasks ended: %s\n", countsByKey(rep.TasksEnded))
-	fmt.Fprintf(&b, "- Too busy: %s\n", thousands(rep.TooBusy))
+	fmt.Fprintf(&b, "- Too busy: %s\n", humanize.Comma(rep.TooBusy))
 	fmt.Fprintf(&b, "- Vanished workers: %d, holding %d tasks to be reclaimed; bad-data workers: %d, spoiled batches: %d\n",
 		rep.WorkersVanished, rep.TasksReclaimed, rep.BadDataWorkers, rep.BadBatches)
 	fmt.Fprintf(&b, "- HTTP errors: %s\n", countsByKey(rep.HTTPErrors))
-	fmt.Fprintf(&b, "- Transport errors: %s", thousands(rep.TransportErrors))
+	fmt.Fprintf(&b, "- Transport errors: %s", humanize.Comma(rep.TransportErrors))
 	if len(rep.TransportErrorSamples) > 0 {
 		fmt.Fprintf(&b, " (e.g. %s)", strings.Join(rep.TransportErrorSamples, "; "))
 	}
 	fmt.Fprintf(&b, "\n- Replies that were not JSON: %d; requests cancelled by the workers: %s; updates in doubt: %d\n",
-		rep.BadReplies, thousands(rep.CancelledRequests), rep.UpdatesInDoubt)
+		rep.BadReplies, humanize.Comma(rep.CancelledRequests), rep.UpdatesInDoubt)
 	if len(rep.AppErrors) == 0 {
 		fmt.Fprintf(&b, "- Application errors: none\n")
 	} else {
 		fmt.Fprintf(&b, "- Application errors:\n")
 		for _, k := range sortedByCount(rep.AppErrors) {
-			fmt.Fprintf(&b, "  - %s × %s\n", thousands(rep.AppErrors[k]), k)
+			fmt.Fprintf(&b, "  - %s × %s\n", humanize.Comma(rep.AppErrors[k]), k)
 		}
 	}
 	if len(rep.WorkerExitErrors) > 0 {
@@ -465,11 +466,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 			} else if !r.ExactlyOnce {
 				equal = fmt.Sprintf("NO: server %+v, fleet %+v", *r.ServerResults, r.FleetResults)
 			}
-			fleetGames := thousands(int64(r.FleetGames))
+			fleetGames := humanize.Comma(int64(r.FleetGames))
 			if r.GamesInDoubt > 0 {
-				fleetGames += fmt.Sprintf(" (+%s in doubt)", thousands(int64(r.GamesInDoubt)))
+				fleetGames += fmt.Sprintf(" (+%s in doubt)", humanize.Comma(int64(r.GamesInDoubt)))
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", r.RunID, r.Tasks, thousands(int64(r.ServerGames)),
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", r.RunID, r.Tasks, humanize.Comma(int64(r.ServerGames)),
 				fleetGames, state, equal)
 		}
 		for _, r := range rep.Runs {
@@ -490,24 +491,6 @@ func plural(n int) string {
 	return "s"
 }
 
-// thousands formats n with thousands separators.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
 // countsByKey renders {"400": 3, "503": 1} as "400: 3, 503: 1", or "none".
 func countsByKey(m map[string]int64) string {
 	if len(m) == 0 {
@@ -520,7 +503,7 @@ func countsByKey(m map[string]int64) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + ": " + thousands(m[k])
+		parts[i] = k + ": " + humanize.Comma(m[k])
 	}
 	return strings.Join(parts, ", ")
 }

@@ -36,8 +36,8 @@ import (
 // its tally, everything its recorder holds, which the parent merges with the others' into one
 // recorder and so into one report.
 
-// ShardSubcommand is the shoal subcommand that runs ServeShard: how `shoal fleet --processes` and
-// the bench start the processes of a split fleet. It is not for people.
+// ShardSubcommand is the shoal-bench subcommand that runs ServeShard: how `shoal-bench fleet
+// --processes` and the bench start the processes of a split fleet. It is not for people.
 const ShardSubcommand = "fleet-shard"
 
 // shardLead is how far ahead of the first arrival the parent tells its children, ready, when it
@@ -76,7 +76,7 @@ type shardMessage struct {
 
 // ServeShard runs one process's share of a split fleet: it reads its shardSpec from in, runs its
 // workers until told to stop, and writes its progress and, at the end, its tally to out. It is
-// what Options.ShardCommand runs (`shoal fleet-shard`); ctx ending stops it as "interrupt" does.
+// what Options.ShardCommand runs (`shoal-bench fleet-shard`); ctx ending stops it as "interrupt" does.
 func ServeShard(ctx context.Context, in io.Reader, out io.Writer) error {
 	r := bufio.NewReader(in)
 	line, err := r.ReadBytes('\n')

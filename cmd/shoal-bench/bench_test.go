@@ -1,7 +1,7 @@
 //go:build !race
 
-// The bench end to end: the real binary re-executes itself as the server and drives it with a
-// fleet, in --quick sizes. It takes about a minute, so it runs in make test's race-free pass.
+// The bench end to end: the real shoal-bench runs the real shoal next to it as the server and
+// drives it with a fleet, in --quick sizes. It takes about a minute, so it runs in make test's race-free pass.
 
 package main
 
@@ -20,15 +20,15 @@ func TestE2EBenchQuickWritesReport(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "report")
-	// The binary is its own baseline: the mechanism of --baseline is what is checked here.
+	// The product binary is its own baseline: the mechanism of --baseline is what is checked here.
 	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "steady,storm,ceiling", "--out", out, "--duration", "20s",
-		"--storm-workers", "60", "--baseline", bin)
+		"--storm-workers", "60", "--baseline", filepath.Join(filepath.Dir(bin), "shoal"))
 	cmd.Dir = t.TempDir()
 	text, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("shoal bench: %v\n%s", err, text)
+		t.Fatalf("shoal-bench bench: %v\n%s", err, text)
 	}
-	t.Logf("shoal bench:\n%s", text)
+	t.Logf("shoal-bench bench:\n%s", text)
 
 	rep := readBenchReport(t, out)
 	if rep.Machine.Cores < 1 || rep.Commit == "" {
@@ -216,7 +216,7 @@ func TestE2EBenchReconnect(t *testing.T) {
 	cmd.Dir = t.TempDir()
 	text, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("shoal bench: %v\n%s", err, text)
+		t.Fatalf("shoal-bench bench: %v\n%s", err, text)
 	}
 	rep := readBenchReport(t, out)
 	sc, ok := rep.Scenarios["reconnect"]
@@ -243,4 +243,18 @@ func TestE2EBenchReconnect(t *testing.T) {
 			t.Errorf("%s: figure %v, met %v\n%s", name, figure, met, text)
 		}
 	}
+}
+
+// buildBinary builds shoal-bench and, next to it, the product's shoal, which the bench runs as
+// its servers by default, and returns shoal-bench's path.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []struct{ name, pkg string }{{"shoal-bench", "."}, {"shoal", "../shoal"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return filepath.Join(dir, "shoal-bench")
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,12 +12,13 @@ import (
 	"github.com/shoal-chess/shoal/config"
 )
 
-const benchUsage = `usage: shoal bench [--scenarios steady,storm,ceiling,critical-section,durability,capacity,reconnect] [--out DIR] [--quick]
+const benchUsage = `usage: shoal-bench bench [--scenarios steady,storm,ceiling,critical-section,durability,capacity,reconnect] [--out DIR] [--quick] [--shoal PATH]
 
-Measures Shoal (issue 8): starts the server as a separate process on a temporary
-embedded database (or --mongo-uri, in a fresh database), drives it with a
-simulated fleet from this process, and writes report.json and report.md to
---out. Scenarios:
+Measures Shoal: starts the server (the shoal binary next to this program, or
+--shoal PATH) as a separate process on a temporary embedded database (or
+--mongo-uri, in a fresh database), drives it with a simulated fleet from this
+process, and writes report.json and report.md to --out (default bench-out; make
+bench PUBLISH=1 gives docs/benchmarks, the committed report). Scenarios:
 
   steady            N workers at time scale k on R active runs for D
   storm             500, 5,000 and 20,000 workers arriving within a second: time until
@@ -31,7 +30,7 @@ simulated fleet from this process, and writes report.json and report.md to
                     rounds' ratios (not in the default set)
   capacity          steady on a fresh server at each of --capacity-scales in turn (the
                     equivalent fleet workers x scale, the server's periods scaled alike)
-                    for --capacity-leg each, until a step breaks one of the issue's
+                    for --capacity-leg each, until a step breaks one of the bench's
                     targets over its whole run: the largest equivalent fleet that held
                     every target (not in the default set)
   reconnect         N workers at time scale 50 (quick: k), every one holding a task, see
@@ -42,13 +41,15 @@ simulated fleet from this process, and writes report.json and report.md to
 Flags:
 `
 
-// benchSettings are `shoal bench`'s settings: the bench's, and the lists given as text.
+// benchSettings are `shoal-bench bench`'s settings: the bench's, the lists given as text, and
+// the product binary to run.
 type benchSettings struct {
 	bench.Settings
 	Scenarios, StormSizes, CapacityScales string
+	Shoal                                 string
 }
 
-// benchFlags is the table of `shoal bench`'s flags. Only the MongoDB URI also comes from the
+// benchFlags is the table of `shoal-bench bench`'s flags. Only the MongoDB URI also comes from the
 // environment (serve's variable); the rest are flags alone. bench.Run checks the values.
 func benchFlags() []config.Option[benchSettings] {
 	str := func(key, usage string, field func(*benchSettings) *string) config.Option[benchSettings] {
@@ -88,6 +89,8 @@ func benchFlags() []config.Option[benchSettings] {
 			func(s *benchSettings) *bool { return &s.Keep }),
 		str("profiles", `directory for the server's CPU and allocation profiles (default OUT/profiles; "off": none)`,
 			func(s *benchSettings) *string { return &s.Profiles }),
+		str("shoal", "the shoal binary to run as the server (default: shoal next to this program)",
+			func(s *benchSettings) *string { return &s.Shoal }),
 		str("baseline", "steady: also run against this shoal binary (say, built from the commit before a change) and report the ratios",
 			func(s *benchSettings) *string { return &s.Baseline }),
 		count("fleet_processes", "steady, durability and capacity: split the fleet over this many processes (0: 4)",
@@ -97,32 +100,38 @@ func benchFlags() []config.Option[benchSettings] {
 	}
 }
 
-// benchCmd is `shoal bench`: its flags become bench.Settings, and the bench package does the
+// benchCmd is `shoal-bench bench`: its flags become bench.Settings, and the bench package does the
 // rest.
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	set, err := loadBench(args, getenv, stderr)
+	set, shoal, err := loadBench(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("bench: find my own binary: %w", err)
+	if set.Exe, err = productBinary(shoal); err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
-	set.Exe = exe
+	if set.Self, err = self(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	return bench.Run(ctx, set, stdout, stderr)
 }
 
-// loadBench turns `shoal bench`'s arguments into the bench's settings, the binary to run aside.
-func loadBench(args []string, getenv func(string) string, stderr io.Writer) (bench.Settings, error) {
+// defaultBenchOut is where a bench writes its report unless told: outside the tracked files
+// (make bench PUBLISH=1 replaces the committed report in docs/benchmarks).
+const defaultBenchOut = "bench-out"
+
+// loadBench turns `shoal-bench bench`'s arguments into the bench's settings, the binaries to run
+// aside, and --shoal.
+func loadBench(args []string, getenv func(string) string, stderr io.Writer) (bench.Settings, string, error) {
 	fs := newFlagSet("bench", stderr)
-	defaults := benchSettings{Settings: bench.Settings{Out: filepath.Join("docs", "benchmarks"), TimeScale: 10, Pin: true},
+	defaults := benchSettings{Settings: bench.Settings{Out: defaultBenchOut, TimeScale: 10, Pin: true},
 		Scenarios: strings.Join(bench.DefaultScenarios(), ",")}
 	in, _, err := config.Table[benchSettings]{Options: benchFlags(), Help: benchUsage}.Load(fs, args, getenv, defaults)
 	if err != nil {
-		return bench.Settings{}, fmt.Errorf("bench: %w", err)
+		return bench.Settings{}, "", fmt.Errorf("bench: %w", err)
 	}
 	if fs.NArg() > 0 {
-		return bench.Settings{}, fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+		return bench.Settings{}, "", fmt.Errorf("bench: unexpected arguments %q", fs.Args())
 	}
 	set := in.Settings
 	set.Scenarios, set.Version = splitList(in.Scenarios), version
@@ -130,15 +139,15 @@ func loadBench(args []string, getenv func(string) string, stderr io.Writer) (ben
 		for _, f := range strings.Split(in.StormSizes, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 1 {
-				return bench.Settings{}, fmt.Errorf("bench: invalid --storm-workers %q: want positive numbers separated by commas", in.StormSizes)
+				return bench.Settings{}, "", fmt.Errorf("bench: invalid --storm-workers %q: want positive numbers separated by commas", in.StormSizes)
 			}
 			set.StormSizes = append(set.StormSizes, n)
 		}
 	}
 	if in.CapacityScales != "" {
 		if set.CapacityScales, err = bench.ParseScales(in.CapacityScales); err != nil {
-			return bench.Settings{}, fmt.Errorf("bench: %w", err)
+			return bench.Settings{}, "", fmt.Errorf("bench: %w", err)
 		}
 	}
-	return set, nil
+	return set, in.Shoal, nil
 }

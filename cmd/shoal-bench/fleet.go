@@ -14,7 +14,7 @@ import (
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
-const fleetUsage = `usage: shoal fleet --workers N [flags]
+const fleetUsage = `usage: shoal-bench fleet --workers N [flags]
 
 Runs N simulated workers in this process against a Shoal (or fishtest) server,
 shows progress on stderr and prints a report (per-endpoint latency, errors,
@@ -27,14 +27,14 @@ a machine limit of at least N (shoal user add --machine-limit N).
 Flags:
 `
 
-// fleetSettings are `shoal fleet`'s settings: the fleet's options, and the few flags that are
+// fleetSettings are `shoal-bench fleet`'s settings: the fleet's options, and the few flags that are
 // not one of them as they stand (lists given as text, and the report's file).
 type fleetSettings struct {
 	fleet.Options
 	Until, Optimum, JSON string
 }
 
-// fleetFlags is the table of `shoal fleet`'s flags. Only where the workers connect, and as
+// fleetFlags is the table of `shoal-bench fleet`'s flags. Only where the workers connect, and as
 // whom, also come from the environment (the worker's variables); the rest are flags alone.
 // fleet.Run checks the values.
 func fleetFlags() []config.Option[fleetSettings] {
@@ -78,7 +78,7 @@ func fleetFlags() []config.Option[fleetSettings] {
 	}
 }
 
-// fleetCmd is `shoal fleet`: a simulated fleet of workers and its report.
+// fleetCmd is `shoal-bench fleet`: a simulated fleet of workers and its report.
 func fleetCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("fleet", stderr)
 	defaults := fleetSettings{Options: fleet.Options{ServerURL: defaultServer, Concurrency: 1, DrawRatio: 0.6, TimeScale: 1,
@@ -140,7 +140,7 @@ func fleetCmd(ctx context.Context, args []string, getenv func(string) string, st
 
 // shardCommand is how a split fleet starts its processes: this binary's fleet.ShardSubcommand.
 func shardCommand() ([]string, error) {
-	exe, err := os.Executable()
+	exe, err := self()
 	if err != nil {
 		return nil, err
 	}

@@ -10,17 +10,20 @@ import (
 	"github.com/shoal-chess/shoal/bench"
 )
 
-// shoal bench's flags reach the bench's settings through the option table, with the defaults
+// shoal-bench bench's flags reach the bench's settings through the option table, with the defaults
 // the report documents, and bad values are refused with the flag named.
 func TestBenchFlags(t *testing.T) {
 	env := map[string]string{"SHOAL_MONGO_URI": "mongodb://bench:secret@db.example:27017", "SHOAL_WORKERS": "7"}
 	getenv := func(k string) string { return env[k] }
 
-	set, err := loadBench(nil, getenv, io.Discard)
+	set, shoal, err := loadBench(nil, getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(set.Scenarios, []string{"steady", "storm", "ceiling", "critical-section"}) || set.Out != "docs/benchmarks" ||
+	if shoal != "" {
+		t.Errorf("--shoal defaults to %q, want none (the shoal next to shoal-bench)", shoal)
+	}
+	if !slices.Equal(set.Scenarios, []string{"steady", "storm", "ceiling", "critical-section"}) || set.Out != "bench-out" ||
 		set.TimeScale != 10 || !set.Pin || set.Quick || set.Workers != 0 || set.StormSizes != nil || set.CapacityScales != nil || set.CapacityLeg != 0 {
 		t.Errorf("defaults %+v", set)
 	}
@@ -39,10 +42,14 @@ func TestBenchFlags(t *testing.T) {
 		}
 	}
 
-	set, err = loadBench([]string{"--scenarios", "storm,durability", "--storm-workers", "500, 5000", "--quick", "--pin=false",
-		"--workers", "300", "--durability-leg", "45s", "--time-scale", "50", "--capacity-scales", "5, 10,20.5", "--capacity-leg", "1m", "--fleet-processes", "3"}, getenv, io.Discard)
+	set, shoal, err = loadBench([]string{"--scenarios", "storm,durability", "--storm-workers", "500, 5000", "--quick", "--pin=false",
+		"--workers", "300", "--durability-leg", "45s", "--time-scale", "50", "--capacity-scales", "5, 10,20.5", "--capacity-leg", "1m",
+		"--fleet-processes", "3", "--shoal", "/opt/shoal/bin/shoal"}, getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if shoal != "/opt/shoal/bin/shoal" {
+		t.Errorf("--shoal gave %q", shoal)
 	}
 	if !slices.Equal(set.Scenarios, []string{"storm", "durability"}) || !slices.Equal(set.StormSizes, []int{500, 5000}) ||
 		!set.Quick || set.Pin || set.Workers != 300 || set.DurabilityLeg != 45*time.Second || set.TimeScale != 50 ||
@@ -65,7 +72,7 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--fleet-processes", "many"}, "--fleet-processes"},
 		{[]string{"report"}, "unexpected arguments"},
 	} {
-		if _, err := loadBench(tc.args, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := loadBench(tc.args, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
 		}
 	}

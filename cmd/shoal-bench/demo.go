@@ -40,16 +40,18 @@ func demoRepository(source, dir string) (string, error) {
 // demoConfig is a server configuration for a simulation: an embedded database in dataDir, any
 // free port, and fishtest's time knobs compressed by scale (config.Config.Compressed: the
 // dead-task timeout stays at least 5 s, the scavenge period at least half a second, and
-// task_duration keeps fishtest's size of a task in games).
+// task_duration keeps fishtest's size of a task in games). The database runs in this process:
+// its process of its own is the product's `shoal db`, which this binary is not.
 func demoConfig(dataDir string, scale float64) config.Config {
 	cfg := config.DefaultConfig().Compressed(scale)
 	cfg.DataDir = dataDir
 	cfg.Addr = "127.0.0.1:0"
 	cfg.LogLevel = "warn"
+	cfg.EmbeddedDBProcess = false
 	return cfg
 }
 
-// demoCmd is `shoal demo`: a server on a temporary embedded database, an SPRT test submitted
+// demoCmd is `shoal-bench demo`: a server on a temporary embedded database, an SPRT test submitted
 // and approved through the API, and a simulated fleet that plays it until it is decided; with
 // --engine, local workers playing real games with that engine decide it instead; with --source,
 // a patch submitted by branch name is built from the server's sources by a local worker and
