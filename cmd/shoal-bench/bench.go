@@ -91,7 +91,7 @@ func benchFlags() []config.Option[benchSettings] {
 			func(s *benchSettings) *string { return &s.Profiles }),
 		str("shoal", "the shoal binary to run as the server (default: shoal next to this program)",
 			func(s *benchSettings) *string { return &s.Shoal }),
-		str("baseline", "steady: also run against this shoal binary (say, built from the commit before a change) and report the ratios",
+		str("baseline", "steady and each storm: also run against this shoal binary (say, built from the commit before a change), legs alternating, and report the ratios",
 			func(s *benchSettings) *string { return &s.Baseline }),
 		count("fleet_processes", "steady, durability and capacity: split the fleet over this many processes (0: 4)",
 			func(s *benchSettings) *int { return &s.FleetProcesses }),

@@ -23,7 +23,7 @@ import (
 // Go scheduler's processors beside the request handlers, and on a server given one core a
 // handler woken meanwhile waits for the runtime to preempt the write; as a process of its own,
 // FerretDB is scheduled by the kernel, which lets a woken handler thread in at once. The figures
-// are in docs/benchmarks (the durability scenario).
+// are in docs/benchmarks/README.md ("Where the rest goes").
 //
 // The parent locks the data directory and hands the lock to the child, which keeps it open: the
 // lock is held until both have exited, so no second database starts on the files while either
