@@ -268,7 +268,7 @@ func TestTwoSendersDeliverEachMessageOnce(t *testing.T) {
 	}
 }
 
-func TestDefaultPolicyRefusesLoopbackBeforeConnecting(t *testing.T) {
+func TestSecurityWebhookOnLoopbackRefusedBeforeConnecting(t *testing.T) {
 	r := newReceiver(t)
 	db, ob := setup(t, "", rundb.NotifyWebhook{URL: r.srv.URL, Format: FormatJSON},
 		rundb.NotifyWebhook{URL: strings.Replace(r.srv.URL, "127.0.0.1", "localhost", 1), Format: FormatJSON})
@@ -302,7 +302,7 @@ func TestDefaultPolicyRefusesLoopbackBeforeConnecting(t *testing.T) {
 	}
 }
 
-func TestPrivateAddressRefusedBeforeAnyConnection(t *testing.T) {
+func TestSecurityWebhookOnPrivateAddressRefusedBeforeAnyConnection(t *testing.T) {
 	db, ob := setup(t, "", rundb.NotifyWebhook{URL: "http://10.1.2.3:8080/hook", Format: FormatJSON},
 		rundb.NotifyWebhook{URL: "http://[fd00::1]/hook", Format: FormatJSON},
 		rundb.NotifyWebhook{URL: "https://169.254.169.254/latest/meta-data", Format: FormatJSON})
@@ -357,7 +357,7 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
-func TestRedirectsAreNotFollowed(t *testing.T) {
+func TestSecurityWebhookRedirectsAreNotFollowed(t *testing.T) {
 	target := newReceiver(t)
 	redirector := httptest.NewServer(http.RedirectHandler(target.srv.URL, http.StatusTemporaryRedirect))
 	t.Cleanup(redirector.Close)
@@ -377,7 +377,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	}
 }
 
-func TestEmailGoesThroughTheOperatorsSMTPServer(t *testing.T) {
+func TestSecurityEmailGoesThroughTheOperatorsSMTPServerWithoutInjectedHeaders(t *testing.T) {
 	mail := newFakeSMTP(t)
 	db, ob := setup(t, "alice@example.org")
 	ctx := context.Background()

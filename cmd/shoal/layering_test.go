@@ -33,7 +33,7 @@ var allowedImports = map[string][]string{
 	"cmd/shoal":          {"node", "server", "scheduler", "worker", "protocol", "rundb", "rundb/embedded", "tokenpool", "stats", "metrics", "config", "gitmirror", "books"},
 	"cmd/shoal-bench":    {"node", "scheduler", "worker", "worker/fleet", "protocol", "rundb", "config", "demo", "bench"},
 	"node":               {"server", "server/guard", "scheduler", "rundb", "rundb/journal", "rundb/embedded", "tokenpool", "metrics", "config", "gitmirror", "books", "notify"},
-	"server":             {"server/api", "server/ui", "server/ui/runs", "server/ui/people", "server/ui/networks", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books", "notify"},
+	"server":             {"server/api", "server/ui", "server/ui/runs", "server/ui/people", "server/ui/networks", "server/guard", "scheduler", "rundb", "protocol", "tokenpool", "static", "metrics", "gitmirror", "books"},
 	"server/api":         {"server/guard", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
 	"server/ui":          {"server/guard", "scheduler", "rundb", "protocol", "tokenpool", "templates"},
 	"server/ui/runs":     {"server/ui", "server/ui/live", "server/chart", "scheduler", "rundb", "stats", "protocol", "tokenpool", "gitmirror", "books"},
