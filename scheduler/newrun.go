@@ -799,6 +799,7 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 		r.Approved = true
 		r.Approver = approver
 		label = RunLabel(r)
+		note = events{} // what a repeated call of this function noted is replaced, not added to
 		note.note(notify.KindApproved, r, "approved by "+approver, s.now())
 		return runcache.PrioSaveNow, nil
 	})
