@@ -141,6 +141,8 @@ type Config struct {
 	// PprofAddr is a loopback HOST:PORT serving Go's profiles (/debug/pprof/) on a listener of
 	// its own, apart from the public one; empty: no profiles are served.
 	PprofAddr string
+	// Notify holds the notifications' settings (config/notify.go).
+	Notify Notify
 
 	// sources records, per option key, where the current value came from
 	// ("config file x.toml", "SHOAL_ADDR", "--addr"), so that Validate can
@@ -189,6 +191,7 @@ func DefaultConfig() Config {
 		TransferTimeout:       10 * time.Minute,
 		MaxConnsPerAddress:    128,
 		MaxConns:              0,
+		Notify:                defaultNotify(),
 	}
 }
 
@@ -259,7 +262,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("invalid dead_task_timeout %q (from %s): must be greater than heartbeat_period %q (from %s)",
 			c.DeadTaskTimeout, c.source("dead_task_timeout"), c.HeartbeatPeriod, c.source("heartbeat_period"))
 	}
-	return nil
+	return c.validateNotify()
 }
 
 // SlogLevel returns the log level as a slog.Level. It falls back to info for
@@ -303,7 +306,7 @@ func Changed(a, b Config) []string {
 // are validated and shown in help. It builds the table on each call rather
 // than keeping it in a package variable, so there is no shared state.
 func options() []Option[Config] {
-	return []Option[Config]{
+	return append([]Option[Config]{
 		String("addr", "HOST:PORT the HTTP server listens on",
 			func(c *Config) *string { return &c.Addr }, checkAddr),
 		String("data_dir", "directory for persistent data",
@@ -392,7 +395,7 @@ func options() []Option[Config] {
 			func(c *Config) *string { return &c.MetricsToken }, checkMetricsToken).WithRedact(Redacted),
 		String("pprof_addr", "loopback HOST:PORT serving Go's pprof profiles at /debug/pprof/; empty: off",
 			func(c *Config) *string { return &c.PprofAddr }, optional(checkLoopbackAddr)),
-	}
+	}, notifyOptions()...)
 }
 
 // intOption describes a count that must be at least one; a zero-sized pool

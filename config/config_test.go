@@ -120,6 +120,8 @@ func TestDefaultConfig(t *testing.T) {
 		IdleTimeout:           90 * time.Second,
 		TransferTimeout:       10 * time.Minute,
 		MaxConnsPerAddress:    128,
+		Notify: Notify{SMTPPort: 587, SMTPStartTLS: true, Timeout: 10 * time.Second, MaxAttempts: 8,
+			Retention: 7 * 24 * time.Hour},
 	}
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultConfig() = %+v, want %+v", got, want)
@@ -173,9 +175,9 @@ func TestCompressed(t *testing.T) {
 func TestOptionTable(t *testing.T) {
 	opts := options()
 
-	// Every exported field of Config must be reachable through the table;
+	// Every exported field of Config must be reachable through the table, Notify's each;
 	// the unexported source map is the only other field.
-	if got, want := len(opts), reflect.TypeFor[Config]().NumField()-1; got != want {
+	if got, want := len(opts), reflect.TypeFor[Config]().NumField()-2+reflect.TypeFor[Notify]().NumField(); got != want {
 		t.Errorf("options() has %d entries, Config has %d settable fields", got, want)
 	}
 
@@ -219,6 +221,16 @@ func TestOptionTable(t *testing.T) {
 		"repos_max_mb":                "repos-max-mb",
 		"repos_ca_file":               "repos-ca-file",
 		"source_cache_mb":             "source-cache-mb",
+		"smtp_host":                   "smtp-host",
+		"smtp_port":                   "smtp-port",
+		"smtp_from":                   "smtp-from",
+		"smtp_username":               "smtp-username",
+		"smtp_password":               "smtp-password",
+		"smtp_starttls":               "smtp-starttls",
+		"webhook_allow_networks":      "webhook-allow-networks",
+		"notify_timeout":              "notify-timeout",
+		"notify_max_attempts":         "notify-max-attempts",
+		"notify_retention":            "notify-retention",
 	}
 	seen := make(map[string]bool)
 	defaults := DefaultConfig()
@@ -988,5 +1000,34 @@ func TestParseTrustedProxies(t *testing.T) {
 		if _, err := ParseTrustedProxies([]string{bad}); err == nil {
 			t.Errorf("ParseTrustedProxies(%q) accepted it", bad)
 		}
+	}
+}
+
+func TestNotifySettingsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*Config)
+		want string
+	}{
+		{"a mail server without a sender", func(c *Config) { c.Notify.SMTPHost = "mail.example.org" }, "smtp_from"},
+		{"a sender that is not an address", func(c *Config) { c.Notify.SMTPFrom = "Shoal <s@example.org>" }, "smtp_from"},
+		{"a mail host with a port", func(c *Config) { c.Notify.SMTPHost = "mail.example.org:25" }, "smtp_host"},
+		{"a network that is every address", func(c *Config) { c.Notify.WebhookAllowNetworks = []string{"0.0.0.0/0"} }, "every address"},
+		{"a network that does not parse", func(c *Config) { c.Notify.WebhookAllowNetworks = []string{"lan"} }, "neither"},
+		{"no attempts", func(c *Config) { c.Notify.MaxAttempts = 0 }, "notify_max_attempts"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			c.set(&cfg)
+			if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v, want an error naming %q", err, c.want)
+			}
+		})
+	}
+	cfg := DefaultConfig()
+	cfg.Notify.SMTPHost, cfg.Notify.SMTPFrom = "mail.example.org", "shoal@example.org"
+	cfg.Notify.WebhookAllowNetworks = []string{"10.0.0.0/8", "::1"}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("good settings: %v", err)
 	}
 }

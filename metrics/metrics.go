@@ -10,6 +10,7 @@
 package metrics
 
 import (
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -113,6 +114,8 @@ type Metrics struct {
 
 	connsOpen    prometheus.Gauge
 	connsRefused *prometheus.CounterVec
+
+	notifications *prometheus.CounterVec
 }
 
 type runCacheFuncs struct{ dirty, cached func() int }
@@ -124,7 +127,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{}
 	for _, area := range []func() []prometheus.Collector{
 		m.httpCollectors, m.poolCollectors, m.schedulerCollectors, m.runCacheCollectors,
-		m.journalCollectors, m.dbCollectors,
+		m.journalCollectors, m.dbCollectors, m.notifyCollectors,
 	} {
 		reg.MustRegister(area()...)
 	}
@@ -582,4 +585,39 @@ func (m *Metrics) ObserveDBOperation(command string, d time.Duration, failed boo
 	if failed {
 		m.dbErrors.WithLabelValues(command).Inc()
 	}
+}
+
+// The channels and outcomes of shoal_notifications_total's labels.
+var (
+	notifyChannels = []string{"webhook", "email"}
+	notifyResults  = []string{"sent", "retry", "failed"}
+)
+
+// notifyCollectors are the notifications' deliveries.
+func (m *Metrics) notifyCollectors() []prometheus.Collector {
+	m.notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_notifications_total",
+		Help: "Attempts at delivering a notification, by channel (webhook, email) and result: sent, retry (failed, tried again later) or failed (failed for good after its last attempt).",
+	}, []string{"channel", "result"})
+	for _, c := range notifyChannels {
+		for _, r := range notifyResults {
+			m.notifications.WithLabelValues(c, r)
+		}
+	}
+	return []prometheus.Collector{m.notifications}
+}
+
+// NotificationDelivery counts one attempt at a notification through channel ("webhook" or
+// "email") with its result ("sent", "retry" or "failed"); other values count as "other".
+func (m *Metrics) NotificationDelivery(channel, result string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(notifyChannels, channel) {
+		channel = "other"
+	}
+	if !slices.Contains(notifyResults, result) {
+		result = "other"
+	}
+	m.notifications.WithLabelValues(channel, result).Inc()
 }

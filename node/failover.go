@@ -55,6 +55,9 @@ func (inst *Instance) becomePrimary(ctx context.Context, lease journal.Lease) (_
 		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
 		BooksURL: cfg.BooksURL, DBGate: inst.tokens.Do, Books: inst.books, Sources: inst.mirrors,
 	}, FlushPeriod: cfg.FlushPeriod}
+	if pcfg.Notifier, pcfg.Jobs, err = inst.notifications(); err != nil {
+		return nil, err
+	}
 	if cfg.Journal {
 		p.journal, err = journal.Open(ctx, inst.db, journal.Options{Lease: lease, Holder: inst.holder(),
 			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.fenced, Dir: inst.db.JournalDir(), SyncEvery: cfg.JournalFsync,

@@ -355,7 +355,7 @@ func serverDeps(cfg config.Config, env Env, primary bool, db *rundb.DB, m *metri
 		Version: env.Version, Database: db.Describe(), DB: db,
 		SessionSecret: secret, DataDir: cfg.DataDir, NNURL: cfg.NNURL, TransferTimeout: cfg.TransferTimeout,
 		ReadTimeout: cfg.ReadTimeout, MetricsToken: cfg.MetricsToken, HeartbeatPeriod: cfg.HeartbeatPeriod,
-		Mirrors: mirrors, Books: held,
+		Mirrors: mirrors, Books: held, NotifyEmail: smtpOf(cfg.Notify).Enabled(),
 	}, nil
 }
 

@@ -86,6 +86,9 @@ type DB struct {
 	PGNs      *PGNStore
 	NNs       *NNStore
 	KV        *KVStore
+	// NotifySettings and Outbox are the notifications' (in JournalDatabase, see notify.go).
+	NotifySettings *NotifySettingsStore
+	Outbox         *OutboxStore
 }
 
 // Open connects to the database that opts name, starting the embedded one when opts.URI is
@@ -158,6 +161,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	d.PGNs = newPGNStore(d.db.Collection("pgns"))
 	d.NNs = &NNStore{coll: d.db.Collection("nns")}
 	d.KV = &KVStore{coll: d.db.Collection("kvstore")}
+	d.NotifySettings = &NotifySettingsStore{coll: d.JournalDB().Collection(notifySettingsCollection)}
+	d.Outbox = &OutboxStore{coll: d.JournalDB().Collection(outboxCollection), claims: d.JournalDB().Collection(claimsCollection)}
 	return d, nil
 }
 

@@ -128,7 +128,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 			s.insertInWtt(ctx, a.worker, a.ref, now, ev)
 		}
 	}
-	s.writeActions(ctx, ev.actions)
+	s.writeEvents(ctx, ev)
 	s.UpdateITP(ctx)
 	s.UpdateNPS(ctx)
 	return nil
@@ -203,7 +203,7 @@ func (s *Scheduler) Scavenge(ctx context.Context) int {
 			s.logger.Warn("scavenge run", "run_id", id, "err", err)
 		}
 	}
-	s.writeActions(ctx, ev.actions)
+	s.writeEvents(ctx, ev)
 	return n
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/notify"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -17,12 +18,19 @@ import (
 // inf is the residual of a task whose worker has no chi-square residual.
 var inf = math.Inf(1)
 
-// events collects the actions a change produces.
+// events collects the actions a change produces, and what its users are to be told.
 type events struct {
 	actions []*rundb.Action
+	notes   []notify.Event
 }
 
 func (e *events) add(a *rundb.Action) { e.actions = append(e.actions, a) }
+
+// note tells run r's owner of an event of kind about r, with message.
+func (e *events) note(kind string, r *rundb.Run, message string, now time.Time) {
+	e.notes = append(e.notes, notify.Event{Kind: kind, Username: r.Args.Username, RunID: r.ID.Hex(),
+		Run: RunLabel(r), Message: message, Time: now})
+}
 
 // systemUser is the username of actions the server itself takes.
 const systemUser = "fishtest.system"

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/notify"
 	"github.com/shoal-chess/shoal/protocol"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
@@ -787,6 +788,7 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 	}
 	defer s.calls.leave()
 	var label string
+	var note events
 	err := s.runs.Change(ctx, id, func(r *rundb.Run) (runcache.Prio, error) {
 		switch {
 		case r.Args.Username == approver:
@@ -797,6 +799,8 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 		r.Approved = true
 		r.Approver = approver
 		label = RunLabel(r)
+		note = events{} // what a repeated call of this function noted is replaced, not added to
+		note.note(notify.KindApproved, r, "approved by "+approver, s.now())
 		return runcache.PrioSaveNow, nil
 	})
 	switch {
@@ -815,6 +819,7 @@ func (s *Scheduler) ApproveRun(ctx context.Context, id rundb.ObjectID, approver 
 		// The approval is stored; only its log entry is lost.
 		s.logger.Error("log run approval", "run", id, "err", err)
 	}
+	s.writeEvents(ctx, &note)
 	return nil
 }
 

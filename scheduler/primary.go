@@ -30,6 +30,9 @@ type PrimaryConfig struct {
 	Journal *journal.Journal
 	// WriteHook, if set, is called as each run write begins (fault-injection tests).
 	WriteHook func()
+	// Jobs are further periodic jobs that run only while this instance is the primary (the
+	// notifications' sender), started and stopped with the scheduler's.
+	Jobs []Job
 }
 
 // stopCallsGrace is the longest Stop waits for scheduler calls in progress (requests still
@@ -115,7 +118,8 @@ func (p *Primary) Start(ctx context.Context) error {
 	p.runs.Store(runs)
 	p.sched.Store(sched)
 	p.hashLegacyPasswords()
-	p.jobs = Start(p.life, schedLogger, append(sched.Jobs(), Job{
+	jobs := append(sched.Jobs(), p.cfg.Jobs...)
+	p.jobs = Start(p.life, schedLogger, append(jobs, Job{
 		Name: "flush run cache", Period: p.cfg.FlushPeriod, MinDelay: p.cfg.FlushPeriod, Jitter: 0.05,
 		Run: func(ctx context.Context) error {
 			_, _, err := runs.FlushOne(ctx)

@@ -123,7 +123,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	// After the slot, the event log (rare: a worker whose architecture a run's filter cannot
 	// read), once the scheduling lock is free: a slow database must not hold up the next worker.
 	if len(ev.actions) > 0 {
-		_ = s.dbGate(ctx, func(ctx context.Context) error { s.writeActions(ctx, ev.actions); return nil })
+		_ = s.dbGate(ctx, func(ctx context.Context) error { s.writeEvents(ctx, ev); return nil })
 	}
 	// The caller waits for the task's record with Stored once it lets go of its own token. If
 	// the record is not stored the task stays made in memory but the worker is not told of it:

@@ -15,6 +15,7 @@ import (
 	"github.com/shoal-chess/shoal/books"
 	"github.com/shoal-chess/shoal/gitmirror"
 	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/notify"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
 )
@@ -41,6 +42,9 @@ type Config struct {
 	// its token pool's Do). The rest of request_task is memory-only and runs without it. Nil
 	// runs the work directly.
 	DBGate func(ctx context.Context, fn func(context.Context) error) error
+	// Notifier is told of the events users may want to hear of: a run finished, approved or
+	// stopped, a machine quarantined. Nil tells nobody.
+	Notifier Notifier
 	// Metrics receives the scheduler's counts: tasks assigned, finished and reclaimed,
 	// too-busy replies, the scheduling lock's hold time, beat lag and the fleet's size. Nil
 	// records nothing.
@@ -316,13 +320,46 @@ func (s *Scheduler) dbGate(ctx context.Context, fn func(context.Context) error) 
 }
 
 // writeActions stores actions collected while locks were held; a failure is logged, as losing
-// an event-log line must not fail the worker's request.
+// an event-log line must not fail the worker's request. A quarantine action (ActionQuarantine)
+// also tells the machine's owner.
 func (s *Scheduler) writeActions(ctx context.Context, actions []*rundb.Action) {
 	for _, a := range actions {
 		if err := s.db.actions.Insert(context.WithoutCancel(ctx), a); err != nil {
 			s.logger.Warn("write action", "action", a.Action, "run_id", a.RunID, "err", err)
 		}
+		if a.Action == ActionQuarantine {
+			s.notify(ctx, notify.Event{Kind: notify.KindQuarantined, Username: a.Username, Worker: a.Worker,
+				Message: a.Message, Time: s.now()})
+		}
 	}
+}
+
+// ActionQuarantine is the event-log action of a machine quarantined: its Username is the
+// machine's owner, its Worker the machine and its Message why. Writing one tells the owner.
+const ActionQuarantine = "quarantine"
+
+// writeEvents stores what a change collected: its actions, then the deliveries that tell its
+// users.
+func (s *Scheduler) writeEvents(ctx context.Context, ev *events) {
+	s.writeActions(ctx, ev.actions)
+	for _, n := range ev.notes {
+		s.notify(ctx, n)
+	}
+}
+
+// notify queues a notification; a failure is logged, as the event itself stands.
+func (s *Scheduler) notify(ctx context.Context, ev notify.Event) {
+	if s.cfg.Notifier == nil {
+		return
+	}
+	if err := s.cfg.Notifier.Enqueue(ctx, ev); err != nil {
+		s.logger.Warn("queue notification", "kind", ev.Kind, "user", ev.Username, "err", err)
+	}
+}
+
+// Notifier queues what users are to be told (notify.Outbox).
+type Notifier interface {
+	Enqueue(ctx context.Context, ev notify.Event) error
 }
 
 // callGate counts the calls in progress that may change state (every exported method that

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/notify"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
@@ -175,6 +176,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 				a := runAction("finished_run", r.Args.Username, r)
 				a.Message = finishedRunMessage(r)
 				ev.add(a)
+				ev.note(notify.KindFinished, r, a.Message, now)
 			}
 			reply = Reply{TaskAlive: alive(false)}
 			return runcache.PrioSaveNow, nil
@@ -182,7 +184,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		reply = Reply{TaskAlive: alive(t.Active)}
 		return prio, nil
 	})
-	s.writeActions(ctx, ev.actions)
+	s.writeEvents(ctx, ev)
 	reply.stored = stored
 	return reply, err
 }
@@ -287,7 +289,7 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 	}
 	ev := &events{}
 	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, metrics.ReasonFailed, build, s.now(), ev)
-	s.writeActions(ctx, ev.actions)
+	s.writeEvents(ctx, ev)
 	return reply, err
 }
 
@@ -315,6 +317,7 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 			stop := taskAction("stop_run", r, ref.task)
 			stop.Message = buildStopMessage(r)
 			ev.add(stop)
+			ev.note(notify.KindStopped, r, stop.Message, now)
 			r.Failed = true
 			r.Failures++
 			s.stopRun(r, now, ev)
@@ -367,9 +370,10 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 		r.Failed = true
 		r.Failures++
 		s.stopRun(r, now, ev)
+		ev.note(notify.KindStopped, r, fmt.Sprintf("stopped by a worker of %s: %s", wi.Username, message), now)
 		return runcache.PrioSaveNow, nil
 	})
-	s.writeActions(ctx, ev.actions)
+	s.writeEvents(ctx, ev)
 	if err == nil {
 		err = stored(ctx) // rare enough to wait here
 	}

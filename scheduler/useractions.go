@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-chess/shoal/notify"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/stats"
@@ -46,11 +47,14 @@ func (s *Scheduler) StopRunByUser(ctx context.Context, id rundb.ObjectID, userna
 		a := runAction("stop_run", username, r)
 		a.Message = "User stop"
 		ev.add(a)
+		if username != r.Args.Username { // nobody needs telling of their own stop
+			ev.note(notify.KindStopped, r, "stopped by "+username, now)
+		}
 		return runcache.PrioSaveNow, nil
 	})
 	// Actions are collected only once the run has changed, which stands even if writing it
 	// through failed (the flusher retries), so they are logged either way.
-	s.writeActions(ctx, ev.actions)
+	s.writeEvents(ctx, ev)
 	if err != nil {
 		return wrapUserAction("stop", id, err)
 	}
@@ -210,13 +214,14 @@ func (s *Scheduler) ModifyRun(ctx context.Context, id rundb.ObjectID, username s
 				a := runAction("finished_run", r.Args.Username, r)
 				a.Message = finishedRunMessage(r)
 				ev.add(a)
+				ev.note(notify.KindFinished, r, a.Message, now)
 			}
 		}
 		res.Approved = r.Approved
 		return runcache.PrioSaveNow, nil
 	})
 	// A refusal returns before any action is collected.
-	s.writeActions(ctx, ev.actions)
+	s.writeEvents(ctx, ev)
 	if err != nil {
 		return ModifyResult{}, wrapUserAction("modify", id, err)
 	}

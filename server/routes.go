@@ -145,6 +145,8 @@ func (s *Server) uiRoutes(g gin.IRoutes) {
 	g.POST("/logout", p.LogoutSubmit)
 	getAndHead(g, "/signup", s.primaryRoute(p.SignupPage))
 	g.POST("/signup", s.primaryRoute(p.SignupSubmit))
+	getAndHead(g, "/notifications", s.primaryRoute(p.NotificationsPage))
+	g.POST("/notifications", s.primaryRoute(p.NotificationsSubmit))
 	getAndHead(g, "/user", s.primaryRoute(p.ProfilePage))
 	g.POST("/user", s.primaryRoute(p.ProfileSubmit))
 	getAndHead(g, "/user/:username", s.primaryRoute(p.ProfilePage))
@@ -158,6 +160,7 @@ func (s *Server) uiRoutes(g gin.IRoutes) {
 
 	// Operations: live tuning for approvers (server/ui/people: admin.go).
 	getAndHead(g, "/admin/tuning", s.primaryRoute(p.TuningPage))
+	getAndHead(g, "/admin/notifications", p.OutboxPage)
 
 	// Networks, opening books and tools (server/ui/networks: nns.go, books.go, sprtcalc.go).
 	n := s.networks

@@ -95,6 +95,8 @@ type Deps struct {
 	// MetricsToken, if set, lets a client with "Authorization: Bearer <token>" read /metrics
 	// from anywhere; without it only direct clients on this machine may.
 	MetricsToken string
+	// NotifyEmail says whether the operator configured a mail server for notifications.
+	NotifyEmail bool
 	// Gatherer is what /metrics serves (the registry Metrics was registered on); nil makes
 	// /metrics answer 404.
 	Gatherer prometheus.Gatherer
@@ -136,7 +138,8 @@ func New(deps Deps) (*Server, error) {
 		Role: func() ui.Role { return s.role().ui }, SessionSecret: deps.SessionSecret, Heavy: s.heavy}
 	runsDeps := runs.Deps{Logger: s.logger, Tokens: deps.Tokens, Version: deps.Version,
 		ShuttingDown: s.shuttingDown.Load}
-	peopleDeps := people.Deps{Logger: s.logger, Tokens: deps.Tokens, Lease: s.lease, Logins: s.logins}
+	peopleDeps := people.Deps{Logger: s.logger, Tokens: deps.Tokens, Lease: s.lease, Logins: s.logins,
+		EmailEnabled: deps.NotifyEmail}
 	netsDeps := networks.Deps{Logger: s.logger, Tokens: deps.Tokens, DataDir: deps.DataDir,
 		MaxNetworkSize: deps.MaxNetworkSize, Transfers: s.transfers}
 	if deps.Mirrors != nil {
@@ -152,6 +155,7 @@ func New(deps Deps) (*Server, error) {
 		uiDeps.Users, runsDeps.Runs, runsDeps.Users = db.Users, db.Runs, db.Users
 		peopleDeps.Users, peopleDeps.People, peopleDeps.Actions, peopleDeps.Workers = db.Users, db, db.Actions, db.Workers
 		peopleDeps.UserStats, peopleDeps.MonthlyContributors = db.UserCache, db.MonthlyContributors()
+		peopleDeps.NotifySettings, peopleDeps.Outbox = db.NotifySettings, db.Outbox
 		netsDeps.Networks, netsDeps.Actions = db.NNs, db.Actions
 		apiDeps.Users, apiDeps.UserStats, apiDeps.Runs = db.Users, db.UserCache, db.Runs
 		apiDeps.Actions, apiDeps.PGNs, apiDeps.Networks = db.Actions, db.PGNs, db.NNs
@@ -177,15 +181,17 @@ func New(deps Deps) (*Server, error) {
 
 // The database's stores and the scheduler give the API and the web UI what they ask of them.
 var (
-	_ api.Users     = (*rundb.UserStore)(nil)
-	_ api.UserStats = (*rundb.UserCacheStore)(nil)
-	_ api.Runs      = (*rundb.RunStore)(nil)
-	_ api.Actions   = (*rundb.ActionStore)(nil)
-	_ api.PGNs      = (*rundb.PGNStore)(nil)
-	_ api.Networks  = (*rundb.NNStore)(nil)
-	_ api.Scheduler = (*scheduler.Scheduler)(nil)
-	_ api.Sources   = (*gitmirror.Mirrors)(nil)
-	_ api.Books     = (*books.Store)(nil)
+	_ api.Users             = (*rundb.UserStore)(nil)
+	_ people.NotifySettings = (*rundb.NotifySettingsStore)(nil)
+	_ people.Outbox         = (*rundb.OutboxStore)(nil)
+	_ api.UserStats         = (*rundb.UserCacheStore)(nil)
+	_ api.Runs              = (*rundb.RunStore)(nil)
+	_ api.Actions           = (*rundb.ActionStore)(nil)
+	_ api.PGNs              = (*rundb.PGNStore)(nil)
+	_ api.Networks          = (*rundb.NNStore)(nil)
+	_ api.Scheduler         = (*scheduler.Scheduler)(nil)
+	_ api.Sources           = (*gitmirror.Mirrors)(nil)
+	_ api.Books             = (*books.Store)(nil)
 
 	_ ui.Users            = (*rundb.UserStore)(nil)
 	_ ui.Scheduler        = (*scheduler.Scheduler)(nil)

@@ -88,6 +88,11 @@ type Deps struct {
 	// Logins are the server's limits on password checks and signups, which the API's checks
 	// count against too.
 	Logins *guard.Logins
+	// NotifySettings and Outbox are the notifications' (notify.go); EmailEnabled says whether
+	// the operator configured a mail server, without which users are offered no e-mail.
+	NotifySettings NotifySettings
+	Outbox         Outbox
+	EmailEnabled   bool
 }
 
 // Server handles these pages' requests. Safe for concurrent use.
