@@ -19,7 +19,8 @@ var inf = math.Inf(1)
 
 // events collects the actions a change produces.
 type events struct {
-	actions []*rundb.Action
+	actions     []*rundb.Action
+	quarantines []quarantined // stored by applyQuarantines
 }
 
 func (e *events) add(a *rundb.Action) { e.actions = append(e.actions, a) }

@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-chess/shoal/metrics"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
+	"github.com/shoal-chess/shoal/scheduler/quarantine"
 )
 
 // Config holds the operator's knobs the scheduler uses.
@@ -41,6 +42,9 @@ type Config struct {
 	// its token pool's Do). The rest of request_task is memory-only and runs without it. Nil
 	// runs the work directly.
 	DBGate func(ctx context.Context, fn func(context.Context) error) error
+	// Quarantine is the rule that quarantines a machine whose time losses, crashes or failed
+	// tasks stand far outside the fleet's (package quarantine); the zero value is off.
+	Quarantine quarantine.Settings
 	// Metrics receives the scheduler's counts: tasks assigned, finished and reclaimed,
 	// too-busy replies, the scheduling lock's hold time, beat lag and the fleet's size. Nil
 	// records nothing.
@@ -70,12 +74,14 @@ type taskRef struct {
 // the per-IP connection counts and the runs each worker has built. It hands out tasks, applies
 // results and reclaims dead tasks. Safe for concurrent use.
 //
-// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu. Nothing waits
-// on the database while holding mu or a run's lock; actions are written after both are released.
+// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu or the
+// quarantine record's lock (leaves, never held together). Nothing waits on the database while
+// holding mu or a run's lock; actions and quarantines are written after both are released.
 type Scheduler struct {
 	cfg    Config
 	db     store // the database, but for runs (see store.go)
 	runs   *runcache.Cache
+	quar   *quarantine.Record // the machines' sliding record; see quarantine.go
 	logger *slog.Logger
 	now    func() time.Time
 
@@ -122,6 +128,7 @@ func newScheduler(cfg Config, db store, runs *runcache.Cache, logger *slog.Logge
 	}
 	s := &Scheduler{
 		cfg: cfg, db: db, runs: runs, logger: logger, now: time.Now,
+		quar:        quarantine.New(cfg.Quarantine),
 		unfinished:  make(map[rundb.ObjectID]bool),
 		wtt:         make(map[string]taskRef),
 		connections: make(map[string]int),

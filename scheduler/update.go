@@ -148,6 +148,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		}
 
 		addResults(&r.Results, st, t.Stats)
+		s.noteGames(r, t, st, ev)
 		t.Stats = st
 		t.LastUpdated = now
 		// The task keeps the concurrency it was sized and counted with: the run's cores
@@ -163,6 +164,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		if numGames >= t.NumGames {
 			s.setInactiveTask(r, taskID, now, endFinished)
 			crashOrTime(r, taskID, ev)
+			s.noteTaskEnd(r, taskID, false, ev)
 			prio = runcache.PrioMedium
 		}
 		r.LastUpdated = now
@@ -183,6 +185,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		return prio, nil
 	})
 	s.writeActions(ctx, ev.actions)
+	s.applyQuarantines(ctx, ev)
 	reply.stored = stored
 	return reply, err
 }
@@ -288,6 +291,7 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 	ev := &events{}
 	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, metrics.ReasonFailed, build, s.now(), ev)
 	s.writeActions(ctx, ev.actions)
+	s.applyQuarantines(ctx, ev)
 	return reply, err
 }
 
@@ -303,6 +307,9 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 		}
 		s.setInactiveTask(r, ref.task, now, reason)
 		crashOrTime(r, ref.task, ev)
+		if reason == metrics.ReasonFailed { // the worker's own report, not the server's
+			s.noteTaskEnd(r, ref.task, true, ev)
+		}
 		a := taskAction("failed_task", r, ref.task)
 		a.Message = message
 		ev.add(a)
@@ -360,6 +367,7 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 			a.Message += " (not authorized)"
 		}
 		ev.add(a)
+		s.noteTaskEnd(r, taskID, true, ev)
 		if !authorized {
 			s.setInactiveTask(r, taskID, now, metrics.ReasonFailed)
 			return runcache.PrioMedium, nil
@@ -370,6 +378,7 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 		return runcache.PrioSaveNow, nil
 	})
 	s.writeActions(ctx, ev.actions)
+	s.applyQuarantines(ctx, ev)
 	if err == nil {
 		err = stored(ctx) // rare enough to wait here
 	}
