@@ -8,9 +8,10 @@ import (
 	"github.com/shoal-chess/shoal/scheduler/quarantine"
 )
 
-// QuarantineAction is the event log's kind of the line written when a machine is quarantined
-// (Message: the reason) and when a quarantine is found lifted: what tells anyone else, such as
-// a notifier, that it happened.
+// QuarantineAction is the event log's kind of the line written when a machine is quarantined:
+// Username the server's, User the machine's owner, Worker its short name, Message the reason.
+// It is what tells anyone else, such as a notifier, that it happened. The workers page writes
+// one when an approver lifts a quarantine (Message "lifted (...)").
 const QuarantineAction = "quarantine"
 
 // quarantined is a verdict of the quarantine rule and the user who runs the machine, collected
@@ -24,6 +25,9 @@ type quarantined struct {
 // and crashes it adds to the task's previous one. Called under the run's lock; the record's
 // lock is a leaf.
 func (s *Scheduler) noteGames(r *rundb.Run, t *rundb.Task, st rundb.Results, ev *events) {
+	if !s.cfg.Quarantine.Enabled {
+		return
+	}
 	games := played(st) - played(t.Stats)
 	timeLosses := max(0, st.TimeLosses-t.Stats.TimeLosses)
 	crashes := max(0, st.Crashes-t.Stats.Crashes)
@@ -35,6 +39,9 @@ func (s *Scheduler) noteGames(r *rundb.Run, t *rundb.Task, st rundb.Results, ev 
 // noteTaskEnd tells the quarantine record that a task ended, played out or failed by its
 // machine (failed_task, stop_run). Called under the run's lock.
 func (s *Scheduler) noteTaskEnd(r *rundb.Run, taskID int, failed bool, ev *events) {
+	if !s.cfg.Quarantine.Enabled {
+		return
+	}
 	w := r.Tasks[taskID].WorkerInfo
 	if v := s.quar.TaskEnded(w.ShortName(), r.ID.Hex(), failed); v != nil {
 		ev.quarantines = append(ev.quarantines, quarantined{v, w.Username})
@@ -69,7 +76,7 @@ func (s *Scheduler) applyQuarantines(ctx context.Context, ev *events) {
 			if err := s.db.workers.Put(ctx, w); err != nil {
 				return err
 			}
-			s.writeActions(ctx, []*rundb.Action{{Action: QuarantineAction, Username: q.username, Worker: name, Message: reason}})
+			s.writeActions(ctx, []*rundb.Action{{Action: QuarantineAction, Username: systemUser, User: q.username, Worker: name, Message: reason}})
 			return nil
 		}(context.WithoutCancel(ctx))
 		if err != nil {

@@ -5,9 +5,9 @@
 // A Record keeps, in memory and bounded in size, a sliding window of what each machine's tasks
 // reported on its latest runs (games, time losses, crashes, tasks ended and tasks it failed or
 // stopped), and the fleet's totals on each run. The rule (Settings, docs/QUARANTINE.md) is a
-// one-sided Poisson test of the machine's count of bad events against the count the rest of
-// the fleet's rates on the same runs predict, with floors under those rates, a minimum of games
-// (or tasks), more than one run, and a minimum ratio. The package decides; storing the
+// one-sided Poisson test of the machine's count of bad events against MinRatio times the count
+// the rest of the fleet's rates on the same runs predict, with floors under those rates, a
+// minimum of games (or tasks) and more than one run. The package decides; storing the
 // quarantine, refusing the machine and telling anyone are the scheduler's.
 package quarantine
 
@@ -27,13 +27,15 @@ type Settings struct {
 	// Enabled turns the rule on; off, Record records nothing and never quarantines.
 	Enabled bool
 	// P is the one-sided tail probability below which a machine's count is too many: the
-	// chance that a machine as good as the fleet reports that many or more.
+	// chance that a machine whose true rate is MinRatio times the fleet's reports that many or
+	// more.
 	P float64
 	// MinGames and MinTasks are the least games (for time losses and crashes) and tasks (for
 	// failed tasks and stop_run reports) a machine must have played in the window, and MinRuns
 	// the least runs, before it can be judged.
 	MinGames, MinTasks, MinRuns int
-	// MinRatio is how many times the predicted count the machine's count must be at least.
+	// MinRatio is how far outside the fleet a machine must stand: the test asks whether its
+	// rate exceeds MinRatio times the fleet's (the spread of healthy machines stays under it).
 	MinRatio float64
 	// RateFloor is the least rate of time losses and crashes per game a prediction uses, and
 	// FailureFloor the least rate of failed tasks per task: a fleet that reports almost none
@@ -141,7 +143,7 @@ type Verdict struct {
 	Trials                     int64
 	Runs                       int
 	// Expected is the count the fleet's rates on the same runs predict, P the chance of Count
-	// or more at that mean.
+	// or more at MinRatio times that mean.
 	Expected, P float64
 }
 
@@ -149,11 +151,19 @@ type Verdict struct {
 // worker prints it.
 func (v *Verdict) Reason() string {
 	if v.Kind == FailedTasks {
-		return fmt.Sprintf("quarantined: %d failed tasks (failed_task or stop_run) in %d tasks on %d runs, where the rest of the fleet's rates on those runs predict %.2g (p = %.2g)",
-			v.Count, v.Trials, v.Runs, v.Expected, v.P)
+		return fmt.Sprintf("quarantined: %d failed tasks (failed_task or stop_run) in %d tasks on %d runs, where the rest of the fleet's rates on those runs predict %s (p = %.2g)",
+			v.Count, v.Trials, v.Runs, approx(v.Expected), v.P)
 	}
-	return fmt.Sprintf("quarantined: %d time losses and %d crashes in %d games on %d runs, where the rest of the fleet's rates on those runs predict %.2g (p = %.2g)",
-		v.TimeLosses, v.Crashes, v.Trials, v.Runs, v.Expected, v.P)
+	return fmt.Sprintf("quarantined: %d time losses and %d crashes in %d games on %d runs, where the rest of the fleet's rates on those runs predict %s (p = %.2g)",
+		v.TimeLosses, v.Crashes, v.Trials, v.Runs, approx(v.Expected), v.P)
+}
+
+// approx writes a predicted count for people: two significant digits, whole numbers from 10.
+func approx(x float64) string {
+	if x >= 10 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.2g", x)
 }
 
 // Games records games a machine's task reported on a run (the difference from its previous
@@ -292,7 +302,9 @@ func (r *Record) judge(mach string, m *machine, kind Kind) *Verdict {
 	if v.Runs < r.set.MinRuns || v.Trials < minTrials || float64(count) < r.set.MinRatio*v.Expected {
 		return nil
 	}
-	if v.P = stats.PoissonTail(int(count), v.Expected); v.P >= r.set.P {
+	// The test is against MinRatio times the prediction: a machine whose true rate is under
+	// MinRatio times the fleet's reaches P with a chance under P, however many games it plays.
+	if v.P = stats.PoissonTail(int(count), r.set.MinRatio*v.Expected); v.P >= r.set.P {
 		return nil
 	}
 	m.flagged = true

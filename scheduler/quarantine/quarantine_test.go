@@ -32,18 +32,21 @@ func TestGamesRule(t *testing.T) {
 		want      bool
 		wantP     float64 // the verdict's p-value, when want
 	}{
-		// 10 in 400 games on two runs; the fleet's 2e-4 is under the floor of 1e-3, so 0.4 are
-		// expected: P(X >= 10 | 0.4) = 2.0098e-11 (e^-0.4 sum_{k>=10} 0.4^k/k!).
-		{"ten time losses in 400 games on two runs", 2, 200, 5, 20, true, 2.0098e-11},
-		{"the same on one run only", 1, 400, 10, 20, false, 0},
-		{"too few games", 2, 99, 5, 20, false, 0},
+		// 14 in 400 games on two runs; the fleet's 2e-4 is under the floor of 1e-3, so 0.4 are
+		// predicted, and the test is against three times that: P(X >= 14 | 1.2) = 4.8193e-11
+		// (e^-1.2 sum_{k>=14} 1.2^k/k!).
+		{"fourteen time losses in 400 games on two runs", 2, 200, 7, 20, true, 4.8193e-11},
+		// P(X >= 12 | 1.2) = 6.17e-9: not below 1e-9.
+		{"twelve are not enough", 2, 200, 6, 20, false, 0},
+		{"the same on one run only", 1, 400, 14, 20, false, 0},
+		{"too few games", 2, 99, 7, 20, false, 0},
 		// The fleet loses 2% on time there too (a time control too short for everyone): 8
 		// expected, 10 seen, an ordinary count.
 		{"the whole fleet loses as often", 2, 200, 4, 2000, false, 0},
-		// 2.5% where the fleet loses 1%: 250 expected, 625 seen: p is tiny, but 2.5 times
-		// is under the ratio of 3.
+		// 2.5% where the fleet loses 1%: 250 predicted, 625 seen: far from chance, but 2.5
+		// times is under the ratio of 3.
 		{"far outside but under the ratio", 2, 12500, 313, 1000, false, 0},
-		// 4 in 400 at an expected 0.4: P(X >= 4 | 0.4) = 7.8e-4, nothing unusual enough.
+		// 4 in 400 where 0.4 are predicted: ten times, but P(X >= 4 | 1.2) = 0.034.
 		{"a few more than expected", 2, 200, 2, 20, false, 0},
 	}
 	for _, tc := range tests {
@@ -69,7 +72,7 @@ func TestGamesRule(t *testing.T) {
 			if math.Abs(v.P-tc.wantP) > 1e-3*tc.wantP {
 				t.Errorf("p %.5g, want %.5g", v.P, tc.wantP)
 			}
-			want := "quarantined: 10 time losses and 0 crashes in 400 games on 2 runs, where the rest of the fleet's rates on those runs predict 0.4 (p = 2e-11)"
+			want := "quarantined: 14 time losses and 0 crashes in 400 games on 2 runs, where the rest of the fleet's rates on those runs predict 0.4 (p = 4.8e-11)"
 			if v.Reason() != want {
 				t.Errorf("reason\n%q, want\n%q", v.Reason(), want)
 			}
@@ -96,15 +99,15 @@ func TestFailedTasksRule(t *testing.T) {
 		v = r.TaskEnded("bob-4cores-flaky1", fmt.Sprintf("run-%d", tasks%2), true)
 		tasks++
 	}
-	// At n failures of n tasks the mean is 0.05 n: P(X >= 9 | 0.45) = 1.39e-9 is not below
-	// 1e-9, P(X >= 10 | 0.5) = 1.7097e-10 is, and 10 is the minimum of tasks.
-	if v == nil || tasks != 10 || v.Count != 10 || v.Trials != 10 || v.Kind != FailedTasks {
-		t.Fatalf("verdict %+v after %d tasks, want one after 10", v, tasks)
+	// At n failures of n tasks the prediction is 0.05 n and the test is against 0.15 n:
+	// P(X >= 17 | 2.55) = 2.08e-9 is not below 1e-9, P(X >= 18 | 2.7) = 7.1056e-10 is.
+	if v == nil || tasks != 18 || v.Count != 18 || v.Trials != 18 || v.Kind != FailedTasks {
+		t.Fatalf("verdict %+v after %d tasks, want one after 18", v, tasks)
 	}
-	if math.Abs(v.Expected-0.5) > 1e-9 || math.Abs(v.P-1.7097e-10) > 1e-3*1.7097e-10 {
-		t.Errorf("expected %v p %.5g, want 0.5 and 1.7097e-10", v.Expected, v.P)
+	if math.Abs(v.Expected-0.9) > 1e-9 || math.Abs(v.P-7.1056e-10) > 1e-3*7.1056e-10 {
+		t.Errorf("expected %v p %.5g, want 0.9 and 7.1056e-10", v.Expected, v.P)
 	}
-	if !strings.HasPrefix(v.Reason(), "quarantined: 10 failed tasks (failed_task or stop_run) in 10 tasks on 2 runs") {
+	if !strings.HasPrefix(v.Reason(), "quarantined: 18 failed tasks (failed_task or stop_run) in 18 tasks on 2 runs") {
 		t.Errorf("reason %q", v.Reason())
 	}
 }
