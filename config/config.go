@@ -102,6 +102,20 @@ type Config struct {
 	DuplicateWorkerWindow time.Duration
 	// TaskDuration is the amount of work handed out in one task.
 	TaskDuration time.Duration
+	// Quarantine turns on the rule that quarantines a worker machine whose time losses and
+	// crashes (per game) or failed tasks (per task) stand far outside the rest of the fleet's on
+	// the same runs; the Quarantine* fields are its thresholds (docs/QUARANTINE.md).
+	Quarantine bool
+	// QuarantineP is the one-sided Poisson tail probability below which a count is too many.
+	QuarantineP float64
+	// QuarantineMinGames, QuarantineMinTasks and QuarantineMinRuns are the least games, tasks
+	// and runs in a machine's window before it is judged.
+	QuarantineMinGames, QuarantineMinTasks, QuarantineMinRuns int
+	// QuarantineMinRatio is how many times the fleet's predicted count a machine's must be.
+	QuarantineMinRatio float64
+	// QuarantineRateFloor and QuarantineFailureFloor are the least rates (per game, per task)
+	// a prediction uses.
+	QuarantineRateFloor, QuarantineFailureFloor float64
 	// SessionSecret signs and encrypts the web UI's session cookies. Empty: a random secret
 	// kept in DataDir/session_secret (created on first start), or with InsecureDev a fixed,
 	// public one.
@@ -185,13 +199,23 @@ func DefaultConfig() Config {
 		LeaseTTL:              10 * time.Second,
 		DuplicateWorkerWindow: 120 * time.Second,
 		TaskDuration:          1800 * time.Second,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          60 * time.Second,
-		IdleTimeout:           90 * time.Second,
-		TransferTimeout:       10 * time.Minute,
-		MaxConnsPerAddress:    128,
-		MaxConns:              0,
-		Notify:                defaultNotify(),
+		// The quarantine's defaults are the quarantine package's (a test in node holds them
+		// equal), measured with the fleet simulator (docs/QUARANTINE.md).
+		Quarantine:             true,
+		QuarantineP:            1e-9,
+		QuarantineMinGames:     200,
+		QuarantineMinTasks:     10,
+		QuarantineMinRuns:      2,
+		QuarantineMinRatio:     3,
+		QuarantineRateFloor:    1e-3,
+		QuarantineFailureFloor: 0.05,
+		ReadTimeout:            30 * time.Second,
+		WriteTimeout:           60 * time.Second,
+		IdleTimeout:            90 * time.Second,
+		TransferTimeout:        10 * time.Minute,
+		MaxConnsPerAddress:     128,
+		MaxConns:               0,
+		Notify:                 defaultNotify(),
 	}
 }
 
@@ -369,6 +393,27 @@ func options() []Option[Config] {
 			func(c *Config) *time.Duration { return &c.DuplicateWorkerWindow }),
 		durationOption("task_duration", "amount of work handed out in one task",
 			func(c *Config) *time.Duration { return &c.TaskDuration }),
+		Bool("quarantine", "quarantine worker machines whose time losses and crashes, or failed tasks, stand far outside the rest of the fleet's on the same runs (docs/QUARANTINE.md)",
+			func(c *Config) *bool { return &c.Quarantine }),
+		Float("quarantine_p", "quarantine: the one-sided Poisson tail probability below which a machine's count of bad events is too many",
+			func(c *Config) *float64 { return &c.QuarantineP }, openRange(0, 0.01)),
+		intOption("quarantine_min_games", "quarantine: the least games in a machine's window before its time losses and crashes are judged",
+			func(c *Config) *int { return &c.QuarantineMinGames }),
+		intOption("quarantine_min_tasks", "quarantine: the least tasks in a machine's window before its failed tasks are judged",
+			func(c *Config) *int { return &c.QuarantineMinTasks }),
+		Int("quarantine_min_runs", "quarantine: the least runs in a machine's window before it is judged (at least 2)",
+			func(c *Config) *int { return &c.QuarantineMinRuns }, 2, "must be an integer of at least 2"),
+		Float("quarantine_min_ratio", "quarantine: how many times the count the fleet's rates predict a machine's count must be, at least",
+			func(c *Config) *float64 { return &c.QuarantineMinRatio }, func(f float64) error {
+				if f < 1 {
+					return errors.New("must be at least 1")
+				}
+				return nil
+			}),
+		Float("quarantine_rate_floor", "quarantine: the least rate of time losses and crashes per game a prediction uses",
+			func(c *Config) *float64 { return &c.QuarantineRateFloor }, openRange(0, 1)),
+		Float("quarantine_failure_floor", "quarantine: the least rate of failed tasks per task a prediction uses",
+			func(c *Config) *float64 { return &c.QuarantineFailureFloor }, openRange(0, 1)),
 		String("role", "primary, secondary, standby (takes over when the primary's lease lapses), or auto (primary when the listen port is primary_port)",
 			func(c *Config) *string { return &c.Role }, checkRole),
 		durationOption("lease_ttl", "how long the primary's lease lasts unrenewed before a standby takes over",
@@ -418,6 +463,16 @@ func durationOption(key, usage string, field func(*Config) *time.Duration) Optio
 		}
 		return nil
 	})
+}
+
+// openRange checks that a number is strictly between lo and hi.
+func openRange(lo, hi float64) func(float64) error {
+	return func(f float64) error {
+		if !(f > lo && f < hi) {
+			return fmt.Errorf("must be above %g and below %g", lo, hi)
+		}
+		return nil
+	}
 }
 
 // positiveIntReason is given both for counts that are not integers and for

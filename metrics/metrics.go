@@ -83,6 +83,7 @@ type Metrics struct {
 	slowChecks atomic.Pointer[func() int64]
 
 	tooBusy        prometheus.Counter
+	quarantined    prometheus.Counter
 	critical       prometheus.Histogram
 	unfinishedRuns prometheus.Gauge
 	activeRuns     prometheus.Gauge
@@ -235,8 +236,12 @@ func (m *Metrics) schedulerCollectors() []prometheus.Collector {
 		Help:    "Time since an active task's last update or beat, at the moment its worker beats.",
 		Buckets: beatLagBuckets,
 	})
+	m.quarantined = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_scheduler_workers_quarantined_total",
+		Help: "Worker machines quarantined by the rule: their time losses, crashes or failed tasks far above the fleet's on the same runs.",
+	})
 	return []prometheus.Collector{m.tooBusy, m.critical, m.unfinishedRuns, m.activeRuns, m.workers, m.cores,
-		m.nps, m.assigned, m.finished, m.reclaimed, m.beatLag}
+		m.nps, m.assigned, m.finished, m.reclaimed, m.beatLag, m.quarantined}
 }
 
 // runCacheCollectors are the run cache's size and its writes.
@@ -427,6 +432,14 @@ func (m *Metrics) TooBusy() {
 		return
 	}
 	m.tooBusy.Inc()
+}
+
+// Quarantined counts one worker machine quarantined.
+func (m *Metrics) Quarantined() {
+	if m == nil {
+		return
+	}
+	m.quarantined.Inc()
 }
 
 // ObserveCriticalSection records how long request_task held the scheduling lock.

@@ -6,8 +6,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/shoal-chess/shoal/config"
 	"github.com/shoal-chess/shoal/rundb/journal"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/scheduler/quarantine"
 )
 
 // primaryRole is what an instance runs while it is the primary: the journal (and with it the
@@ -54,6 +56,7 @@ func (inst *Instance) becomePrimary(ctx context.Context, lease journal.Lease) (_
 		DeadTaskTimeout:   cfg.DeadTaskTimeout, ScavengePeriod: cfg.ScavengePeriod,
 		DuplicateWorkerWindow: cfg.DuplicateWorkerWindow, TaskDuration: cfg.TaskDuration,
 		BooksURL: cfg.BooksURL, DBGate: inst.tokens.Do, Books: inst.books, Sources: inst.mirrors,
+		Quarantine: quarantineSettings(cfg),
 	}, FlushPeriod: cfg.FlushPeriod}
 	if pcfg.Notifier, pcfg.Jobs, err = inst.notifications(); err != nil {
 		return nil, err
@@ -212,3 +215,10 @@ func (inst *Instance) followLease(ctx context.Context) {
 // server kill itself (SIGKILL) during its Nth run write, so that a test can show what a crash in
 // the middle of one leaves. Other builds ignore it (faultinject_off.go).
 const CrashInWriteEnv = "SHOAL_TEST_CRASH_IN_RUN_WRITE"
+
+// quarantineSettings are the quarantine rule's thresholds from the configuration.
+func quarantineSettings(cfg config.Config) quarantine.Settings {
+	return quarantine.Settings{Enabled: cfg.Quarantine, P: cfg.QuarantineP,
+		MinGames: cfg.QuarantineMinGames, MinTasks: cfg.QuarantineMinTasks, MinRuns: cfg.QuarantineMinRuns,
+		MinRatio: cfg.QuarantineMinRatio, RateFloor: cfg.QuarantineRateFloor, FailureFloor: cfg.QuarantineFailureFloor}
+}

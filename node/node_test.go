@@ -18,6 +18,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb/journal"
 	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/scheduler"
+	"github.com/shoal-chess/shoal/scheduler/quarantine"
 )
 
 // testConfig is a configuration for an instance in a test: the defaults, any free port, and
@@ -131,6 +132,9 @@ func TestConfigDefaultsAreThePackagesDefaults(t *testing.T) {
 	}
 	if c.TaskSemaphoreSize != scheduler.DefaultTaskSemaphoreSize {
 		t.Errorf("task_semaphore_size %d, the scheduler's default %d", c.TaskSemaphoreSize, scheduler.DefaultTaskSemaphoreSize)
+	}
+	if got, want := quarantineSettings(c), quarantine.DefaultSettings(); got != want {
+		t.Errorf("quarantine settings %+v, the quarantine package's defaults %+v", got, want)
 	}
 }
 

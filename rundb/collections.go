@@ -105,7 +105,7 @@ func (s *ActionStore) Insert(ctx context.Context, a *Action) error {
 const maxWorkerMessage = 500
 
 // Worker is what Shoal remembers about a worker machine by its short name
-// ("user-8cores-abcd1234"): whether it is blocked and why.
+// ("user-8cores-abcd1234"): whether it is blocked or quarantined, and why.
 type Worker struct {
 	WorkerName  string    `bson:"worker_name" json:"worker_name"`
 	Blocked     bool      `bson:"blocked" json:"blocked"`
@@ -116,6 +116,13 @@ type Worker struct {
 	// blocked, and on a block written before they were recorded.
 	BlockedBy         string `bson:"blocked_by,omitempty" json:"blocked_by,omitempty"`
 	BlockedByApprover bool   `bson:"blocked_by_approver,omitempty" json:"blocked_by_approver,omitempty"`
+	// Quarantined says the block is the server's own: the machine's results stood far outside
+	// the fleet's (see the scheduler's quarantine rule), and Message says how. QuarantinedSince
+	// is when, and Quarantines how many times this machine was ever quarantined, which stays
+	// when a quarantine is lifted. fishtest reads such a record as an approver's block.
+	Quarantined      bool      `bson:"quarantined,omitempty" json:"quarantined,omitempty"`
+	QuarantinedSince time.Time `bson:"quarantined_since,omitempty" json:"quarantined_since,omitzero"`
+	Quarantines      int       `bson:"quarantines,omitempty" json:"quarantines,omitempty"`
 
 	Extra Extra `bson:",inline" json:"-"`
 }

@@ -354,6 +354,21 @@ func (s *WorkerStore) Blocked(ctx context.Context) ([]*Worker, error) {
 	return out, nil
 }
 
+// Quarantined lists the workers ever quarantined (Quarantines > 0), quarantined now or not,
+// for the approvers' list of users whose machines are quarantined again and again.
+func (s *WorkerStore) Quarantined(ctx context.Context) ([]*Worker, error) {
+	cur, err := s.coll.Find(ctx, bson.D{{Key: "quarantines", Value: bson.D{{Key: "$gt", Value: 0}}}},
+		options.Find().SetSort(bson.D{{Key: "worker_name", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list quarantined workers: %w", mapError(err))
+	}
+	out := []*Worker{}
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, fmt.Errorf("list quarantined workers: %w", mapError(err))
+	}
+	return out, nil
+}
+
 // --- The event log ---
 
 // HiddenActions are the kinds of action the event log leaves out unless asked for by name:

@@ -20,8 +20,9 @@ var inf = math.Inf(1)
 
 // events collects the actions a change produces, and what its users are to be told.
 type events struct {
-	actions []*rundb.Action
-	notes   []notify.Event
+	actions     []*rundb.Action
+	notes       []notify.Event
+	quarantines []quarantined // stored by applyQuarantines
 }
 
 func (e *events) add(a *rundb.Action) { e.actions = append(e.actions, a) }

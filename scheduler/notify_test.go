@@ -82,13 +82,36 @@ func TestApprovalsAndStopsQueueNotifications(t *testing.T) {
 	}
 }
 
-func TestAQuarantineActionTellsTheMachinesOwner(t *testing.T) {
-	s, _ := newTestScheduler(t)
+// A quarantine decided on update_task tells the machine's owner once; the event-log line of a
+// lift tells nobody.
+func TestAQuarantineTellsTheMachinesOwner(t *testing.T) {
+	ctx := context.Background()
+	s := newQuarantineScheduler(t)
 	db := withOutbox(t, s)
-	s.writeActions(context.Background(), []*rundb.Action{{Action: ActionQuarantine, Username: "carol",
-		Worker: "carol-8cores-1a2b", Message: "quarantined: 40 time losses in 400 games"}})
-	want := "carol quarantined: quarantined: 40 time losses in 400 games"
-	if got := outbox(t, db); len(got) != 1 || got[0] != want {
-		t.Errorf("outbox %q, want %q", got, want)
+	bad := worker(9)
+	ns := &rundb.NotifySettings{Username: bad.Username, Events: notify.Kinds,
+		Webhooks: []rundb.NotifyWebhook{{URL: "https://hooks.example.org/w", Format: notify.FormatJSON}}}
+	if err := db.NotifySettings.Put(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	st := pairs(100, 0)
+	st.TimeLosses = 7
+	for _, prio := range []float64{0, 1} { // 7 time losses in 200 games on each of two runs
+		id := addRun(t, s, runSpec{numGames: 100000, approved: true, priority: prio})
+		fleetPlayed(s, id)
+		task := request(t, s, bad)
+		if _, err := s.UpdateTask(ctx, bad, task.RunID, task.TaskID, st, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := outbox(t, db)
+	want := bad.Username + " quarantined: quarantined: 14 time losses and 0 crashes in 400 games on 2 runs"
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Fatalf("outbox %q, want one line starting %q", got, want)
+	}
+	s.writeActions(ctx, []*rundb.Action{{Action: QuarantineAction, Username: "bob", User: bad.Username,
+		Worker: bad.ShortName(), Message: "lifted (a false alarm)"}})
+	if after := outbox(t, db); len(after) != 1 {
+		t.Errorf("a lift queued a notification: %q", after)
 	}
 }

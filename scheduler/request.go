@@ -95,6 +95,7 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	case err != nil && !errors.Is(err, rundb.ErrNotFound):
 		return TaskReply{}, err
 	}
+	s.clearLifted(name)
 
 	n := s.inside.Add(1)
 	// The slot is given back once the decision is made: what follows it (the event log, the

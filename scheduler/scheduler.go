@@ -18,6 +18,7 @@ import (
 	"github.com/shoal-chess/shoal/notify"
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
+	"github.com/shoal-chess/shoal/scheduler/quarantine"
 )
 
 // Config holds the operator's knobs the scheduler uses.
@@ -45,6 +46,9 @@ type Config struct {
 	// Notifier is told of the events users may want to hear of: a run finished, approved or
 	// stopped, a machine quarantined. Nil tells nobody.
 	Notifier Notifier
+	// Quarantine is the rule that quarantines a machine whose time losses, crashes or failed
+	// tasks stand far outside the fleet's (package quarantine); the zero value is off.
+	Quarantine quarantine.Settings
 	// Metrics receives the scheduler's counts: tasks assigned, finished and reclaimed,
 	// too-busy replies, the scheduling lock's hold time, beat lag and the fleet's size. Nil
 	// records nothing.
@@ -74,12 +78,14 @@ type taskRef struct {
 // the per-IP connection counts and the runs each worker has built. It hands out tasks, applies
 // results and reclaims dead tasks. Safe for concurrent use.
 //
-// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu. Nothing waits
-// on the database while holding mu or a run's lock; actions are written after both are released.
+// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu or the
+// quarantine record's lock (leaves, never held together). Nothing waits on the database while
+// holding mu or a run's lock; actions and quarantines are written after both are released.
 type Scheduler struct {
 	cfg    Config
 	db     store // the database, but for runs (see store.go)
 	runs   *runcache.Cache
+	quar   *quarantine.Record // the machines' sliding record; see quarantine.go
 	logger *slog.Logger
 	now    func() time.Time
 
@@ -126,6 +132,7 @@ func newScheduler(cfg Config, db store, runs *runcache.Cache, logger *slog.Logge
 	}
 	s := &Scheduler{
 		cfg: cfg, db: db, runs: runs, logger: logger, now: time.Now,
+		quar:        quarantine.New(cfg.Quarantine),
 		unfinished:  make(map[rundb.ObjectID]bool),
 		wtt:         make(map[string]taskRef),
 		connections: make(map[string]int),
@@ -320,23 +327,14 @@ func (s *Scheduler) dbGate(ctx context.Context, fn func(context.Context) error) 
 }
 
 // writeActions stores actions collected while locks were held; a failure is logged, as losing
-// an event-log line must not fail the worker's request. A quarantine action (ActionQuarantine)
-// also tells the machine's owner.
+// an event-log line must not fail the worker's request.
 func (s *Scheduler) writeActions(ctx context.Context, actions []*rundb.Action) {
 	for _, a := range actions {
 		if err := s.db.actions.Insert(context.WithoutCancel(ctx), a); err != nil {
 			s.logger.Warn("write action", "action", a.Action, "run_id", a.RunID, "err", err)
 		}
-		if a.Action == ActionQuarantine {
-			s.notify(ctx, notify.Event{Kind: notify.KindQuarantined, Username: a.Username, Worker: a.Worker,
-				Message: a.Message, Time: s.now()})
-		}
 	}
 }
-
-// ActionQuarantine is the event-log action of a machine quarantined: its Username is the
-// machine's owner, its Worker the machine and its Message why. Writing one tells the owner.
-const ActionQuarantine = "quarantine"
 
 // writeEvents stores what a change collected: its actions, then the deliveries that tell its
 // users.

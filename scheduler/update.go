@@ -149,6 +149,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		}
 
 		addResults(&r.Results, st, t.Stats)
+		s.noteGames(r, t, st, ev)
 		t.Stats = st
 		t.LastUpdated = now
 		// The task keeps the concurrency it was sized and counted with: the run's cores
@@ -164,6 +165,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		if numGames >= t.NumGames {
 			s.setInactiveTask(r, taskID, now, endFinished)
 			crashOrTime(r, taskID, ev)
+			s.noteTaskEnd(r, taskID, false, ev)
 			prio = runcache.PrioMedium
 		}
 		r.LastUpdated = now
@@ -185,6 +187,7 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 		return prio, nil
 	})
 	s.writeEvents(ctx, ev)
+	s.applyQuarantines(ctx, ev)
 	reply.stored = stored
 	return reply, err
 }
@@ -290,6 +293,7 @@ func (s *Scheduler) FailedTask(ctx context.Context, runID rundb.ObjectID, taskID
 	ev := &events{}
 	reply, err := s.failTask(ctx, taskRef{runID, taskID}, message, metrics.ReasonFailed, build, s.now(), ev)
 	s.writeEvents(ctx, ev)
+	s.applyQuarantines(ctx, ev)
 	return reply, err
 }
 
@@ -305,6 +309,9 @@ func (s *Scheduler) failTask(ctx context.Context, ref taskRef, message, reason s
 		}
 		s.setInactiveTask(r, ref.task, now, reason)
 		crashOrTime(r, ref.task, ev)
+		if reason == metrics.ReasonFailed { // the worker's own report, not the server's
+			s.noteTaskEnd(r, ref.task, true, ev)
+		}
 		a := taskAction("failed_task", r, ref.task)
 		a.Message = message
 		ev.add(a)
@@ -363,6 +370,7 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 			a.Message += " (not authorized)"
 		}
 		ev.add(a)
+		s.noteTaskEnd(r, taskID, true, ev)
 		if !authorized {
 			s.setInactiveTask(r, taskID, now, metrics.ReasonFailed)
 			return runcache.PrioMedium, nil
@@ -374,6 +382,7 @@ func (s *Scheduler) StopRunByWorker(ctx context.Context, wi rundb.WorkerInfo, ru
 		return runcache.PrioSaveNow, nil
 	})
 	s.writeEvents(ctx, ev)
+	s.applyQuarantines(ctx, ev)
 	if err == nil {
 		err = stored(ctx) // rare enough to wait here
 	}

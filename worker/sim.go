@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -43,6 +44,14 @@ type SimSource struct {
 	SPSAOptimum map[string]float64
 	// SPSAEloPerStep is the Elo gained per step c of distance to the optimum; 0 means 5.
 	SPSAEloPerStep float64
+	// TimeLossRate and CrashRate are the chances that a game is lost on time or has an engine
+	// crash, counted in the batch's time_losses and crashes as fishtest's worker counts them (the
+	// game's result is drawn as usual). FailRate is the chance that a batch fails, which makes
+	// the worker fail its task (failed_task). All 0: a machine that never does either.
+	TimeLossRate, CrashRate, FailRate float64
+	// FaultRand draws those faults, apart from Rand so that the games' results do not depend on
+	// them; nil uses Rand.
+	FaultRand *rand.Rand
 
 	mu sync.Mutex // guards Rand
 }
@@ -55,6 +64,9 @@ type gameResult uint8
 func (s *SimSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAParams) (Batch, error) {
 	if pairs <= 0 {
 		return Batch{}, nil
+	}
+	if s.FailRate > 0 && s.faultDraw() < s.FailRate {
+		return Batch{}, errors.New("simulated engine failure")
 	}
 	if s.GameTime > 0 {
 		if err := sleep(ctx, time.Duration(pairs)*s.GameTime); err != nil {
@@ -92,8 +104,38 @@ func (s *SimSource) Play(ctx context.Context, t Task, pairs int, spsa *SPSAParam
 			b.Stats.Pentanomial[results[i-1]+r]++
 		}
 	}
+	b.Stats.TimeLosses, b.Stats.Crashes = s.faults(len(results))
 	b.PGN = simPGN(t, results)
 	return b, nil
+}
+
+// faultDraw is one draw of the faults' source.
+func (s *SimSource) faultDraw() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.FaultRand != nil {
+		return s.FaultRand.Float64()
+	}
+	if s.Rand == nil {
+		s.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return s.Rand.Float64()
+}
+
+// faults draws how many of games were lost on time and how many had a crash.
+func (s *SimSource) faults(games int) (timeLosses, crashes int) {
+	if s.TimeLossRate <= 0 && s.CrashRate <= 0 {
+		return 0, 0
+	}
+	for range games {
+		if s.faultDraw() < s.TimeLossRate {
+			timeLosses++
+		}
+		if s.CrashRate > 0 && s.faultDraw() < s.CrashRate {
+			crashes++
+		}
+	}
+	return timeLosses, crashes
 }
 
 // outcomeProbabilities returns the new engine's win and draw probabilities for an Elo difference

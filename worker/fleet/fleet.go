@@ -49,6 +49,24 @@ const (
 // ((10 + 0.1*68) * 2 * 0.92 s): the default game length, before time compression.
 const stcGameSeconds = 30.912
 
+// The fleet's background rates of faults, per game: a healthy machine's losses on time and
+// engine crashes at fishtest's short time control, where both are rare (the server's quarantine
+// measures its rule against these, docs/QUARANTINE.md), and a bad machine's losses on time.
+const (
+	DefaultTimeLossRate    = 2e-4
+	DefaultCrashRate       = 5e-5
+	DefaultBadTimeLossRate = 0.02
+)
+
+// keyPrefix is worker i's unique_key prefix, the last part of its short name.
+func keyPrefix(i int) string { return fmt.Sprintf("fl%06d", i) }
+
+// MachineName is worker i's short name, as the server names the machine: the user, the cores
+// and the unique key's prefix.
+func MachineName(opts Options, i int) string {
+	return fmt.Sprintf("%s-%dcores-%s", opts.Username, max(opts.Concurrency, 1), keyPrefix(i))
+}
+
 // MaxWorkers is the largest fleet: worker i's unique_key prefix is "fl" and i in six digits
 // (a prefix has at most 8 characters).
 const MaxWorkers = 1_000_000
@@ -97,6 +115,17 @@ type Options struct {
 	// pentanomial, or fewer games than before). The corruption is made on the wire, after the
 	// worker's own check of its batch, so that the server's validation is what is tested.
 	BadData float64
+	// TimeLossRate and CrashRate are a healthy worker's chances, per game, of a loss on time and
+	// of an engine crash, which it reports in update_task's stats as fishtest's worker does: 0
+	// takes DefaultTimeLossRate and DefaultCrashRate, a negative value none.
+	TimeLossRate, CrashRate float64
+	// BadWorkers is how many workers are bad machines, chosen from Seed among those that
+	// neither vanish nor send bad data: they lose on time with BadTimeLossRate, crash with
+	// BadCrashRate and fail a batch (failed_task) with BadFailRate instead of the healthy rates
+	// (all three 0: BadTimeLossRate is DefaultBadTimeLossRate). The report names them
+	// (BadMachines).
+	BadWorkers                                 int
+	BadTimeLossRate, BadCrashRate, BadFailRate float64
 	// Duration bounds the run (0: no bound). UntilFinished lists runs whose end ends the fleet
 	// (polled through GET /api/get_run). With neither, the fleet runs until ctx ends.
 	Duration      time.Duration
@@ -179,6 +208,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid bad-data fraction %v: want 0 to 1", o.BadData)
 	case o.Vanish+o.BadData > 1:
 		return fmt.Errorf("vanish (%v) and bad-data (%v) fractions add up to more than 1", o.Vanish, o.BadData)
+	case !(o.TimeLossRate < 1 && o.CrashRate < 1):
+		return fmt.Errorf("invalid time-loss or crash rate (%v, %v): want below 1 (negative: none)", o.TimeLossRate, o.CrashRate)
+	case o.BadWorkers < 0 || o.BadWorkers > o.Workers-int(math.Round(o.Vanish*float64(o.Workers)))-int(math.Round(o.BadData*float64(o.Workers))):
+		return fmt.Errorf("invalid number of bad workers %d: want 0 to the workers that neither vanish nor send bad data", o.BadWorkers)
+	case !(o.BadTimeLossRate >= 0 && o.BadTimeLossRate <= 1 && o.BadCrashRate >= 0 && o.BadCrashRate <= 1 && o.BadFailRate >= 0 && o.BadFailRate <= 1):
+		return fmt.Errorf("invalid bad workers' rates (%v, %v, %v): want 0 to 1", o.BadTimeLossRate, o.BadCrashRate, o.BadFailRate)
 	case o.Processes < 0 || o.Processes > o.Workers:
 		return fmt.Errorf("invalid number of processes %d: want 1 to the number of workers (%d)", o.Processes, o.Workers)
 	case o.Processes > 1 && len(o.ShardCommand) == 0:
@@ -196,6 +231,16 @@ func (o *Options) validate() error {
 	o.ServerURL = strings.TrimRight(o.ServerURL, "/")
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
+	}
+	if o.TimeLossRate == 0 {
+		o.TimeLossRate = DefaultTimeLossRate
+	}
+	if o.CrashRate == 0 {
+		o.CrashRate = DefaultCrashRate
+	}
+	o.TimeLossRate, o.CrashRate = max(o.TimeLossRate, 0), max(o.CrashRate, 0)
+	if o.BadTimeLossRate == 0 && o.BadCrashRate == 0 && o.BadFailRate == 0 {
+		o.BadTimeLossRate = DefaultBadTimeLossRate
 	}
 	if o.TimeScale == 0 {
 		o.TimeScale = 1
@@ -301,9 +346,9 @@ func newFleet(opts Options) (*fleet, func()) {
 	return f, closeIdle
 }
 
-// assignRoles picks, from opts.Seed, the workers that vanish ('v') and those that send bad data
-// ('b'), by index over the whole fleet, so that every process of a split fleet picks the same;
-// nBad is how many send bad data.
+// assignRoles picks, from opts.Seed, the workers that vanish ('v'), those that send bad data
+// ('b') and the bad machines ('q'), by index over the whole fleet, so that every process of a
+// split fleet picks the same; nBad is how many send bad data.
 func assignRoles(opts Options) (roles []byte, nBad int) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0))
 	order := rng.Perm(opts.Workers)
@@ -316,6 +361,8 @@ func assignRoles(opts Options) (roles []byte, nBad int) {
 			roles[w] = 'v'
 		case i < nVanish+nBad:
 			roles[w] = 'b'
+		case i < nVanish+nBad+opts.BadWorkers:
+			roles[w] = 'q'
 		}
 	}
 	return roles, nBad
@@ -323,8 +370,15 @@ func assignRoles(opts Options) (roles []byte, nBad int) {
 
 // newReport is the report of a fleet of opts, before it runs.
 func newReport(opts Options, nBad int) *Report {
-	return &Report{Workers: opts.Workers, Concurrency: opts.Concurrency, Arrival: string(opts.Arrival),
+	rep := &Report{Workers: opts.Workers, Concurrency: opts.Concurrency, Arrival: string(opts.Arrival),
 		TimeScale: opts.TimeScale, Elo: opts.Elo, DrawRatio: opts.DrawRatio, BadDataWorkers: nBad}
+	roles, _ := assignRoles(opts)
+	for i, r := range roles {
+		if r == 'q' {
+			rep.BadMachines = append(rep.BadMachines, MachineName(opts, i))
+		}
+	}
+	return rep
 }
 
 // begin readies the recorder for a fleet whose first worker starts at start: the window, the
@@ -478,7 +532,11 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 	o := f.opts
 	src := &worker.SimSource{Elo: o.Elo, DrawRatio: o.DrawRatio, GameTime: o.PairTime,
 		Rand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1)), SPSAOptimum: o.SPSAOptimum,
-		SPSAEloPerStep: o.SPSAEloPerStep}
+		SPSAEloPerStep: o.SPSAEloPerStep, TimeLossRate: o.TimeLossRate, CrashRate: o.CrashRate,
+		FaultRand: rand.New(rand.NewPCG(o.Seed, uint64(i)+1<<33))}
+	if role == 'q' {
+		src.TimeLossRate, src.CrashRate, src.FailRate = o.BadTimeLossRate, o.BadCrashRate, o.BadFailRate
+	}
 	wctx, vanish := context.WithCancel(ctx)
 	obs := &workerObserver{rec: f.rec, arrived: time.Now()}
 	if role == 'v' {
@@ -495,7 +553,7 @@ func (f *fleet) launch(ctx context.Context, wg *sync.WaitGroup, i int, role byte
 	}
 	w, err := worker.New(worker.Config{
 		ServerURL: o.ServerURL, Username: o.Username, Password: o.Password,
-		Concurrency: o.Concurrency, UniqueKey: worker.NewUniqueKey(fmt.Sprintf("fl%06d", i)),
+		Concurrency: o.Concurrency, UniqueKey: worker.NewUniqueKey(keyPrefix(i)),
 		WorkerArch: "x86-64-avx2", ARCH: "x86-64-avx2", Uname: "Linux shoal-fleet",
 		TimeScale: o.TimeScale, RetryDelay: o.RetryDelay, HTTPClient: client, RoundTripper: rt,
 		Logger: o.Logger, Observer: obs,

@@ -79,6 +79,8 @@ type Report struct {
 	// BadDataWorkers were given a source that spoils batches; BadBatches is how many it spoiled.
 	BadDataWorkers int   `json:"bad_data_workers"`
 	BadBatches     int64 `json:"bad_batches"`
+	// BadMachines are the short names of the workers made bad machines (Options.BadWorkers).
+	BadMachines []string `json:"bad_machines,omitempty"`
 	// GamesReported counts the games of every update the server accepted, each game once (the
 	// sum over tasks of the last accepted cumulative stats); GamesPerSecond divides it by the
 	// elapsed time.
@@ -421,6 +423,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "- Too busy: %s\n", humanize.Comma(rep.TooBusy))
 	fmt.Fprintf(&b, "- Vanished workers: %d, holding %d tasks to be reclaimed; bad-data workers: %d, spoiled batches: %d\n",
 		rep.WorkersVanished, rep.TasksReclaimed, rep.BadDataWorkers, rep.BadBatches)
+	if len(rep.BadMachines) > 0 {
+		fmt.Fprintf(&b, "- Bad machines (for the server's quarantine to catch): %s\n", strings.Join(rep.BadMachines, ", "))
+	}
 	fmt.Fprintf(&b, "- HTTP errors: %s\n", countsByKey(rep.HTTPErrors))
 	fmt.Fprintf(&b, "- Transport errors: %s", humanize.Comma(rep.TransportErrors))
 	if len(rep.TransportErrorSamples) > 0 {

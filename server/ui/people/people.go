@@ -113,6 +113,8 @@ type blockedWorkerRow struct {
 	Name        string
 	Message     string
 	LastUpdated time.Time
+	// QuarantinedSince is when the quarantine rule blocked it; zero for a block by a person.
+	QuarantinedSince time.Time
 	// OwnerEmail and Mailto are for approvers only: a prefilled message to the owner.
 	OwnerEmail string
 	Mailto     string
@@ -129,6 +131,13 @@ type workersData struct {
 	// (an approver's, and the viewer is its owner).
 	BlockedBy string
 	Locked    bool
+	// Quarantined says the block is the quarantine rule's, since QuarantinedSince; Quarantines
+	// is how many times the machine was ever quarantined.
+	Quarantined      bool
+	QuarantinedSince time.Time
+	Quarantines      int
+	// Offenders are, for approvers, the users whose machines were quarantined more than once.
+	Offenders []offenderRow
 	Errors    map[string]string
 	Approver  bool
 	Filter    string
@@ -158,6 +167,7 @@ func (s *Server) WorkerPage(c *gin.Context) {
 				return err
 			}
 			d.Blocked, d.Message, d.Changed, d.BlockedBy = w.Blocked, w.Message, w.LastUpdated, w.BlockedBy
+			d.Quarantined, d.QuarantinedSince, d.Quarantines = w.Blocked && w.Quarantined, w.QuarantinedSince, w.Quarantines
 			d.Locked = w.ApproverBlock() && !ui.CurrentUser(c).IsApprover()
 			return nil
 		}) {
@@ -229,7 +239,18 @@ func (s *Server) showWorkers(c *gin.Context, status int, d *workersData) {
 		if d.Search != "" && !strings.Contains(strings.ToLower(w.WorkerName), strings.ToLower(d.Search)) {
 			continue
 		}
-		rows = append(rows, blockedWorkerRow{Name: w.WorkerName, Message: w.Message, LastUpdated: w.LastUpdated})
+		row := blockedWorkerRow{Name: w.WorkerName, Message: w.Message, LastUpdated: w.LastUpdated}
+		if w.Quarantined {
+			row.QuarantinedSince = w.QuarantinedSince
+		}
+		rows = append(rows, row)
+	}
+	if d.Approver && !s.ui.Do(c, func(ctx context.Context) error {
+		var err error
+		d.Offenders, err = s.offenders(ctx)
+		return err
+	}) {
+		return
 	}
 	// Owners' addresses are looked up for every row only when sorting by them; otherwise for
 	// the page shown.
@@ -332,6 +353,10 @@ func (s *Server) WorkerSubmit(c *gin.Context) {
 	if !ok || !s.ui.RequirePrimary(c) {
 		return
 	}
+	if c.PostForm("lift_quarantine") != "" {
+		s.liftQuarantine(c, u, name)
+		return
+	}
 	blocked := c.PostForm("blocked") != ""
 	message := strings.TrimRight(strings.ReplaceAll(strings.ReplaceAll(c.PostForm("message"), "\r\n", "\n"), "\r", "\n"), " \t\n")
 	if n := len([]rune(message)); n > maxWorkerMessageRunes {
@@ -361,6 +386,11 @@ func (s *Server) WorkerSubmit(c *gin.Context) {
 		switch {
 		case err == nil:
 			was = w.Blocked
+			// The machine's quarantines stay counted; one in force stays with a kept block.
+			next.Quarantines = w.Quarantines
+			if blocked && was {
+				next.Quarantined, next.QuarantinedSince = w.Quarantined, w.QuarantinedSince
+			}
 			if w.ApproverBlock() && !u.IsApprover() {
 				approverBlock = w
 				return nil
@@ -425,7 +455,7 @@ const (
 
 // actionKinds are the kinds of action the filter offers, hidden ones included.
 var actionKinds = []string{"new_run", "modify_run", "approve_run", "stop_run", "finished_run", "purge_run",
-	"delete_run", "failed_task", "crash_or_time", "dead_task", "block_user", "accept_user", "block_worker",
+	"delete_run", "failed_task", "crash_or_time", "dead_task", "block_user", "accept_user", "block_worker", "quarantine",
 	"upload_nn", "log_message", "worker_log", "system_event"}
 
 type actionRow struct {
@@ -570,7 +600,7 @@ func actionRowOf(c *gin.Context, a *rundb.Action, approver bool) actionRow {
 	q.Del("page")
 	r.TimeURL = (&url.URL{Path: "/actions", RawQuery: q.Encode()}).String()
 
-	if a.Worker != "" && a.Action != "block_worker" {
+	if a.Worker != "" && a.Action != "block_worker" && a.Action != quarantineAction {
 		r.Source = a.Worker
 		parts := strings.SplitN(a.Worker, "-", 4)
 		if len(parts) >= 3 {
@@ -594,6 +624,8 @@ func actionRowOf(c *gin.Context, a *rundb.Action, approver bool) actionRow {
 			r.Target += "/" + strconv.Itoa(*a.TaskID)
 			r.TargetURL += "?show_task=" + strconv.Itoa(*a.TaskID)
 		}
+	case a.Action == quarantineAction && a.Worker != "":
+		r.Target, r.TargetURL = a.Worker, "/workers/"+url.PathEscape(a.Worker)
 	case a.User != "":
 		r.Target = a.User
 		if approver {

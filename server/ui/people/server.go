@@ -69,6 +69,7 @@ type Workers interface {
 	Get(ctx context.Context, name string) (*rundb.Worker, error)
 	Put(ctx context.Context, w *rundb.Worker) error
 	Blocked(ctx context.Context) ([]*rundb.Worker, error)
+	Quarantined(ctx context.Context) ([]*rundb.Worker, error)
 }
 
 // Deps are these pages' dependencies, built by the server.
