@@ -41,10 +41,10 @@ type Role struct {
 // What the API asks of the database and of the scheduler, method by method: *rundb.DB's stores
 // and *scheduler.Scheduler satisfy these (the server checks it where it wires them).
 
-// Users checks the credentials of API calls (rundb.UserStore).
+// Users checks the credentials of API calls, passwords and tokens (rundb.UserStore).
 type Users interface {
-	AuthenticateIfCached(ctx context.Context, username, password string) (u *rundb.User, cached bool, err error)
-	AuthenticateCached(ctx context.Context, username, password string) (*rundb.User, error)
+	AuthenticateAccessIfCached(ctx context.Context, a rundb.Access) (u *rundb.User, cached bool, err error)
+	AuthenticateAccessCached(ctx context.Context, a rundb.Access) (*rundb.User, error)
 }
 
 // UserStats are the users' contribution totals (rundb.UserCacheStore): stop_run asks how many
