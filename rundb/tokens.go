@@ -54,6 +54,11 @@ const (
 
 var tokenNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 
+// ValidTokenName reports whether name may name a token: 1 to 40 letters, digits or dashes.
+func ValidTokenName(name string) bool {
+	return tokenNamePattern.MatchString(name) && len(name) <= maxTokenNameLen
+}
+
 // APIToken is one of a user's tokens as stored: its SHA-256 hash, never the token. The token is
 // random (130 bits), so a hash that is fast to compute is as safe as bcrypt would be, and the
 // worker path pays microseconds for it.
@@ -98,7 +103,7 @@ var ErrTokenExists = errors.New("a token of that name exists")
 // validate checks a new token's fields against the rules.
 func (nt NewToken) validate() error {
 	switch {
-	case !tokenNamePattern.MatchString(nt.Name) || len(nt.Name) > maxTokenNameLen:
+	case !ValidTokenName(nt.Name):
 		return fmt.Errorf("%w: token name %q must be 1 to %d letters, digits or dashes", ErrInvalid, nt.Name, maxTokenNameLen)
 	case nt.Lifetime < 0:
 		return fmt.Errorf("%w: token expiry must be in the future", ErrInvalid)

@@ -149,6 +149,8 @@ func (s *Server) uiRoutes(g gin.IRoutes) {
 	g.POST("/user", s.primaryRoute(p.ProfileSubmit))
 	getAndHead(g, "/user/:username", s.primaryRoute(p.ProfilePage))
 	g.POST("/user/:username", s.primaryRoute(p.ProfileSubmit))
+	g.POST("/tokens", s.primaryRoute(p.TokenAdd))
+	g.POST("/tokens/revoke", s.primaryRoute(p.TokenRevoke))
 	getAndHead(g, "/user_management", p.UserManagementPage)
 	getAndHead(g, "/workers/:name", s.primaryRoute(p.WorkerPage))
 	g.POST("/workers/:name", s.primaryRoute(p.WorkerSubmit))
