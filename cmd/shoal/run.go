@@ -31,7 +31,8 @@ const runUsage = `usage:
   shoal run approve [flags] RUN_ID   approve someone else's test (approvers only)
 
 Both take --server URL (env SHOAL_SERVER, default ` + defaultServer + `),
---username and --password (env SHOAL_USERNAME, SHOAL_PASSWORD). Run
+--username and --password (env SHOAL_USERNAME, SHOAL_PASSWORD), or instead --token
+(env SHOAL_TOKEN), an api token made on your profile page. Run
 "shoal run new --help" for the test's flags.`
 
 // runCmd is `shoal run`: test submission and approval through the server's API.
@@ -56,21 +57,25 @@ func clientFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() (*
 	server := fs.String("server", envOr(getenv, "SHOAL_SERVER", defaultServer), "the Shoal server's URL (env SHOAL_SERVER)")
 	username := fs.String("username", getenv("SHOAL_USERNAME"), "your username (env SHOAL_USERNAME)")
 	password := fs.String("password", getenv("SHOAL_PASSWORD"), "your password (env SHOAL_PASSWORD, which keeps it out of ps)")
+	token := fs.String("token", getenv("SHOAL_TOKEN"), "an api token, instead of --username and --password (env SHOAL_TOKEN, which keeps it out of ps)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
 	return func() (*apiclient.Client, error) {
 		u, err := url.Parse(*server)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			return nil, fmt.Errorf("invalid --server %q: want http://HOST[:PORT] or https://...", *server)
+		case *token != "" && (*username != "" || *password != ""):
+			return nil, errors.New("give --token or --username and --password, not both")
+		case *token != "":
 		case *username == "":
-			return nil, errors.New("--username (or SHOAL_USERNAME) is required")
+			return nil, errors.New("--username (or SHOAL_USERNAME) is required, or --token (SHOAL_TOKEN)")
 		case *password == "":
 			return nil, errors.New("--password (or SHOAL_PASSWORD) is required")
 		case *timeout <= 0:
 			return nil, fmt.Errorf("invalid --timeout %v: must be positive", *timeout)
 		}
 		return &apiclient.Client{
-			Server: strings.TrimRight(*server, "/"), Username: *username, Password: *password,
+			Server: strings.TrimRight(*server, "/"), Username: *username, Password: *password, Token: *token,
 			HTTP: &http.Client{Timeout: *timeout},
 		}, nil
 	}
@@ -188,7 +193,7 @@ func runNew(ctx context.Context, args []string, getenv func(string) string, stdo
 	var reply struct {
 		RunID string `json:"run_id"`
 	}
-	body := map[string]any{"username": c.Username, "password": c.Password, "run": req}
+	body := c.Credentials(map[string]any{"run": req})
 	if err := c.Post(ctx, "/api/create_run", body, &reply); err != nil {
 		return fmt.Errorf("run new: %w", err)
 	}
@@ -369,7 +374,7 @@ func runApprove(ctx context.Context, args []string, getenv func(string) string, 
 	var reply struct {
 		Approved bool `json:"approved"`
 	}
-	body := map[string]any{"username": c.Username, "password": c.Password, "run_id": rest[0]}
+	body := c.Credentials(map[string]any{"run_id": rest[0]})
 	if err := c.Post(ctx, "/api/approve_run", body, &reply); err != nil {
 		return fmt.Errorf("run approve: %w", err)
 	}

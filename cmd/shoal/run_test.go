@@ -328,8 +328,10 @@ func TestRunApprove(t *testing.T) {
 	}
 }
 
-// TestRunAgainstTheServer submits and approves a run through the real server and database.
-func TestRunAgainstTheServer(t *testing.T) {
+// runServer is a real server over a fresh embedded database holding alice (a user) and bob (an
+// approver), each with password "secret".
+func runServer(t *testing.T) (*rundb.DB, *httptest.Server) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := rundb.Open(ctx, rundb.Options{DataDir: t.TempDir(), PasswordHashCost: 4,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -353,7 +355,13 @@ func TestRunAgainstTheServer(t *testing.T) {
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
+	return db, srv
+}
 
+// TestRunAgainstTheServer submits and approves a run through the real server and database.
+func TestRunAgainstTheServer(t *testing.T) {
+	ctx := context.Background()
+	db, srv := runServer(t)
 	args := append([]string{"new"}, append(commonFlags(srv.URL), "--tc", "10+0.1", "--sprt", "0,2")...)
 	stdout, stderr, err := runCLI(t, credentials, args...)
 	if err != nil {
@@ -381,5 +389,44 @@ func TestRunAgainstTheServer(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, bob, "approve", id.Hex()); err == nil || !strings.Contains(err.Error(), "already approved") {
 		t.Errorf("second approval = %v", err)
+	}
+}
+
+// A script submits and approves with api tokens (--token, SHOAL_TOKEN) as with passwords; a
+// worker token is refused.
+func TestRunTokenAgainstTheServer(t *testing.T) {
+	ctx := context.Background()
+	db, srv := runServer(t)
+	token := func(user, name string, scope rundb.TokenScope) string {
+		tok, _, err := db.Users.CreateToken(ctx, user, rundb.NewToken{Name: name, Scope: scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	aliceAPI, aliceWorker, bobAPI := token("alice", "script", rundb.ScopeAPI), token("alice", "box", rundb.ScopeWorker), token("bob", "script", rundb.ScopeAPI)
+	args := append([]string{"new"}, append(commonFlags(srv.URL), "--tc", "10+0.1", "--num-games", "1000")...)
+	if _, _, err := runCLI(t, nil, append(args, "--token", aliceWorker)...); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("run new with a worker token = %v, want a 401", err)
+	}
+	if _, _, err := runCLI(t, credentials, append(args, "--token", aliceAPI)...); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("run new with a token and a password = %v", err)
+	}
+	stdout, stderr, err := runCLI(t, nil, append(args, "--token", aliceAPI)...)
+	if err != nil {
+		t.Fatalf("run new --token: %v\n%s", err, stderr)
+	}
+	id, err := rundb.ParseObjectID(strings.TrimSpace(stdout))
+	if err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	if r, err := db.Runs.Get(ctx, id); err != nil || r.Args.Username != "alice" {
+		t.Fatalf("stored run: %v %+v", err, r)
+	}
+	if _, _, err := runCLI(t, map[string]string{"SHOAL_TOKEN": bobAPI, "SHOAL_SERVER": srv.URL}, "approve", id.Hex()); err != nil {
+		t.Fatalf("approval with bob's token from SHOAL_TOKEN: %v", err)
+	}
+	if r, err := db.Runs.Get(ctx, id); err != nil || !r.Approved || r.Approver != "bob" {
+		t.Errorf("after approval: %v %+v", err, r)
 	}
 }
