@@ -301,3 +301,43 @@ func changeLast(s string) string {
 	}
 	return s[:len(s)-1] + "A"
 }
+
+// BenchmarkWorkerPathCredentials measures the worker path's check of a call whose user is in
+// the user cache (AuthenticateAccessIfCached, no database work): a password verified in the
+// last minutes (the credential cache), a password never verified (bcrypt at the default cost),
+// and a worker token of a user holding the most tokens.
+func BenchmarkWorkerPathCredentials(b *testing.B) {
+	for _, kind := range []string{"password-cached", "password-bcrypt", "token"} {
+		b.Run(kind, func(b *testing.B) {
+			db := rundbtest.Open(b)
+			ctx := context.Background()
+			db.Users.SetHashCost(10) // bcrypt.DefaultCost
+			if kind == "password-bcrypt" {
+				db.Users.DisableCredentialCache()
+			}
+			if _, err := db.Users.Create(ctx, rundb.NewUser{Username: "alice", Password: "secret", Accepted: true}); err != nil {
+				b.Fatal(err)
+			}
+			secret := "secret"
+			for i := range rundb.MaxTokens {
+				tok, _, err := db.Users.CreateToken(ctx, "alice", rundb.NewToken{Name: "t" + string(rune('a'+i)), Scope: rundb.ScopeWorker})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if kind == "token" {
+					secret = tok
+				}
+			}
+			a := workerAccess("alice", secret)
+			if _, err := db.Users.AuthenticateAccessCached(ctx, a); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, cached, err := db.Users.AuthenticateAccessIfCached(ctx, a); err != nil || !cached {
+					b.Fatalf("cached %v, %v", cached, err)
+				}
+			}
+		})
+	}
+}

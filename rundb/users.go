@@ -290,18 +290,17 @@ func (s *UserStore) AuthenticateIfCached(ctx context.Context, username, password
 // AuthenticateAccessIfCached is AuthenticateIfCached for AuthenticateAccessCached: a token
 // whose last use is due to be written is not done here, as that is a write.
 func (s *UserStore) AuthenticateAccessIfCached(ctx context.Context, a Access) (u *User, cached bool, err error) {
-	u, ok := s.cache.peek(a.Username)
+	cu, ok := s.cache.peek(a.Username)
 	if !ok {
 		return nil, false, nil
 	}
-	if tok := s.tokenFor(u, a); tok != nil {
-		if s.tokenUses.due(tok.ID, s.now()) {
-			return nil, false, nil
-		}
-	} else if u.PasswordHash == "" { // a legacy plaintext is replaced on its first match: a write
+	if cu.PasswordHash == "" && s.tokenFor(cu, a) == nil { // a legacy plaintext is replaced on its first match: a write
 		return nil, false, nil
 	}
-	u, _, err = s.authenticate(ctx, a, func(context.Context, string) (*User, error) { return u, nil })
+	u, tok, err := s.authenticate(ctx, a, func(context.Context, string) (*User, error) { return cu, nil })
+	if err == nil && tok != nil && s.tokenUses.due(tok.ID, s.now()) {
+		return nil, false, nil
+	}
 	return u, true, err
 }
 
