@@ -250,3 +250,19 @@ func TestTokenGuessesAreLimited(t *testing.T) {
 	code, retry, out := f.apiFrom(ip, "/api/request_version", versionCall(good))
 	checkAPILimited(t, "/api/request_version", code, retry, out)
 }
+
+// Wrong tokens in a Bearer header count against the login limits too.
+func TestTokenBearerGuessesAreLimited(t *testing.T) {
+	f := newFleet(t)
+	good := f.token("alice", "script", rundb.ScopeAPI, 0)
+	body := map[string]any{"run_id": "0123456789abcdef01234567"}
+	for i := range guard.APILoginPerIPBurst {
+		guess := good[:len(good)-4] + fmt.Sprintf("%04d", i)
+		if code, out := f.bearer(guess, "/api/approve_run", body); code != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d %v, want 401", i+1, code, out)
+		}
+	}
+	if code, out := f.bearer(good, "/api/approve_run", body); code != http.StatusTooManyRequests {
+		t.Errorf("past the limit: %d %v, want 429", code, out)
+	}
+}
