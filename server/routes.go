@@ -56,9 +56,12 @@ func (s *Server) routes() *gin.Engine {
 	// engines (books are below, with the networks).
 	r.POST(protocol.SourcePath, a.PrimaryOnly, s.transfers.SlowReply(a.Source))
 
-	// Test submission without the UI: creating a run and approving one.
+	// Test submission without the UI: creating a run, approving one, and stopping or modifying
+	// one's own (user_stop_run is not the worker's stop_run above).
 	r.POST("/api/create_run", a.CreateRun)
 	r.POST("/api/approve_run", a.ApproveRun)
+	r.POST("/api/user_stop_run", a.UserStopRun)
+	r.POST("/api/modify_run", a.ModifyRun)
 
 	// Read API: fishtest's, unauthenticated, JSON (or files), same URLs, statuses and shapes
 	// as fishtest. GET routes also answer HEAD.

@@ -97,6 +97,8 @@ type Scheduler interface {
 	PrepareRun(ctx context.Context, req protocol.RunRequest) (protocol.RunRequest, error)
 	CreateRun(ctx context.Context, req protocol.RunRequest, username string) (*rundb.Run, error)
 	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
+	StopRunByUser(ctx context.Context, id rundb.ObjectID, username string) error
+	ModifyRun(ctx context.Context, id rundb.ObjectID, username string, approver bool, m scheduler.RunModification) (scheduler.ModifyResult, error)
 	RepoOfActiveCommit(ctx context.Context, sha string) (string, error)
 }
 
