@@ -23,8 +23,8 @@ const (
 	// ScopeWorker tokens are accepted by the worker API only, in the password field of
 	// fishtest's protocol, so fishtest's worker runs with one where its password was.
 	ScopeWorker TokenScope = "worker"
-	// ScopeAPI tokens are accepted by the JSON API a script uses (creating and approving runs),
-	// sent as "Authorization: Bearer <token>".
+	// ScopeAPI tokens are accepted by the JSON API a script uses (creating, approving,
+	// stopping and modifying runs), sent as "Authorization: Bearer <token>".
 	ScopeAPI TokenScope = "api"
 )
 
@@ -327,4 +327,27 @@ func (s *UserStore) recordTokenUse(ctx context.Context, username string, t *APIT
 		delete(s.tokenUses.written, t.ID)
 		s.tokenUses.mu.Unlock()
 	}
+}
+
+// TokenMadeAction is the event log's record of a token made for username ("new_token"): its
+// scope, name and expiry, never the token. via says where, when not on the profile page.
+func TokenMadeAction(username string, t *APIToken, via string) *Action {
+	msg := fmt.Sprintf("%s token %s", t.Scope, t.Name)
+	if !t.Expires.IsZero() {
+		msg += ", expires " + t.Expires.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return tokenAction("new_token", username, msg, via)
+}
+
+// TokenRevokedAction is the event log's record of the token name of username revoked
+// ("revoke_token").
+func TokenRevokedAction(username, name, via string) *Action {
+	return tokenAction("revoke_token", username, "token "+name, via)
+}
+
+func tokenAction(action, username, msg, via string) *Action {
+	if via != "" {
+		msg += " (" + via + ")"
+	}
+	return &Action{Action: action, Username: username, User: username, Message: msg}
 }

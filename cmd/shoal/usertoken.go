@@ -62,6 +62,7 @@ func userToken(ctx context.Context, verb string, args []string, getenv func(stri
 		if err != nil {
 			return fmt.Errorf("%s: %w", cmd, err)
 		}
+		logTokenAction(ctx, db, rundb.TokenMadeAction(*username, t, "command line"), stderr)
 		until := "until revoked"
 		if !t.Expires.IsZero() {
 			until = "until " + t.Expires.Format(time.RFC3339)
@@ -71,6 +72,7 @@ func userToken(ctx context.Context, verb string, args []string, getenv func(stri
 		if err := db.Users.RevokeToken(ctx, *username, *name); err != nil {
 			return fmt.Errorf("%s: %w", cmd, err)
 		}
+		logTokenAction(ctx, db, rundb.TokenRevokedAction(*username, *name, "command line"), stderr)
 		fmt.Fprintf(stdout, "Revoked the token %s of %s.\n", *name, *username)
 	case "list":
 		list, err := db.Users.Tokens(ctx, *username)
@@ -137,4 +139,12 @@ func printTokens(w io.Writer, list []rundb.TokenInfo) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Scope, t.Created.Format(time.RFC3339), exp, used)
 	}
 	tw.Flush()
+}
+
+// logTokenAction writes a token's making or revocation to the event log, as the profile page
+// does; a failure is a warning, as the change is made.
+func logTokenAction(ctx context.Context, db *rundb.DB, a *rundb.Action, stderr io.Writer) {
+	if err := db.Actions.Insert(ctx, a); err != nil {
+		fmt.Fprintf(stderr, "warning: the event log did not take the %s action: %v\n", a.Action, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,29 @@ func TestUserTokenCommands(t *testing.T) {
 	}
 	if _, err := shoalCmd("user", "token", "frobnicate", "--username", "wrk"); err == nil || !strings.Contains(err.Error(), "shoal user token add") {
 		t.Errorf("an unknown verb: %v, want the usage", err)
+	}
+
+	// The event log has each token made and revoked, as the profile page writes them.
+	db, err = rundb.Open(context.Background(), rundb.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var got []string
+	for _, kind := range []string{"new_token", "revoke_token"} {
+		list, err := db.Actions.Find(context.Background(), rundb.ActionFilter{Action: kind, Username: "wrk"}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list {
+			got = append(got, a.Action+": "+regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d`).ReplaceAllString(a.Message, "DATE"))
+		}
+	}
+	slices.Sort(got)
+	want := []string{"new_token: api token script (command line)", "new_token: worker token box-1, expires DATE UTC (command line)",
+		"revoke_token: token box-1 (command line)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("token actions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

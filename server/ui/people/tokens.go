@@ -51,9 +51,13 @@ func (s *Server) TokenAdd(c *gin.Context) {
 	var token string
 	var createErr error
 	if !s.ui.Do(c, func(ctx context.Context) error {
-		token, _, createErr = s.deps.Users.CreateToken(ctx, me.Username, nt)
+		var t *rundb.APIToken
+		token, t, createErr = s.deps.Users.CreateToken(ctx, me.Username, nt)
 		if errors.Is(createErr, rundb.ErrInvalid) || errors.Is(createErr, rundb.ErrTokenExists) {
 			return nil
+		}
+		if createErr == nil {
+			s.logTokenAction(ctx, rundb.TokenMadeAction(me.Username, t, ""))
 		}
 		return createErr
 	}) {
@@ -143,6 +147,9 @@ func (s *Server) TokenRevoke(c *gin.Context) {
 		if errors.Is(err, rundb.ErrNotFound) {
 			return nil
 		}
+		if err == nil {
+			s.logTokenAction(ctx, rundb.TokenRevokedAction(me.Username, name, ""))
+		}
 		return err
 	}) {
 		return
@@ -154,4 +161,12 @@ func (s *Server) TokenRevoke(c *gin.Context) {
 		s.ui.Flash(c, "success", "The token "+name+" is revoked.")
 	}
 	s.ui.Redirect(c, "/user")
+}
+
+// logTokenAction writes a token's making or revocation to the event log. A failure is logged
+// and goes no further: the change is made, and a new token must still be shown, this once.
+func (s *Server) logTokenAction(ctx context.Context, a *rundb.Action) {
+	if err := s.deps.Actions.Insert(ctx, a); err != nil {
+		s.logger.Error("event log: token action not written", "action", a.Action, "user", a.Username, "err", err)
+	}
 }

@@ -6,11 +6,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // newTokenText finds the token a page shows once.
@@ -162,5 +165,70 @@ func TestUITokensEndWithAPasswordChange(t *testing.T) {
 	}
 	if list, _ := env.DB.Users.Tokens(context.Background(), "alice"); len(list) != 0 {
 		t.Errorf("tokens left after a password change: %+v", list)
+	}
+}
+
+// An approver's block on the web UI revokes every token of the user: they stay refused after
+// the unblock, on both APIs. Making and revoking tokens is in the event log, the token never.
+func TestUITokensEndWithABlockAndAreLogged(t *testing.T) {
+	ctx := context.Background()
+	env := newUIEnv(t)
+	alice := env.as("alice")
+	workerTok := alice.makeToken(t, "box", "worker")
+	alice.makeToken(t, "script", "api")
+	if w := alice.Post("/tokens/revoke", url.Values{"name": {"script"}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", w.Code)
+	}
+	apiTok := alice.makeToken(t, "script-2", "api")
+	if code := env.workerCall("alice", workerTok); code != http.StatusOK {
+		t.Fatalf("the worker token before the block: %d", code)
+	}
+
+	bob := env.as("bob")
+	if w := bob.Post("/user/alice", url.Values{"blocked": {"1"}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("block: %d\n%s", w.Code, body(w))
+	}
+	if w := bob.Post("/user/alice", url.Values{"blocked": {"0"}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("unblock: %d", w.Code)
+	}
+	if list, err := env.DB.Users.Tokens(ctx, "alice"); err != nil || len(list) != 0 {
+		t.Errorf("tokens left after a block: %+v, %v", list, err)
+	}
+	if code := env.workerCall("alice", workerTok); code != http.StatusUnauthorized {
+		t.Errorf("the worker token after a block and an unblock: %d, want 401", code)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/api/user_stop_run", strings.NewReader(`{"run_id": "0123456789abcdef01234567"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+apiTok)
+	w := httptest.NewRecorder()
+	env.Server.Handler().ServeHTTP(w, req)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("the api token after a block and an unblock: %d, want 401", w.Code)
+	}
+	if code := env.workerCall("alice", uiPassword); code != http.StatusOK {
+		t.Errorf("the password after the unblock: %d", code)
+	}
+
+	var got []string
+	for _, kind := range []string{"new_token", "revoke_token"} {
+		acts, err := env.DB.Actions.Find(ctx, rundb.ActionFilter{Action: kind}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range acts {
+			got = append(got, a.Action+" "+a.Username+" "+a.User+": "+a.Message)
+			if strings.Contains(a.Message, "shoal_") {
+				t.Errorf("an action shows a token: %+v", a)
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{"new_token alice alice: api token script", "new_token alice alice: api token script-2",
+		"new_token alice alice: worker token box", "revoke_token alice alice: token script"}
+	if !slices.Equal(got, want) {
+		t.Errorf("token actions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if page := body(env.anon().Get("/actions?action=new_token")); !strings.Contains(page, "worker token box") {
+		t.Errorf("the event log page does not show the token made:\n%s", page)
 	}
 }
