@@ -15,6 +15,22 @@ type ApproveRunReply struct {
 	Duration float64 `json:"duration"`
 }
 
+// StopRunReply is the reply to /api/user_stop_run.
+type StopRunReply struct {
+	Stopped  bool    `json:"stopped"`
+	Duration float64 `json:"duration"`
+}
+
+// ModifyRunReply is the reply to /api/modify_run: the run's approval afterwards, whether the
+// modification withdrew it (a non-approver raised the priority or throughput), and whether it
+// restarted a finished run.
+type ModifyRunReply struct {
+	Approved   bool    `json:"approved"`
+	Unapproved bool    `json:"unapproved"`
+	Revived    bool    `json:"revived"`
+	Duration   float64 `json:"duration"`
+}
+
 // EloReply is /api/calc_elo's estimate for fixed-games results: the Elo difference, its 95 %
 // confidence interval and the likelihood of superiority, with fishtest's key names.
 type EloReply struct {

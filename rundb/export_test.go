@@ -43,3 +43,9 @@ func (s *WorkerStore) SetBlockedBehindIndex(ctx context.Context, name string, bl
 // SetScanDuty sets the share of its time EachFinished's paced scan keeps the database busy; 0
 // reads with one query, as on MongoDB.
 func SetScanDuty(s *RunStore, duty float64) { s.scanDuty = duty }
+
+// SetUserClock replaces the clock that expires tokens and paces the writes of their last use.
+func (s *UserStore) SetUserClock(now func() time.Time) { s.now = now }
+
+// Second returns another store over the same users collection, as another instance holds.
+func (s *UserStore) Second() *UserStore { return newUserStore(s.coll, s.hashCost) }

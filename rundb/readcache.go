@@ -138,6 +138,8 @@ func copyUser(u *User) *User {
 	cp := *u
 	cp.Groups = slices.Clone(u.Groups)
 	cp.Sessions = slices.Clone(u.Sessions)
+	cp.Tokens = slices.Clone(u.Tokens)
+	cp.TokenUses = maps.Clone(u.TokenUses)
 	cp.Extra = maps.Clone(u.Extra)
 	return &cp
 }

@@ -67,6 +67,12 @@ type User struct {
 	// id is here and unexpired, so logging out, "log out everywhere", a block or a password
 	// change end it on the server, whatever copies of the cookie exist.
 	Sessions []UserSession `bson:"shoal_sessions,omitempty" json:"-"`
+	// Tokens are the user's tokens for workers and scripts (tokens.go); TokenUses their last
+	// uses by token ID, apart so that recording a use never rewrites the tokens; TokensVersion
+	// counts the changes of the tokens.
+	Tokens        []APIToken          `bson:"shoal_tokens,omitempty" json:"-"`
+	TokenUses     map[string]TokenUse `bson:"shoal_token_use,omitempty" json:"-"`
+	TokensVersion int64               `bson:"shoal_tokens_version,omitempty" json:"-"`
 
 	Extra Extra `bson:",inline" json:"-"`
 }
@@ -138,6 +144,8 @@ type UserStore struct {
 	verify   singleflight.Group
 	cache    *readCache[User]
 	now      func() time.Time
+	// tokenUses says when each token's last use was written.
+	tokenUses tokenUses
 	// slowChecks counts password checks that missed the credential cache.
 	slowChecks atomic.Int64
 	// nobody is the hash compareWithNobody compares against, made once.
@@ -234,7 +242,21 @@ func (s *UserStore) Count(ctx context.Context) (int64, error) {
 // instance takes effect at once. The slow bcrypt comparison runs only when this exact username,
 // password and stored hash have not been verified in the last few minutes.
 func (s *UserStore) Authenticate(ctx context.Context, username, password string) (*User, error) {
-	return s.authenticate(ctx, username, password, s.Get)
+	u, _, err := s.authenticate(ctx, Access{Username: username, Secret: password}, s.Get)
+	return u, err
+}
+
+// Access is what a call presents to be let in: a username and a password or a token.
+type Access struct {
+	Username string
+	// Secret is the password or the token.
+	Secret string
+	// Scope is the scope a token must have to be accepted here; "": no token is.
+	Scope TokenScope
+	// TokenOnly refuses passwords (a call that came with a Bearer header).
+	TokenOnly bool
+	// Address is the client's address, recorded as a token's last use.
+	Address string
 }
 
 // AuthenticateCached is Authenticate for callers that authenticate every request (the worker
@@ -242,7 +264,19 @@ func (s *UserStore) Authenticate(ctx context.Context, username, password string)
 // through this UserStore takes effect at once; one made elsewhere (another instance, the CLI)
 // within UserCacheTTL, where fishtest's cache keeps a user for two minutes.
 func (s *UserStore) AuthenticateCached(ctx context.Context, username, password string) (*User, error) {
-	return s.authenticate(ctx, username, password, s.getCached)
+	return s.AuthenticateAccessCached(ctx, Access{Username: username, Secret: password})
+}
+
+// AuthenticateAccessCached is AuthenticateCached for a password or a token of a.Scope. A
+// token that is not the user's, revoked, expired or of another scope fails as a wrong
+// password does, with ErrBadCredentials. A token's use is written here when it is due (at most
+// once per TokenUseInterval).
+func (s *UserStore) AuthenticateAccessCached(ctx context.Context, a Access) (*User, error) {
+	u, tok, err := s.authenticate(ctx, a, s.getCached)
+	if err == nil && tok != nil {
+		s.recordTokenUse(ctx, u.Username, tok, a.Address)
+	}
+	return u, err
 }
 
 // AuthenticateIfCached is AuthenticateCached when the user's document is cached and its
@@ -250,11 +284,23 @@ func (s *UserStore) AuthenticateCached(ctx context.Context, username, password s
 // does nothing and cached is false; the caller goes on to AuthenticateCached, under whatever
 // limit it puts on database work.
 func (s *UserStore) AuthenticateIfCached(ctx context.Context, username, password string) (u *User, cached bool, err error) {
-	u, ok := s.cache.peek(username)
-	if !ok || u.PasswordHash == "" { // a legacy plaintext is replaced on its first match: a write
+	return s.AuthenticateAccessIfCached(ctx, Access{Username: username, Secret: password})
+}
+
+// AuthenticateAccessIfCached is AuthenticateIfCached for AuthenticateAccessCached: a token
+// whose last use is due to be written is not done here, as that is a write.
+func (s *UserStore) AuthenticateAccessIfCached(ctx context.Context, a Access) (u *User, cached bool, err error) {
+	cu, ok := s.cache.peek(a.Username)
+	if !ok {
 		return nil, false, nil
 	}
-	u, err = s.authenticate(ctx, username, password, func(context.Context, string) (*User, error) { return u, nil })
+	if cu.PasswordHash == "" && s.tokenFor(cu, a) == nil { // a legacy plaintext is replaced on its first match: a write
+		return nil, false, nil
+	}
+	u, tok, err := s.authenticate(ctx, a, func(context.Context, string) (*User, error) { return cu, nil })
+	if err == nil && tok != nil && s.tokenUses.due(tok.ID, s.now()) {
+		return nil, false, nil
+	}
 	return u, true, err
 }
 
@@ -263,23 +309,56 @@ func (s *UserStore) getCached(ctx context.Context, username string) (*User, erro
 	return s.cache.get(ctx, username, func(ctx context.Context) (*User, error) { return s.Get(ctx, username) })
 }
 
-func (s *UserStore) authenticate(ctx context.Context, username, password string, get func(context.Context, string) (*User, error)) (*User, error) {
-	u, err := get(ctx, username)
+// tokenFor returns the token of u that a presents, nil if a presents none of u's tokens (it
+// may still be the password).
+func (s *UserStore) tokenFor(u *User, a Access) *APIToken {
+	if a.Scope == "" {
+		return nil
+	}
+	if name, ok := TokenUsername(a.Secret); !ok || name != u.Username {
+		return nil
+	}
+	return matchToken(u, a.Secret)
+}
+
+// authenticate checks a against the user that get reads, and returns the user and the token
+// that let the call in (nil for a password).
+func (s *UserStore) authenticate(ctx context.Context, a Access, get func(context.Context, string) (*User, error)) (*User, *APIToken, error) {
+	u, err := get(ctx, a.Username)
 	if errors.Is(err, ErrNotFound) {
-		s.compareWithNobody(password)
-		return nil, ErrBadCredentials
+		if !a.TokenOnly {
+			s.compareWithNobody(a.Secret)
+		}
+		return nil, nil, ErrBadCredentials
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ok, err := s.checkPassword(ctx, u, password)
+	tok := s.tokenFor(u, a)
+	var ok bool
+	switch {
+	case tok != nil:
+		ok = tok.Scope == a.Scope && !tok.Expired(s.now())
+	case a.TokenOnly:
+		ok = false
+	default:
+		ok, err = s.checkPassword(ctx, u, a.Secret)
+	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !ok {
-		return nil, ErrBadCredentials
+		return nil, nil, ErrBadCredentials
 	}
-	if u.PasswordHash == "" {
+	u, err = s.afterLogin(ctx, u, tok == nil)
+	return u, tok, err
+}
+
+// afterLogin is the rest of a successful check: the user as stored once a legacy plaintext
+// that byPassword matched is replaced, then the block and the pending state.
+func (s *UserStore) afterLogin(ctx context.Context, u *User, byPassword bool) (*User, error) {
+	username := u.Username
+	if byPassword && u.PasswordHash == "" {
 		// A legacy plaintext that just matched has been replaced by its hash: return the user
 		// as stored now, so that what callers derive from the secret (a web session's stamp)
 		// matches the next read.
@@ -418,7 +497,8 @@ func (s *UserStore) HashLegacyPasswords(ctx context.Context) (int, error) {
 func (s *UserStore) SlowChecks() int64 { return s.slowChecks.Load() }
 
 // SetPassword replaces a user's password with a hash of the new one and removes any legacy
-// plaintext. Cached verifications of the old password stop matching at once.
+// plaintext. Cached verifications of the old password stop matching at once, and every web
+// session and token of the user ends.
 func (s *UserStore) SetPassword(ctx context.Context, username, password string) error {
 	if err := validatePassword(password); err != nil {
 		return err
@@ -427,20 +507,26 @@ func (s *UserStore) SetPassword(ctx context.Context, username, password string) 
 	if err != nil {
 		return fmt.Errorf("hash password: %w", err)
 	}
+	set := append(bson.D{{Key: "password_hash", Value: string(hash)}, {Key: "shoal_sessions", Value: bson.A{}}}, revokeAllTokens()...)
 	return s.update(ctx, username, bson.D{
-		{Key: "$set", Value: bson.D{{Key: "password_hash", Value: string(hash)}, {Key: "shoal_sessions", Value: bson.A{}}}},
+		{Key: "$set", Value: set},
 		{Key: "$unset", Value: bson.D{{Key: "password", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: tokenVersionField, Value: 1}}},
 	})
 }
 
 // SetBlocked blocks or unblocks a user; Authenticate refuses a blocked user from the next call,
-// and a block ends every web session.
+// and a block ends every web session and revokes every token.
 func (s *UserStore) SetBlocked(ctx context.Context, username string, blocked bool) error {
 	set := bson.D{{Key: "blocked", Value: blocked}}
-	if blocked {
-		set = append(set, bson.E{Key: "shoal_sessions", Value: bson.A{}})
+	if !blocked {
+		return s.update(ctx, username, bson.D{{Key: "$set", Value: set}})
 	}
-	return s.update(ctx, username, bson.D{{Key: "$set", Value: set}})
+	set = append(set, bson.E{Key: "shoal_sessions", Value: bson.A{}})
+	return s.update(ctx, username, bson.D{
+		{Key: "$set", Value: append(set, revokeAllTokens()...)},
+		{Key: "$inc", Value: bson.D{{Key: tokenVersionField, Value: 1}}},
+	})
 }
 
 // OpenSession records a web session of the user, open until expires, ending the expired ones

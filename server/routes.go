@@ -56,9 +56,12 @@ func (s *Server) routes() *gin.Engine {
 	// engines (books are below, with the networks).
 	r.POST(protocol.SourcePath, a.PrimaryOnly, s.transfers.SlowReply(a.Source))
 
-	// Test submission without the UI: creating a run and approving one.
+	// Test submission without the UI: creating a run, approving one, and stopping or modifying
+	// one's own (user_stop_run is not the worker's stop_run above).
 	r.POST("/api/create_run", a.CreateRun)
 	r.POST("/api/approve_run", a.ApproveRun)
+	r.POST("/api/user_stop_run", a.UserStopRun)
+	r.POST("/api/modify_run", a.ModifyRun)
 
 	// Read API: fishtest's, unauthenticated, JSON (or files), same URLs, statuses and shapes
 	// as fishtest. GET routes also answer HEAD.
@@ -151,6 +154,8 @@ func (s *Server) uiRoutes(g gin.IRoutes) {
 	g.POST("/user", s.primaryRoute(p.ProfileSubmit))
 	getAndHead(g, "/user/:username", s.primaryRoute(p.ProfilePage))
 	g.POST("/user/:username", s.primaryRoute(p.ProfileSubmit))
+	g.POST("/tokens", s.primaryRoute(p.TokenAdd))
+	g.POST("/tokens/revoke", s.primaryRoute(p.TokenRevoke))
 	getAndHead(g, "/user_management", p.UserManagementPage)
 	getAndHead(g, "/workers/:name", s.primaryRoute(p.WorkerPage))
 	g.POST("/workers/:name", s.primaryRoute(p.WorkerSubmit))

@@ -457,6 +457,8 @@ func TestE2ENginxRoutesWorkersToThePrimaryAndPagesToSecondaries(t *testing.T) {
 			{"GET", "/api/rate_limit", p},
 			{"POST", "/api/create_run", p},
 			{"POST", "/api/approve_run", p},
+			{"POST", "/api/user_stop_run", p},
+			{"POST", "/api/modify_run", p},
 			{"GET", "/signup", p},
 			{"POST", "/signup", p},
 			{"GET", "/upload", p},

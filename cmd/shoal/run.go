@@ -29,12 +29,18 @@ const defaultOptions = "Hash=16"
 const runUsage = `usage:
   shoal run new [flags]              submit a test; prints its run id
   shoal run approve [flags] RUN_ID   approve someone else's test (approvers only)
+  shoal run stop [flags] RUN_ID      stop your test (approvers: anyone's)
+  shoal run modify [flags] RUN_ID    change your test's --num-games, --priority,
+                                     --throughput, --auto-purge or --info (approvers:
+                                     anyone's, but not its --info)
 
-Both take --server URL (env SHOAL_SERVER, default ` + defaultServer + `),
---username and --password (env SHOAL_USERNAME, SHOAL_PASSWORD). Run
+All take --server URL (env SHOAL_SERVER, default ` + defaultServer + `),
+--username and --password (env SHOAL_USERNAME, SHOAL_PASSWORD), or instead --token
+(env SHOAL_TOKEN), an api token made on your profile page. Run
 "shoal run new --help" for the test's flags.`
 
-// runCmd is `shoal run`: test submission and approval through the server's API.
+// runCmd is `shoal run`: test submission, approval, stopping and modification through the
+// server's API.
 func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(runUsage)
@@ -44,6 +50,10 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		return runNew(ctx, args[1:], getenv, stdout, stderr)
 	case "approve":
 		return runApprove(ctx, args[1:], getenv, stdout, stderr)
+	case "stop":
+		return runStop(ctx, args[1:], getenv, stdout, stderr)
+	case "modify":
+		return runModify(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "--help", "-help", "-h":
 		fmt.Fprintln(stdout, runUsage)
 		return nil
@@ -56,21 +66,25 @@ func clientFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() (*
 	server := fs.String("server", envOr(getenv, "SHOAL_SERVER", defaultServer), "the Shoal server's URL (env SHOAL_SERVER)")
 	username := fs.String("username", getenv("SHOAL_USERNAME"), "your username (env SHOAL_USERNAME)")
 	password := fs.String("password", getenv("SHOAL_PASSWORD"), "your password (env SHOAL_PASSWORD, which keeps it out of ps)")
+	token := fs.String("token", getenv("SHOAL_TOKEN"), "an api token, instead of --username and --password (env SHOAL_TOKEN, which keeps it out of ps)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the server")
 	return func() (*apiclient.Client, error) {
 		u, err := url.Parse(*server)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			return nil, fmt.Errorf("invalid --server %q: want http://HOST[:PORT] or https://...", *server)
+		case *token != "" && (*username != "" || *password != ""):
+			return nil, errors.New("give --token or --username and --password, not both")
+		case *token != "":
 		case *username == "":
-			return nil, errors.New("--username (or SHOAL_USERNAME) is required")
+			return nil, errors.New("--username (or SHOAL_USERNAME) is required, or --token (SHOAL_TOKEN)")
 		case *password == "":
 			return nil, errors.New("--password (or SHOAL_PASSWORD) is required")
 		case *timeout <= 0:
 			return nil, fmt.Errorf("invalid --timeout %v: must be positive", *timeout)
 		}
 		return &apiclient.Client{
-			Server: strings.TrimRight(*server, "/"), Username: *username, Password: *password,
+			Server: strings.TrimRight(*server, "/"), Username: *username, Password: *password, Token: *token,
 			HTTP: &http.Client{Timeout: *timeout},
 		}, nil
 	}
@@ -188,7 +202,7 @@ func runNew(ctx context.Context, args []string, getenv func(string) string, stdo
 	var reply struct {
 		RunID string `json:"run_id"`
 	}
-	body := map[string]any{"username": c.Username, "password": c.Password, "run": req}
+	body := c.Credentials(map[string]any{"run": req})
 	if err := c.Post(ctx, "/api/create_run", body, &reply); err != nil {
 		return fmt.Errorf("run new: %w", err)
 	}
@@ -369,7 +383,7 @@ func runApprove(ctx context.Context, args []string, getenv func(string) string, 
 	var reply struct {
 		Approved bool `json:"approved"`
 	}
-	body := map[string]any{"username": c.Username, "password": c.Password, "run_id": rest[0]}
+	body := c.Credentials(map[string]any{"run_id": rest[0]})
 	if err := c.Post(ctx, "/api/approve_run", body, &reply); err != nil {
 		return fmt.Errorf("run approve: %w", err)
 	}
@@ -377,5 +391,80 @@ func runApprove(ctx context.Context, args []string, getenv func(string) string, 
 		return errors.New("run approve: the server did not confirm the approval")
 	}
 	fmt.Fprintf(stdout, "Approved run %s.\n", rest[0])
+	return nil
+}
+
+// runStop stops a run: the user's own, or any for an approver.
+func runStop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run stop", stderr)
+	client := clientFlags(fs, getenv)
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return errors.New("run stop: give exactly one RUN_ID")
+	}
+	c, err := client()
+	if err != nil {
+		return fmt.Errorf("run stop: %w", err)
+	}
+	var reply protocol.StopRunReply
+	if err := c.Post(ctx, "/api/user_stop_run", c.Credentials(map[string]any{"run_id": rest[0]}), &reply); err != nil {
+		return fmt.Errorf("run stop: %w", err)
+	}
+	if !reply.Stopped {
+		return errors.New("run stop: the server did not confirm the stop")
+	}
+	fmt.Fprintf(stdout, "Stopped run %s.\n", rest[0])
+	return nil
+}
+
+// runModify changes the flags given of a run, keeping the rest as they are.
+func runModify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run modify", stderr)
+	client := clientFlags(fs, getenv)
+	fs.Int("num-games", 0, "the run's game budget, a multiple of 1000")
+	fs.Int("priority", 0, "the run's priority, -100 to 100 (higher runs first)")
+	fs.Int("throughput", 0, "the run's throughput, a percentage (100 is normal)")
+	fs.Bool("auto-purge", false, "purge bad workers' games when the run finishes (--auto-purge=false: not)")
+	fs.String("info", "", "the run's description (its owner only)")
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return errors.New("run modify: give exactly one RUN_ID")
+	}
+	c, err := client()
+	if err != nil {
+		return fmt.Errorf("run modify: %w", err)
+	}
+	body := map[string]any{"run_id": rest[0]}
+	fs.Visit(func(f *flag.Flag) {
+		name := strings.ReplaceAll(f.Name, "-", "_")
+		switch g := f.Value.(flag.Getter); f.Name {
+		case "num-games", "priority", "throughput", "auto-purge", "info":
+			body[name] = g.Get()
+		}
+	})
+	if len(body) == 1 {
+		return errors.New("run modify: give one or more of --num-games, --priority, --throughput, --auto-purge, --info")
+	}
+	var reply protocol.ModifyRunReply
+	if err := c.Post(ctx, "/api/modify_run", c.Credentials(body), &reply); err != nil {
+		return fmt.Errorf("run modify: %w", err)
+	}
+	msg := "Modified run %s."
+	switch {
+	case reply.Unapproved:
+		msg = "Modified run %s; it must be approved again."
+	case !reply.Approved:
+		msg = "Modified run %s; it waits for approval."
+	}
+	if reply.Revived {
+		msg += " It is running again."
+	}
+	fmt.Fprintf(stdout, msg+"\n", rest[0])
 	return nil
 }

@@ -328,8 +328,10 @@ func TestRunApprove(t *testing.T) {
 	}
 }
 
-// TestRunAgainstTheServer submits and approves a run through the real server and database.
-func TestRunAgainstTheServer(t *testing.T) {
+// runServer is a real server over a fresh embedded database holding alice (a user) and bob (an
+// approver), each with password "secret".
+func runServer(t *testing.T) (*rundb.DB, *httptest.Server) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := rundb.Open(ctx, rundb.Options{DataDir: t.TempDir(), PasswordHashCost: 4,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -353,7 +355,13 @@ func TestRunAgainstTheServer(t *testing.T) {
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
+	return db, srv
+}
 
+// TestRunAgainstTheServer submits and approves a run through the real server and database.
+func TestRunAgainstTheServer(t *testing.T) {
+	ctx := context.Background()
+	db, srv := runServer(t)
 	args := append([]string{"new"}, append(commonFlags(srv.URL), "--tc", "10+0.1", "--sprt", "0,2")...)
 	stdout, stderr, err := runCLI(t, credentials, args...)
 	if err != nil {
@@ -381,5 +389,93 @@ func TestRunAgainstTheServer(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, bob, "approve", id.Hex()); err == nil || !strings.Contains(err.Error(), "already approved") {
 		t.Errorf("second approval = %v", err)
+	}
+}
+
+// A script submits and approves with api tokens (--token, SHOAL_TOKEN) as with passwords; a
+// worker token is refused.
+func TestRunTokenAgainstTheServer(t *testing.T) {
+	ctx := context.Background()
+	db, srv := runServer(t)
+	token := func(user, name string, scope rundb.TokenScope) string {
+		tok, _, err := db.Users.CreateToken(ctx, user, rundb.NewToken{Name: name, Scope: scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	aliceAPI, aliceWorker, bobAPI := token("alice", "script", rundb.ScopeAPI), token("alice", "box", rundb.ScopeWorker), token("bob", "script", rundb.ScopeAPI)
+	args := append([]string{"new"}, append(commonFlags(srv.URL), "--tc", "10+0.1", "--num-games", "1000")...)
+	if _, _, err := runCLI(t, nil, append(args, "--token", aliceWorker)...); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("run new with a worker token = %v, want a 401", err)
+	}
+	if _, _, err := runCLI(t, credentials, append(args, "--token", aliceAPI)...); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("run new with a token and a password = %v", err)
+	}
+	stdout, stderr, err := runCLI(t, nil, append(args, "--token", aliceAPI)...)
+	if err != nil {
+		t.Fatalf("run new --token: %v\n%s", err, stderr)
+	}
+	id, err := rundb.ParseObjectID(strings.TrimSpace(stdout))
+	if err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	if r, err := db.Runs.Get(ctx, id); err != nil || r.Args.Username != "alice" {
+		t.Fatalf("stored run: %v %+v", err, r)
+	}
+	if _, _, err := runCLI(t, map[string]string{"SHOAL_TOKEN": bobAPI, "SHOAL_SERVER": srv.URL}, "approve", id.Hex()); err != nil {
+		t.Fatalf("approval with bob's token from SHOAL_TOKEN: %v", err)
+	}
+	if r, err := db.Runs.Get(ctx, id); err != nil || !r.Approved || r.Approver != "bob" {
+		t.Errorf("after approval: %v %+v", err, r)
+	}
+}
+
+// A script stops and modifies its own run with an api token, as the run page's forms do; a
+// worker token is refused and changes nothing.
+func TestRunStopAndModifyAgainstTheServer(t *testing.T) {
+	ctx := context.Background()
+	db, srv := runServer(t)
+	aliceAPI, _, err := db.Users.CreateToken(ctx, "alice", rundb.NewToken{Name: "script", Scope: rundb.ScopeAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceWorker, _, err := db.Users.CreateToken(ctx, "alice", rundb.NewToken{Name: "box", Scope: rundb.ScopeWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"new"}, append(commonFlags(srv.URL), "--tc", "10+0.1", "--sprt", "0,2")...)
+	stdout, stderr, err := runCLI(t, credentials, args...)
+	if err != nil {
+		t.Fatalf("run new: %v\n%s", err, stderr)
+	}
+	id := strings.TrimSpace(stdout)
+	tokenEnv := map[string]string{"SHOAL_TOKEN": aliceAPI, "SHOAL_SERVER": srv.URL}
+
+	if _, _, err := runCLI(t, tokenEnv, "modify", id); err == nil || !strings.Contains(err.Error(), "give one or more") {
+		t.Errorf("modify without a change = %v", err)
+	}
+	if _, _, err := runCLI(t, tokenEnv, "modify", id, "--num-games", "1500"); err == nil || !strings.Contains(err.Error(), "num_games: 1500: must be a multiple of 1000") {
+		t.Errorf("modify with a bad budget = %v", err)
+	}
+	if _, _, err := runCLI(t, map[string]string{"SHOAL_TOKEN": aliceWorker, "SHOAL_SERVER": srv.URL}, "modify", id, "--priority", "-1"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("modify with a worker token = %v, want a 401", err)
+	}
+	stdout, _, err = runCLI(t, tokenEnv, "modify", "--priority", "-1", id, "--num-games", "100000", "--auto-purge")
+	if err != nil || !strings.Contains(stdout, "waits for approval") {
+		t.Fatalf("modify = %q, %v", stdout, err)
+	}
+	rid, _ := rundb.ParseObjectID(id)
+	if r, err := db.Runs.Get(ctx, rid); err != nil || r.Args.Priority != -1 || r.Args.NumGames != 100000 || !r.Args.AutoPurge || r.Args.Throughput != 100 {
+		t.Errorf("after modify: %v %+v", err, r.Args)
+	}
+	if _, _, err := runCLI(t, map[string]string{"SHOAL_TOKEN": aliceWorker, "SHOAL_SERVER": srv.URL}, "stop", id); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("stop with a worker token = %v, want a 401", err)
+	}
+	if stdout, _, err := runCLI(t, tokenEnv, "stop", id); err != nil || !strings.Contains(stdout, "Stopped run "+id) {
+		t.Fatalf("stop = %q, %v", stdout, err)
+	}
+	if r, err := db.Runs.Get(ctx, rid); err != nil || !r.Finished {
+		t.Errorf("after stop: %v finished %v", err, r != nil && r.Finished)
 	}
 }

@@ -30,7 +30,10 @@ var userAddEnv = map[string]string{
 
 const userUsage = `usage:
   shoal user add --username U --password P [--email E] [--approver] [--cpu-hours H] [--machine-limit N] [--data DIR | --mongo-uri URI]
-  shoal user set --username U [--approver=true|false] [--machine-limit N] [--data DIR | --mongo-uri URI]`
+  shoal user set --username U [--approver=true|false] [--machine-limit N] [--data DIR | --mongo-uri URI]
+  shoal user token add --username U --name N --scope worker|api [--expires DURATION] [--data DIR | --mongo-uri URI]
+  shoal user token list --username U [--data DIR | --mongo-uri URI]
+  shoal user token revoke --username U --name N [--data DIR | --mongo-uri URI]`
 
 func user(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	switch {
@@ -38,6 +41,8 @@ func user(ctx context.Context, args []string, getenv func(string) string, stdout
 		return userAdd(ctx, args[1:], getenv, stdout, stderr)
 	case len(args) > 0 && args[0] == "set":
 		return userSet(ctx, args[1:], getenv, stdout, stderr)
+	case len(args) > 1 && args[0] == "token":
+		return userToken(ctx, args[1], args[2:], getenv, stdout, stderr)
 	}
 	return errors.New(userUsage)
 }

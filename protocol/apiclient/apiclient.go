@@ -19,13 +19,24 @@ import (
 // MaxReplyBytes bounds what is read of a server reply.
 const MaxReplyBytes = 1 << 20
 
-// Client is where the server is and who is asking. The API takes the credentials in each
-// request's body, not in a header: Post sends the body as given, and Username and Password are
-// there for a caller that builds its bodies from one account (shoal run).
+// Client is where the server is and who is asking. The API takes a username and password in
+// each request's body, or an api token in an "Authorization: Bearer" header: Post sends the
+// body as given, with Token in that header if it is set, and Username and Password are there
+// for a caller that builds its bodies from one account (shoal run).
 type Client struct {
 	Server             string
 	Username, Password string
+	Token              string
 	HTTP               *http.Client
+}
+
+// Credentials returns body with the client's username and password added, unless it has a
+// token, which Post sends in a header instead.
+func (c *Client) Credentials(body map[string]any) map[string]any {
+	if c.Token == "" {
+		body["username"], body["password"] = c.Username, c.Password
+	}
+	return body
 }
 
 // Post sends body to the API path and decodes a 200 reply into out. Any other reply is an
@@ -40,6 +51,9 @@ func (c *Client) Post(ctx context.Context, path string, body, out any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach %s: %w", c.Server, err)

@@ -41,10 +41,10 @@ type Role struct {
 // What the API asks of the database and of the scheduler, method by method: *rundb.DB's stores
 // and *scheduler.Scheduler satisfy these (the server checks it where it wires them).
 
-// Users checks the credentials of API calls (rundb.UserStore).
+// Users checks the credentials of API calls, passwords and tokens (rundb.UserStore).
 type Users interface {
-	AuthenticateIfCached(ctx context.Context, username, password string) (u *rundb.User, cached bool, err error)
-	AuthenticateCached(ctx context.Context, username, password string) (*rundb.User, error)
+	AuthenticateAccessIfCached(ctx context.Context, a rundb.Access) (u *rundb.User, cached bool, err error)
+	AuthenticateAccessCached(ctx context.Context, a rundb.Access) (*rundb.User, error)
 }
 
 // UserStats are the users' contribution totals (rundb.UserCacheStore): stop_run asks how many
@@ -97,6 +97,8 @@ type Scheduler interface {
 	PrepareRun(ctx context.Context, req protocol.RunRequest) (protocol.RunRequest, error)
 	CreateRun(ctx context.Context, req protocol.RunRequest, username string) (*rundb.Run, error)
 	ApproveRun(ctx context.Context, id rundb.ObjectID, approver string) error
+	StopRunByUser(ctx context.Context, id rundb.ObjectID, username string) error
+	ModifyRun(ctx context.Context, id rundb.ObjectID, username string, approver bool, m scheduler.RunModification) (scheduler.ModifyResult, error)
 	RepoOfActiveCommit(ctx context.Context, sha string) (string, error)
 }
 

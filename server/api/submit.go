@@ -58,15 +58,11 @@ func (s *Server) CreateRun(c *gin.Context) {
 		Error(c, http.StatusBadRequest, "run: missing: give the run's arguments")
 		return
 	}
-	res, ok := s.reserveAPILogin(c, body.Username)
+	u, ok, err := s.submitLogin(c, body.Username, body.Password)
 	if !ok {
 		return
 	}
-	defer res.Release() // if the password was not checked, or on a panic
 	var id rundb.ObjectID
-	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
-	res.Settle(err)
-	s.logins.Checked(c, "submit api", body.Username, err)
 	req := *body.Run
 	if err == nil {
 		// Reading the repository may take a fetch: outside the database's tokens.
@@ -112,14 +108,10 @@ func (s *Server) ApproveRun(c *gin.Context) {
 		Error(c, http.StatusBadRequest, "run_id: "+err.Error())
 		return
 	}
-	res, ok := s.reserveAPILogin(c, body.Username)
+	u, ok, err := s.submitLogin(c, body.Username, body.Password)
 	if !ok {
 		return
 	}
-	defer res.Release() // if the password was not checked, or on a panic
-	u, err := s.apiLogin(c.Request.Context(), body.Username, body.Password)
-	res.Settle(err)
-	s.logins.Checked(c, "submit api", body.Username, err)
 	switch {
 	case err != nil:
 	case !u.IsApprover():
@@ -145,6 +137,33 @@ func (s *Server) ApproveRun(c *gin.Context) {
 	default:
 		c.JSON(http.StatusOK, protocol.ApproveRunReply{Approved: true, Duration: duration(c)})
 	}
+}
+
+// submitLogin checks the credentials of a submission: an api token in an "Authorization:
+// Bearer" header, or the username and password of the body (where an api token is accepted as
+// the password too). A worker token is refused, as a wrong password is. The login limits apply
+// to either. It returns the user or the check's error, or ok false once it has answered (a 429, or
+// a 400 for a call that gives both).
+func (s *Server) submitLogin(c *gin.Context, username, password string) (*rundb.User, bool, error) {
+	a := rundb.Access{Username: username, Secret: password, Scope: rundb.ScopeAPI, Address: c.ClientIP()}
+	if h := c.GetHeader("Authorization"); h != "" {
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || username != "" || password != "" {
+			Error(c, http.StatusBadRequest, "Authorization: give an api token as \"Bearer <token>\", and no username or password in the body")
+			return nil, false, nil
+		}
+		a.Username, _ = rundb.TokenUsername(token)
+		a.Secret, a.TokenOnly = token, true
+	}
+	res, ok := s.reserveAPILogin(c, a.Username)
+	if !ok {
+		return nil, false, nil
+	}
+	defer res.Release() // if the password was not checked, or on a panic
+	u, err := s.apiLogin(c.Request.Context(), a)
+	res.Settle(err)
+	s.logins.Checked(c, "submit api", a.Username, err)
+	return u, true, err
 }
 
 // submitToPrimary is the 503 text on a secondary: runs are created and approved on the primary,

@@ -178,7 +178,10 @@ func (s *Server) authenticate(c *gin.Context, raw []byte) (*rundb.User, protocol
 		}
 		defer res.Release() // a panic must not keep the token held
 	}
-	u, err := s.apiLogin(c.Request.Context(), username, password)
+	// A worker token is accepted where the password goes, so that fishtest's worker runs with
+	// one unchanged.
+	access := rundb.Access{Username: username, Secret: password, Scope: rundb.ScopeWorker, Address: c.ClientIP()}
+	u, err := s.apiLogin(c.Request.Context(), access)
 	if res != nil {
 		res.Settle(err)
 	}
@@ -218,16 +221,17 @@ func (s *Server) reserveAPILogin(c *gin.Context, username string) (*guard.Reserv
 }
 
 // apiLogin checks API credentials through the user cache. A cached user costs no database work
-// and so takes no token: a flood of calls waiting for the database must not hold up the ones
-// that need none. Otherwise the user is read under a token.
-func (s *Server) apiLogin(ctx context.Context, username, password string) (*rundb.User, error) {
-	u, cached, err := s.deps.Users.AuthenticateIfCached(ctx, username, password)
+// and so takes no token of the pool: a flood of calls waiting for the database must not hold
+// up the ones that need none. Otherwise the user is read (or a token's last use written) under
+// one.
+func (s *Server) apiLogin(ctx context.Context, a rundb.Access) (*rundb.User, error) {
+	u, cached, err := s.deps.Users.AuthenticateAccessIfCached(ctx, a)
 	if cached {
 		return u, err
 	}
 	err = s.deps.Tokens.Do(ctx, func(ctx context.Context) error {
 		var err error
-		u, err = s.deps.Users.AuthenticateCached(ctx, username, password)
+		u, err = s.deps.Users.AuthenticateAccessCached(ctx, a)
 		return err
 	})
 	return u, err

@@ -417,6 +417,14 @@ type profileData struct {
 	Form         profileForm
 	Errors       map[string]string
 	PasswordRule string
+	// Tokens are the user's tokens, on their own profile (tokens.go); NewToken is one just
+	// made, shown this once, called NewTokenName; TokenForm is the new-token form as sent.
+	Tokens       []rundb.TokenInfo
+	NewToken     string
+	NewTokenName string
+	TokenForm    tokenForm
+	MaxTokens    int
+	MaxTokenDays int
 }
 
 // profileTarget works out whose profile the request is about: the viewer's own at /user, or
@@ -473,11 +481,22 @@ func (s *Server) showProfile(c *gin.Context, status int, d *profileData) {
 	}) {
 		return
 	}
+	if d.Own && !s.ui.Do(c, func(ctx context.Context) error {
+		var err error
+		d.Tokens, err = s.deps.Users.Tokens(ctx, d.Target.Username)
+		return err
+	}) {
+		return
+	}
 	d.MachineLimit = d.Target.EffectiveMachineLimit()
 	if d.Form.MachineLimit == "" {
 		d.Form.MachineLimit = strconv.Itoa(d.MachineLimit)
 	}
 	d.PasswordRule = passwordRule
+	d.MaxTokens, d.MaxTokenDays = rundb.MaxTokens, maxTokenDays
+	if d.TokenForm.Scope == "" {
+		d.TokenForm.Scope = string(rundb.ScopeWorker)
+	}
 	title := "Profile"
 	if !d.Own {
 		title = "User " + d.Target.Username

@@ -456,6 +456,7 @@ const (
 // actionKinds are the kinds of action the filter offers, hidden ones included.
 var actionKinds = []string{"new_run", "modify_run", "approve_run", "stop_run", "finished_run", "purge_run",
 	"delete_run", "failed_task", "crash_or_time", "dead_task", "block_user", "accept_user", "block_worker", "quarantine",
+	"new_token", "revoke_token",
 	"upload_nn", "log_message", "worker_log", "system_event"}
 
 type actionRow struct {

@@ -31,6 +31,9 @@ type Users interface {
 	DeletePending(ctx context.Context, username string) error
 	SetBlocked(ctx context.Context, username string, blocked bool) error
 	SetMachineLimit(ctx context.Context, username string, limit int) error
+	CreateToken(ctx context.Context, username string, nt rundb.NewToken) (string, *rundb.APIToken, error)
+	RevokeToken(ctx context.Context, username, name string) error
+	Tokens(ctx context.Context, username string) ([]rundb.TokenInfo, error)
 }
 
 // People lists the accounts for approvers (rundb.DB).
