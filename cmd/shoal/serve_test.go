@@ -116,17 +116,7 @@ func webLogin(t *testing.T, base, username, password string) (string, *http.Clie
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	resp, err := client.Get(base + "login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	form, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindSubmatch(form)
-	if m == nil {
-		t.Fatalf("no CSRF token on /login:\n%s", form)
-	}
-	resp, err = client.PostForm(base+"login", url.Values{"csrf_token": {string(m[1])},
+	resp, err := client.PostForm(base+"login", url.Values{"csrf_token": {csrfTokenOf(t, client, base+"login")},
 		"username": {username}, "password": {password}})
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +127,22 @@ func webLogin(t *testing.T, base, username, password string) (string, *http.Clie
 		t.Fatalf("log in as %s: %d at %s\n%s", username, resp.StatusCode, resp.Request.URL, page)
 	}
 	return string(page), client
+}
+
+// csrfTokenOf is the CSRF token of the form on the page at pageURL, as client sees it.
+func csrfTokenOf(t *testing.T, client *http.Client, pageURL string) string {
+	t.Helper()
+	resp, err := client.Get(pageURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token on %s:\n%s", pageURL, page)
+	}
+	return string(m[1])
 }
 
 func TestServeFirstStartRestartAndUserAdd(t *testing.T) {

@@ -262,24 +262,15 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 func submitByForm(t *testing.T, base string, u demo.Account, repo string) string {
 	t.Helper()
 	_, client := webLogin(t, base+"/", u.Name, u.Password)
-	resp, err := client.Get(base + "/tests/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("no CSRF token on /tests/run:\n%s", page)
-	}
 	form := url.Values{
-		"csrf_token": {string(m[1])}, "tests-repo": {repo}, "test-branch": {sfPatchBranch}, "base-branch": {sfBaseBranch},
+		"csrf_token": {csrfTokenOf(t, client, base+"/tests/run")},
+		"tests-repo": {repo}, "test-branch": {sfPatchBranch}, "base-branch": {sfBaseBranch},
 		"new-options": {"Hash=16"}, "base-options": {"Hash=16"}, "stop_rule": {"numgames"}, "num-games": {"1000"},
 		"bounds": {"stc"}, "elo_model": {"normalized"}, "tc": {"10+0.1"}, "threads": {"1"}, "priority": {"0"},
 		"throughput": {"100"}, "book-depth": {"8"},
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err = client.PostForm(base+"/tests/run", form)
+	resp, err := client.PostForm(base+"/tests/run", form)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,23 +81,13 @@ func (w *statusWriter) WriteHeader(code int) {
 // page, and returns the page it lands on.
 func profileForm(t *testing.T, client *http.Client, base, path string, form url.Values) string {
 	t.Helper()
-	resp, err := client.Get(base + "/user")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("no CSRF token on /user:\n%s", page)
-	}
-	form.Set("csrf_token", string(m[1]))
-	resp, err = client.PostForm(base+path, form)
+	form.Set("csrf_token", csrfTokenOf(t, client, base+"/user"))
+	resp, err := client.PostForm(base+path, form)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	page, _ = io.ReadAll(resp.Body)
+	page, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST %s: %d\n%s", path, resp.StatusCode, page)
 	}
