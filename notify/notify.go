@@ -119,12 +119,6 @@ func (o *Outbox) Enqueue(ctx context.Context, ev Event) error {
 	return nil
 }
 
-// Quarantined tells the owner of a machine that it was quarantined, and why. The quarantine
-// calls it as it quarantines the machine.
-func (o *Outbox) Quarantined(ctx context.Context, owner, worker, reason string) error {
-	return o.Enqueue(ctx, Event{Kind: KindQuarantined, Username: owner, Worker: worker, Message: reason, Time: time.Now()})
-}
-
 // The channels a delivery goes through.
 const (
 	ChannelWebhook = "webhook"

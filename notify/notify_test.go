@@ -454,7 +454,9 @@ func TestQuarantinedTellsTheMachinesOwner(t *testing.T) {
 	r := newReceiver(t)
 	db, ob := setup(t, "", rundb.NotifyWebhook{URL: r.srv.URL, Format: FormatDiscord})
 	ctx := context.Background()
-	if err := ob.Quarantined(ctx, "alice", "alice-8cores-abcd", "quarantined: 40 time losses in 400 games"); err != nil {
+	ev := Event{Kind: KindQuarantined, Username: "alice", Worker: "alice-8cores-abcd",
+		Message: "quarantined: 40 time losses in 400 games", Time: time.Now()}
+	if err := ob.Enqueue(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewSender(db.Outbox, SenderConfig{Policy: loopback}).Pass(ctx); err != nil {
