@@ -82,6 +82,9 @@ type plan struct {
 	serveArgs []string
 	// taskset, if set, runs each server on CPU 0 (the bench pinned itself to the others).
 	taskset string
+	// bare is the run's yardstick, the bare handler's figures (nil until measured, or if it
+	// failed): the ratios of the steady, ceiling and capacity scenarios divide by it.
+	bare *bareYardstick
 }
 
 // onServerCore is the command that runs exe with args on the servers' CPU when the bench is
@@ -324,6 +327,11 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if set.bare == nil && name != "ceiling" && slices.Contains(yardstickUsers, name) && rep.Scenarios[yardstickScenario] == nil {
+			if err := runYardstick(ctx, &set, rep, stdout); err != nil {
+				failed = append(failed, yardstickScenario)
+			}
+		}
 		fmt.Fprintf(stdout, "bench: %s...\n", name)
 		sc := &scenarioReport{}
 		rep.Scenarios[name] = sc
@@ -338,7 +346,7 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 		case "storm":
 			err = benchStorm(ctx, set, sc, stdout, stderr)
 		case "ceiling":
-			err = benchCeiling(ctx, set, sc, stderr)
+			err = benchCeiling(ctx, &set, sc, stderr)
 		case "critical-section":
 			err = benchCriticalSection(ctx, sc)
 		case "durability":
@@ -370,6 +378,21 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench: scenarios failed: %s", strings.Join(failed, ", "))
 	}
 	return ctx.Err()
+}
+
+// runYardstick measures the run's yardstick into set.bare and its section of rep.
+func runYardstick(ctx context.Context, set *plan, rep *benchReport, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "bench: %s (the bare net/http handler)...\n", yardstickScenario)
+	sc := &scenarioReport{}
+	rep.Scenarios[yardstickScenario] = sc
+	bare, err := measureYardstick(ctx, *set, sc)
+	if err != nil {
+		sc.Error = err.Error()
+		fmt.Fprintf(stdout, "bench: %s failed: %v\n", yardstickScenario, err)
+		return err
+	}
+	set.bare = bare
+	return nil
 }
 
 // fleetGCPercent is the bench process's GOGC unless the environment sets one.

@@ -164,7 +164,10 @@ func TestReportOrder(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("reportOrder = %v, want %v", got, want)
 	}
-	if reportedScenarios[0] != baselineScenario || reportedScenarios[1] != "steady" {
+	if reportedScenarios[0] != yardstickScenario {
+		t.Errorf("the yardstick, which every ratio divides by, is not reported first: %v", reportedScenarios)
+	}
+	if i := slices.Index(reportedScenarios, baselineScenario); i < 0 || reportedScenarios[i+1] != "steady" {
 		t.Errorf("the baseline's steady is not reported just before steady: %v", reportedScenarios)
 	}
 }

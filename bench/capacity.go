@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 // capacityFleet is the headline target of the capacity scenario: the largest equivalent fleet
@@ -154,6 +156,8 @@ func benchCapacity(ctx context.Context, set plan, sc *scenarioReport, rep *bench
 		sc.figure("largest equivalent fleet that held every target", float64(largest), "workers")
 		sc.target("largest equivalent fleet that held every target", new(float64(largest)), "workers",
 			fmt.Sprintf(">= %d", capacityFleet), atLeast(capacityFleet))
+		ladderCosts(sc, rep, set).targets(sc, ladderRatioLimit)
+		heldSummary(sc, rep, set, largest)
 	}()
 	n := len(set.CapacityScales)
 	largest, err := climbCapacity(set.CapacityScales, set.Workers, func(i int, k float64) (capacityVerdict, error) {
@@ -216,6 +220,11 @@ func capacityFigures(sc, leg *scenarioReport, label string, v capacityVerdict) {
 		{"false dead tasks (reclaimed, worker alive)", "false dead tasks"},
 		{"server resident memory (peak over the whole run, VmHWM)", "server resident memory (peak, VmHWM)"},
 		{"server CPU per wall second", "server CPU per wall second (whole run)"},
+		{"server CPU per request", "server CPU per request (whole run)"},
+		{serverRatioFigure, serverRatioFigure + " (whole run)"},
+		{"fleet CPU per request (the bench process and its fleet processes)", "fleet CPU per request (whole run)"},
+		{fleetRatioFigure, fleetRatioFigure + " (whole run)"},
+		{allocFigure, allocFigure},
 	} {
 		if x, ok := leg.value(f.figure); ok {
 			sc.figure(label+": "+f.name, x, unitOf([]*scenarioReport{leg}, f.figure))
@@ -237,4 +246,58 @@ func equivalentFleets(workers int, scales []float64) []int {
 		eq[i] = equivalentFleet(workers, k)
 	}
 	return eq
+}
+
+// ladderCosts are the costs (steadyCosts) of the ladder's step at capacityFleet equivalent
+// workers, recorded in sc under that step's name; each is nil if no step ran at that size.
+func ladderCosts(sc *scenarioReport, rep *benchReport, set plan) steadyCosts {
+	var c steadyCosts
+	for i, k := range set.CapacityScales {
+		if equivalentFleet(set.Workers, k) != capacityFleet {
+			continue
+		}
+		leg := rep.Scenarios[capacityStep(i, set.Workers, k)]
+		if leg == nil {
+			break
+		}
+		read := func(name string) *float64 {
+			if v, ok := leg.value(name); ok {
+				return new(v)
+			}
+			return nil
+		}
+		c.server, c.fleet, c.alloc = read(serverRatioFigure), read(fleetRatioFigure), read(allocFigure)
+	}
+	return c
+}
+
+// heldSummary says in sc's notes which steps held every target, each with its CPU ratios to
+// the yardstick beside it, the largest held step first.
+func heldSummary(sc *scenarioReport, rep *benchReport, set plan, largest int) {
+	if largest == 0 {
+		return
+	}
+	var held []string
+	for i, k := range set.CapacityScales {
+		eq := equivalentFleet(set.Workers, k)
+		leg := rep.Scenarios[capacityStep(i, set.Workers, k)]
+		if leg == nil || eq > largest {
+			break
+		}
+		line := fmt.Sprintf("%s (k = %g)", humanize.Comma(int64(eq)), k)
+		if us, ok := leg.value("server CPU per request"); ok {
+			line += fmt.Sprintf(": server %.1f µs a request", us)
+			if r, ok := leg.value(serverRatioFigure); ok {
+				line += fmt.Sprintf(" (%.2fx bare)", r)
+			}
+		}
+		if r, ok := leg.value(fleetRatioFigure); ok {
+			line += fmt.Sprintf(", fleet %.2fx bare", r)
+		}
+		if b, ok := leg.value(allocFigure); ok {
+			line += fmt.Sprintf(", %s B allocated a request", humanize.Comma(int64(b)))
+		}
+		held = append([]string{line}, held...)
+	}
+	sc.Notes = append(sc.Notes, "**Held every target over the whole run:** "+strings.Join(held, "; ")+".")
 }

@@ -41,7 +41,7 @@ func TestCheckScales(t *testing.T) {
 	}
 }
 
-// The ladder's defaults are the (equivalent 100,000 to 1,000,000 at 10,000 workers),
+// The ladder's defaults climb from 100,000 to 1,000,000 equivalent workers at 10,000 workers,
 // quick's two tiny steps, and flags win.
 func TestNewPlanCapacity(t *testing.T) {
 	base := Settings{Scenarios: []string{"capacity"}, Out: "out", TimeScale: 10}
@@ -213,5 +213,50 @@ func TestCapacityFigures(t *testing.T) {
 	}
 	if _, ok := sc.value("step 2 (k = 20): upload_pgn p99 (whole run)"); ok {
 		t.Error("a p99 of an endpoint the step never called")
+	}
+}
+
+// The ladder's section says which steps held, with each one's costs beside it, and judges the
+// 500,000 step's costs against the yardstick; a ladder that never reached that step has no
+// figure there, so the targets are not met.
+func TestLadderCostsAndHeldSteps(t *testing.T) {
+	set := plan{Workers: 10000, CapacityScales: []float64{20, 50, 75}}
+	rep := &benchReport{Scenarios: map[string]*scenarioReport{}}
+	step := func(i int, serverUS, fleetUS, allocated float64) {
+		leg := &scenarioReport{}
+		leg.figure("server CPU per request", serverUS, "µs")
+		leg.figure("fleet CPU per request (the bench process and its fleet processes)", fleetUS, "µs")
+		ratioFigures(leg, &bareYardstick{cpuUS: 40}, allocated, 1000)
+		rep.Scenarios[capacityStep(i, set.Workers, set.CapacityScales[i])] = leg
+	}
+	step(0, 100, 30, 2.5e6)
+	step(1, 79, 41, 3.2e6)
+	step(2, 70, 38, 2.9e6) // ran, broke a latency target: not among the held
+
+	var sc scenarioReport
+	ladderCosts(&sc, rep, set).targets(&sc, ladderRatioLimit)
+	met := map[string]bool{}
+	for _, tg := range sc.Targets {
+		if tg.Figure == nil {
+			t.Fatalf("target %q has no figure", tg.Name)
+		}
+		met[tg.Name] = tg.Met
+	}
+	if !met[serverRatioFigure+" (whole run)"] || met[fleetRatioFigure+" (whole run)"] || met[allocFigure] {
+		t.Errorf("500,000 step at 79 µs (1.98x), fleet 41 µs (1.03x), 3,200 B: met %v, want server only", met)
+	}
+	heldSummary(&sc, rep, set, 500000)
+	want := "**Held every target over the whole run:** 500,000 (k = 50): server 79.0 µs a request (1.98x bare), fleet 1.02x bare, 3,200 B allocated a request; 200,000 (k = 20): server 100.0 µs a request (2.50x bare), fleet 0.75x bare, 2,500 B allocated a request."
+	if len(sc.Notes) != 1 || sc.Notes[0] != want {
+		t.Errorf("notes %q\nwant %q", sc.Notes, want)
+	}
+
+	var short scenarioReport
+	delete(rep.Scenarios, capacityStep(1, set.Workers, 50))
+	ladderCosts(&short, rep, set).targets(&short, ladderRatioLimit)
+	for _, tg := range short.Targets {
+		if tg.Figure != nil || tg.Met {
+			t.Errorf("without a 500,000 step, %q: figure %v, met %v", tg.Name, tg.Figure, tg.Met)
+		}
 	}
 }

@@ -17,16 +17,17 @@ import (
 )
 
 // benchCeiling measures a bare net/http JSON handler and Shoal's beat with the same load
-// generator, and the ratio of the two.
-func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.Writer) error {
+// generator, one after the other, and the ratio of the two. The bare handler's figures become
+// the run's yardstick (set.bare) unless one was measured before.
+func benchCeiling(ctx context.Context, set *plan, sc *scenarioReport, stderr io.Writer) error {
 	ratio, cpuRatio := (*float64)(nil), (*float64)(nil)
 	defer func() {
 		sc.target("beat throughput / bare net/http", ratio, "ratio", ">= 0.5", atLeast(0.5))
 		sc.target("server CPU per beat / bare net/http CPU per request", cpuRatio, "x", "<= 3", func(v float64) bool { return v <= 3 })
-		sc.explainUnmet(set)
+		sc.explainUnmet(*set)
 	}()
 	clients := set.CeilingClients
-	s, err := startBenchServer(ctx, set, clients, stderr)
+	s, err := startBenchServer(ctx, *set, clients, stderr)
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.W
 
 	// The yardstick: a bare net/http JSON handler in a process of its own on the server's
 	// core, so that both sides' CPU per request comes from /proc alike.
-	bare, err := startBare(ctx, set)
+	bare, err := startBare(ctx, *set)
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.W
 	if err != nil {
 		return err
 	}
-	profiled := profileDuring(ctx, s, set, "ceiling", time.Second, set.ceilingDuration-2*time.Second)
+	profiled := profileDuring(ctx, s, *set, "ceiling", time.Second, set.ceilingDuration-2*time.Second)
 	beatOK, beatSecs, beatErrs := loadGenerate(ctx, s.base+"/api/beat", bodies, set.ceilingDuration)
 	sc.Profile = <-profiled
 	after, err := readServer(s.cmd.Process.Pid)
@@ -91,6 +92,9 @@ func benchCeiling(ctx context.Context, set plan, sc *scenarioReport, stderr io.W
 		bareUS := (bareAfter.CPUSeconds - bareBefore.CPUSeconds) / float64(bareOK+bareErrs) * 1e6
 		beatUS := (after.CPUSeconds - before.CPUSeconds) / float64(beatOK+beatErrs) * 1e6
 		sc.figure("bare net/http CPU per request", bareUS, "µs")
+		if set.bare == nil {
+			set.bare = &bareYardstick{rate: bareRate, cpuUS: bareUS}
+		}
 		sc.figure("shoal CPU per beat", beatUS, "µs")
 		if bareUS > 0 {
 			cpuRatio = new(beatUS / bareUS)

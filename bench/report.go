@@ -16,9 +16,9 @@ import (
 	"github.com/shoal-chess/shoal/worker/fleet"
 )
 
-// reportedScenarios are the report's sections in order: the scenarios, and the baseline's run
-// of steady (--baseline) before steady.
-var reportedScenarios = []string{baselineScenario, "steady", steadyAgain, baselineAgain, "storm", "ceiling", "critical-section", "durability", "capacity", "reconnect"}
+// reportedScenarios are the report's sections in order: the yardstick, the scenarios, and the
+// baseline's run of steady (--baseline) before steady.
+var reportedScenarios = []string{yardstickScenario, baselineScenario, "steady", steadyAgain, baselineAgain, "storm", "ceiling", "critical-section", "durability", "capacity", "reconnect"}
 
 // legScenarios are the scenarios made of legs, each leg a section of its own named
 // <scenario>-<n>-... (durabilityLeg, capacityStep).
@@ -77,6 +77,9 @@ type scenarioReport struct {
 	Figures   []benchFigure                   `json:"figures"`
 	Endpoints map[string]fleet.EndpointReport `json:"endpoints,omitempty"`
 	Targets   []benchTarget                   `json:"targets"`
+	// Notes are what the scenario says of its figures as a whole (the capacity ladder: which
+	// steps held, with their costs).
+	Notes []string `json:"notes,omitempty"`
 	// Limits says, for targets not met, what the figures and profiles show limits them.
 	Limits  []string        `json:"limits,omitempty"`
 	Profile *profileSummary `json:"profile,omitempty"`
@@ -226,6 +229,9 @@ func benchMarkdown(rep *benchReport) string {
 				fmt.Fprintf(&b, "| %s | %s | %s %s | %s |\n", t.Name, fig, t.Target, t.Unit, met)
 			}
 			b.WriteString("\n")
+		}
+		for _, n := range sc.Notes {
+			fmt.Fprintf(&b, "%s\n\n", n)
 		}
 		for _, l := range sc.Limits {
 			fmt.Fprintf(&b, "**What limits it.** %s\n\n", l)

@@ -22,11 +22,15 @@ func fleetOptions(s *benchServer, set plan, workers int) fleet.Options {
 // set.duration.
 func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Writer) error {
 	beatP99, fiveXX, falseDead, rss := (*float64)(nil), (*float64)(nil), (*float64)(nil), (*float64)(nil)
+	var costs steadyCosts
 	defer func() {
 		sc.target("beat p99 (steady window)", beatP99, "ms", "< 25", below(25))
 		sc.target("5xx replies", fiveXX, "replies", "= 0", below(0.5))
 		sc.target("false dead tasks", falseDead, "tasks", "= 0", below(0.5))
 		sc.target("server resident memory (peak, steady window)", rss, "MiB", "< 1024", below(1024))
+		if !set.Quick { // the limits are the full size's: a quick fleet shares little
+			costs.targets(sc, steadyRatioLimit)
+		}
 		sc.explainUnmet(set)
 	}()
 	sc.figure("equivalent workers (workers x time scale)", float64(set.Workers)*set.TimeScale, "workers")
@@ -44,6 +48,10 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 		return err
 	}
 	fleetBefore, err := readFleet()
+	if err != nil {
+		return err
+	}
+	mBefore, err := scrapeMetrics(ctx, s.base)
 	if err != nil {
 		return err
 	}
@@ -84,6 +92,7 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	fx := fleetFigures(sc, rep)
 	windowFigures(sc, rep, "steady")
 	fd := steadyServerFigures(sc, rep, m, before, after, fleetAfter.CPUSeconds-fleetBefore.CPUSeconds)
+	costs.server, costs.fleet, costs.alloc = ratioFigures(sc, set.bare, allocatedBetween(mBefore, m), rep.Requests)
 	if win.sampled {
 		steadySampledFigures(sc, rep, win)
 		rss = new(win.peakRSS)
@@ -96,6 +105,31 @@ func benchSteady(ctx context.Context, set plan, sc *scenarioReport, stderr io.Wr
 	}
 	fiveXX, falseDead = new(fx), new(fd)
 	return nil
+}
+
+// steadyCosts are a steady run's whole-run costs against the yardstick: the server's and the
+// fleet's CPU per request as ratios to the bare handler's, and the server's allocated bytes per
+// request (ratioFigures); nil where not measured.
+type steadyCosts struct {
+	server, fleet, alloc *float64
+}
+
+// targets records the targets on c in sc, the server's CPU ratio under serverLimit.
+func (c steadyCosts) targets(sc *scenarioReport, serverLimit float64) {
+	limit := fmt.Sprintf("<= %g", serverLimit)
+	sc.target(serverRatioFigure+" (whole run)", c.server, "x", limit, atMost(serverLimit))
+	sc.target(fleetRatioFigure+" (whole run)", c.fleet, "x", fmt.Sprintf("<= %g", fleetRatioLimit), atMost(fleetRatioLimit))
+	sc.target(allocFigure, c.alloc, "bytes", fmt.Sprintf("<= %d", allocLimitBytes), atMost(allocLimitBytes))
+}
+
+// allocatedBetween is the bytes the server allocated between two scrapes of its metrics (the Go
+// runtime's cumulative count), 0 if either lacks it.
+func allocatedBetween(from, until map[string]float64) float64 {
+	a, b := metricSum(from, "go_memstats_alloc_bytes_total"), metricSum(until, "go_memstats_alloc_bytes_total")
+	if a <= 0 || b <= a {
+		return 0
+	}
+	return b - a
 }
 
 // steadyFleet is the steady scenario's fleet on s, and how long its profiles cover, from the
@@ -247,6 +281,16 @@ func benchSteadyAgainst(ctx context.Context, set plan, sc *scenarioReport, rep *
 		}
 	}
 	pairedRatios(sc, base, this2, base2)
+	// The worker path is no slower than the baseline's: each call's p99 in the steady window,
+	// as the paired ratio (1 or less).
+	for _, call := range []string{"beat", "update_task", "request_task"} {
+		name := "ratio to the baseline: " + call + " p99"
+		var fig *float64
+		if v, ok := sc.value(name); ok {
+			fig = new(v)
+		}
+		sc.target(call+" p99 (steady window) / the baseline's", fig, "x", "<= 1", atMost(1))
+	}
 	return nil
 }
 

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/shoal-chess/shoal/protocol"
+	"github.com/shoal-chess/shoal/worker"
+)
+
+// yardstickScenario is the report's section of the bare net/http JSON handler (bareHandler)
+// measured on its own, before the first scenario that reports a ratio to it, when the ceiling
+// scenario, which measures it beside Shoal's beat, has not run yet (make bench runs the ceiling
+// first). Its CPU per request is the run's yardstick, which the steady and capacity scenarios'
+// server and fleet figures are divided by: a ratio to a handler measured on the same machine in
+// the same run travels between machines; a figure in microseconds does not.
+const yardstickScenario = "yardstick"
+
+// bareYardstick is what the bare handler did under the ceiling's load: requests a second and
+// CPU microseconds a request, from /proc, failed requests counted (they cost CPU too).
+type bareYardstick struct {
+	rate, cpuUS float64
+}
+
+// yardstickUsers are the scenarios whose figures are ratios to the bare handler.
+var yardstickUsers = []string{"steady", "ceiling", "capacity"}
+
+// The ratios to the bare handler each scenario reports, and the targets on them: a worker call
+// of the steady mix costs the server at most 3x a bare handler's request at 100,000 equivalent
+// workers, where fewer calls share each wake-up and each journal write, and at most 2x at the
+// capacity ladder's 500,000 step; the fleet that generates the load costs no more than the bare
+// handler, so that it is not what limits a step; and the server allocates at most 3 kB a
+// request over its whole process (the Go runtime's count of allocated bytes, from its metrics).
+const (
+	serverRatioFigure = "server CPU per request / bare net/http CPU per request"
+	fleetRatioFigure  = "fleet CPU per request / bare net/http CPU per request"
+	allocFigure       = "server allocations per request (whole process)"
+	steadyRatioLimit  = 3.0
+	ladderRatioLimit  = 2.0
+	fleetRatioLimit   = 1.0
+	allocLimitBytes   = 3000
+)
+
+// measureYardstick runs the bare handler in a process of its own on the server's core, loaded
+// by set.CeilingClients clients for set.ceilingDuration with bodies of a beat's shape, and
+// records it in sc.
+func measureYardstick(ctx context.Context, set plan, sc *scenarioReport) (*bareYardstick, error) {
+	bodies, err := yardstickBodies(set.CeilingClients)
+	if err != nil {
+		return nil, err
+	}
+	bare, err := startBare(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	before, err := readProc(bare.cmd.Process.Pid)
+	if err != nil {
+		bare.stop()
+		return nil, err
+	}
+	ok, secs, failed := loadGenerate(ctx, bare.url, bodies, set.ceilingDuration)
+	after, err := readProc(bare.cmd.Process.Pid)
+	bare.stop()
+	if err != nil {
+		return nil, err
+	}
+	if ok == 0 {
+		return nil, fmt.Errorf("the bare net/http handler answered no request (%d failed)", failed)
+	}
+	y := &bareYardstick{rate: float64(ok) / secs, cpuUS: (after.CPUSeconds - before.CPUSeconds) / float64(ok+failed) * 1e6}
+	sc.figure("bare net/http JSON handler", y.rate, "req/s")
+	sc.figure("bare net/http errors", float64(failed), "requests")
+	sc.figure("concurrent clients", float64(len(bodies)), "clients")
+	sc.figure("bare net/http CPU per request", y.cpuUS, "µs")
+	return y, nil
+}
+
+// yardstickBodies are n beats' bodies as Shoal's worker sends them, each with a worker_info of
+// its own: the bare handler decodes whatever JSON object it gets, so the task need not exist.
+func yardstickBodies(n int) ([][]byte, error) {
+	const password = "yardstick-password"
+	run := "000000000000000000000000"
+	bodies := make([][]byte, n)
+	for i := range n {
+		w, err := worker.New(worker.Config{ServerURL: "http://127.0.0.1:1", Username: "yardstick", Password: password,
+			UniqueKey: worker.NewUniqueKey(fmt.Sprintf("bc%06d", i))}, &worker.SimSource{})
+		if err != nil {
+			return nil, err
+		}
+		task := i
+		if bodies[i], err = json.Marshal(protocol.Request{Password: password, WorkerInfo: w.Info(), RunID: &run, TaskID: &task}); err != nil {
+			return nil, err
+		}
+	}
+	return bodies, nil
+}
+
+// ratioFigures records, beside a scenario's whole-run figures, the server's and the fleet's CPU
+// per request as ratios to the bare handler's and the server's allocated bytes per request
+// (allocated, from the server's metrics, over requests). It returns the two ratios and the
+// bytes, each nil if it could not be measured.
+func ratioFigures(sc *scenarioReport, bare *bareYardstick, allocated float64, requests int64) (server, fleet, alloc *float64) {
+	if requests > 0 && allocated > 0 {
+		alloc = new(allocated / float64(requests))
+		sc.figure(allocFigure, *alloc, "bytes")
+	}
+	if bare == nil || bare.cpuUS <= 0 {
+		return server, fleet, alloc
+	}
+	sc.figure("bare net/http CPU per request (this run's yardstick)", bare.cpuUS, "µs")
+	if v, ok := sc.value("server CPU per request"); ok {
+		server = new(v / bare.cpuUS)
+		sc.figure(serverRatioFigure, *server, "x")
+	}
+	if v, ok := sc.value("fleet CPU per request (the bench process and its fleet processes)"); ok {
+		fleet = new(v / bare.cpuUS)
+		sc.figure(fleetRatioFigure, *fleet, "x")
+	}
+	return server, fleet, alloc
+}
+
+// atMost is a target's test that a figure is no more than limit.
+func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
