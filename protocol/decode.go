@@ -48,7 +48,8 @@ type Body struct {
 }
 
 // ParseBody checks that body is JSON (UTF-8, an optional BOM); the error is ErrNotJSON. The
-// Body keeps body, which must not change while it is used.
+// Body keeps body, which must not change while it is used; what its methods return (and
+// their errors) copies what it keeps of body, so body may be reused once they have returned.
 func ParseBody(body []byte) (Body, error) {
 	b, top, err := parseBody(body)
 	return Body{b: b, top: top}, err
