@@ -282,15 +282,19 @@ func (s *UserStore) AuthenticateAccessCached(ctx context.Context, a Access) (*Us
 // AuthenticateIfCached is AuthenticateCached when the user's document is cached and its
 // password hashed: then it reads nothing from the database, and cached is true. Otherwise it
 // does nothing and cached is false; the caller goes on to AuthenticateCached, under whatever
-// limit it puts on database work.
+// limit it puts on database work. The user is shared, as AuthenticateAccessIfCached's.
 func (s *UserStore) AuthenticateIfCached(ctx context.Context, username, password string) (u *User, cached bool, err error) {
 	return s.AuthenticateAccessIfCached(ctx, Access{Username: username, Secret: password})
 }
 
 // AuthenticateAccessIfCached is AuthenticateIfCached for AuthenticateAccessCached: a token
 // whose last use is due to be written is not done here, as that is a write.
+//
+// The user returned is the cached document itself, not a copy (a copy on every worker call
+// was a few percent of the server's allocations): it is shared with every caller, and the
+// caller must not change it, nor anything it points to.
 func (s *UserStore) AuthenticateAccessIfCached(ctx context.Context, a Access) (u *User, cached bool, err error) {
-	cu, ok := s.cache.peek(a.Username)
+	cu, ok := s.cache.peekShared(a.Username)
 	if !ok {
 		return nil, false, nil
 	}

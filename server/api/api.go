@@ -41,7 +41,9 @@ type Role struct {
 // What the API asks of the database and of the scheduler, method by method: *rundb.DB's stores
 // and *scheduler.Scheduler satisfy these (the server checks it where it wires them).
 
-// Users checks the credentials of API calls, passwords and tokens (rundb.UserStore).
+// Users checks the credentials of API calls, passwords and tokens (rundb.UserStore). The user
+// AuthenticateAccessIfCached returns is the cache's own, shared by every call: handlers read
+// it and change nothing of it (TestWorkerCallsLeaveTheCachedUserAlone).
 type Users interface {
 	AuthenticateAccessIfCached(ctx context.Context, a rundb.Access) (u *rundb.User, cached bool, err error)
 	AuthenticateAccessCached(ctx context.Context, a rundb.Access) (*rundb.User, error)
