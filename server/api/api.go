@@ -167,7 +167,7 @@ func (s *Server) runs() RunSource { return s.deps.Role().Runs }
 // Error is the one path from an error to a JSON reply: fishtest's shape, which workers parse,
 // with "<path>: <message>" and the time spent.
 func Error(c *gin.Context, status int, msg string) {
-	c.AbortWithStatusJSON(status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
+	replyError(c, status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
 }
 
 // internalError answers 500 in the API's error shape and records err for the access log, which

@@ -291,7 +291,7 @@ func (s *Server) RequestVersion(c *gin.Context) {
 	if _, _, ok := s.authenticate(c, body.b); !ok {
 		return
 	}
-	c.JSON(http.StatusOK, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
+	replyVersion(c, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
 }
 
 // RequestTask is POST /api/request_task.
@@ -491,7 +491,7 @@ func need(c *gin.Context, present bool, what string) bool {
 func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), taskLimitAddress(c), time.Now()) {
 		// fishtest's worker waits and asks again on this reply, as on "too busy".
-		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo,
+		replyTask(c, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo,
 			RetryAfter: s.pacer.retryAfter(), Duration: duration(c)})
 		return
 	}
@@ -511,14 +511,14 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		if reply.Info == scheduler.TooBusy {
 			out.RetryAfter = s.pacer.retryAfter()
 		}
-		c.JSON(http.StatusOK, out)
+		replyTask(c, out)
 		return
 	}
 	s.pacer.gaveTask(time.Now())
 	stats := protocol.Stats{Wins: reply.Task.Stats.Wins, Losses: reply.Task.Stats.Losses, Draws: reply.Task.Stats.Draws,
 		Crashes: reply.Task.Stats.Crashes, TimeLosses: reply.Task.Stats.TimeLosses}
 	copy(stats.Pentanomial[:], reply.Task.Stats.Pentanomial)
-	c.JSON(http.StatusOK, protocol.TaskReply{
+	replyTask(c, protocol.TaskReply{
 		Run: &protocol.TaskRun{ID: reply.RunID.Hex(), Args: reply.Args,
 			MyTask: protocol.MyTask{NumGames: reply.Task.NumGames, Start: reply.Task.Start, Stats: &stats}},
 		TaskID:   &reply.TaskID,
@@ -529,22 +529,28 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 // The scheduler's answers in the worker protocol's reply types: each endpoint's reply has
 // exactly fishtest's keys (the golden tests hold them to the reference).
 
-// updateReply is the reply of update_task and beat.
-func updateReply(c *gin.Context, r scheduler.Reply) any {
-	return protocol.UpdateReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Error: r.Error, Duration: duration(c)}
+// updateReply answers the reply of update_task and beat.
+func updateReply(c *gin.Context, r scheduler.Reply) {
+	replyUpdate(c, protocol.UpdateReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Error: r.Error, Duration: duration(c)})
 }
 
-// failedReply is failed_task's: {} for the task it ended, the update reply's shape for a task
-// that was no longer active.
-func failedReply(c *gin.Context, r scheduler.Reply) any {
+// failedReply answers failed_task's: {} for the task it ended, the update reply's shape for a
+// task that was no longer active.
+func failedReply(c *gin.Context, r scheduler.Reply) {
 	if r.TaskAlive == nil {
-		return protocol.DoneReply{Duration: duration(c)}
+		replyDone(c, protocol.DoneReply{Duration: duration(c)})
+		return
 	}
-	return updateReply(c, r)
+	updateReply(c, r)
 }
 
-// spsaReply is request_spsa's: the batch's parameters, or task_alive false with the reason.
-func spsaReply(c *gin.Context, r scheduler.Reply) any {
+// spsaReply answers request_spsa's: the batch's parameters, or task_alive false with the reason.
+func spsaReply(c *gin.Context, r scheduler.Reply) {
+	c.JSON(http.StatusOK, spsaReplyOf(c, r))
+}
+
+// spsaReplyOf is spsaReply's reply.
+func spsaReplyOf(c *gin.Context, r scheduler.Reply) protocol.SPSAReply {
 	out := protocol.SPSAReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Duration: duration(c)}
 	if b := r.SPSA; b != nil {
 		out.WParams = make([]protocol.SPSAWParam, len(b.WParams))
@@ -576,10 +582,10 @@ func (s *Server) memoryOrDB(sched Scheduler, id rundb.ObjectID) gate {
 	}
 }
 
-// schedulerCall runs a scheduler operation through its gate and answers its reply in the
-// endpoint's shape; a task that vanished between validation and the call is a 400 like an
-// invalid task_id.
-func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Context, scheduler.Reply) any,
+// schedulerCall runs a scheduler operation through its gate and answers its reply with answer,
+// in the endpoint's shape; a task that vanished between validation and the call is a 400 like
+// an invalid task_id.
+func (s *Server) schedulerCall(c *gin.Context, through gate, answer func(*gin.Context, scheduler.Reply),
 	op func(ctx context.Context) (scheduler.Reply, error)) {
 	var reply scheduler.Reply
 	err := through(c.Request.Context(), func(ctx context.Context) error {
@@ -598,7 +604,7 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Con
 	case err != nil:
 		s.workerFailure(c, err)
 	default:
-		c.JSON(http.StatusOK, shape(c, reply))
+		answer(c, reply)
 	}
 }
 
@@ -697,7 +703,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		Error(c, http.StatusUnauthorized, msgErr)
 		return
 	}
-	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
+	replyDone(c, protocol.DoneReply{Duration: duration(c)})
 }
 
 func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
@@ -720,7 +726,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 		s.internalError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
+	replyDone(c, protocol.DoneReply{Duration: duration(c)})
 }
 
 func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
@@ -745,5 +751,5 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 		s.internalError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
+	replyDone(c, protocol.DoneReply{Duration: duration(c)})
 }
