@@ -137,6 +137,32 @@ type bodyBuffer struct{ b []byte }
 
 var bodyBuffers = sync.Pool{New: func() any { return new(bodyBuffer) }}
 
+// callState is what a worker call holds from its body to its reply, reused from call to call
+// (callStates): the body, the request decoded from it and the workerRequest made of them, a
+// kilobyte or more that was allocated anew per call. Nothing of it outlives the call: the
+// decoders copy what they keep of the body, and what a handler hands on (to the scheduler, the
+// journal, the database) it copies out of the request: a WorkerInfo by value with its own
+// lists (toWorkerInfo), strings, results with their own pentanomial (taskResults).
+type callState struct {
+	body bodyBuffer
+	req  protocol.RequestBuffer
+	w    workerRequest
+}
+
+var callStates = sync.Pool{New: func() any { return new(callState) }}
+
+// release gives st back to callStates once the call is answered, keeping a small body's buffer
+// and nothing else: not a large upload's text, nor the user or the strings of the last call.
+func (st *callState) release() {
+	if cap(st.body.b) > maxPooledBody {
+		st.body.b = nil
+	}
+	st.body.b = st.body.b[:0]
+	st.req = protocol.RequestBuffer{}
+	st.w = workerRequest{}
+	callStates.Put(st)
+}
+
 // readBody reads the request body up to limit bytes; a longer body is a 400, not a truncation.
 // The body is the caller's.
 func readBody(c *gin.Context, limit int64) ([]byte, bool) {
@@ -185,16 +211,21 @@ func readBodyInto(c *gin.Context, limit int64, buf *bodyBuffer) ([]byte, bool) {
 	} else {
 		b, err = io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		Error(c, http.StatusBadRequest, fmt.Sprintf("request body larger than %d bytes", limit))
-		return nil, false
-	}
 	if err != nil {
-		Error(c, http.StatusBadRequest, "request body could not be read")
+		bodyError(c, limit, err)
 		return nil, false
 	}
 	return b, true
+}
+
+// bodyError answers a body that could not be read, or was larger than limit.
+func bodyError(c *gin.Context, limit int64, err error) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		Error(c, http.StatusBadRequest, fmt.Sprintf("request body larger than %d bytes", limit))
+		return
+	}
+	Error(c, http.StatusBadRequest, "request body could not be read")
 }
 
 // authenticate checks the credentials of a call (fishtest's validate_username_password): a body
@@ -323,12 +354,14 @@ func (s *Server) WorkerLog(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.wo
 // the JSON error shape; then handle.
 // limit bounds the request body.
 func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Context, *workerRequest)) {
-	body, ok := readPooledBody(c, limit)
+	st := callStates.Get().(*callState)
+	defer st.release()
+	body, ok := readBodyInto(c, limit, &st.body)
 	if !ok {
 		return
 	}
-	defer body.release()
-	user, parsed, ok := s.authenticate(c, body.b)
+	st.body.b = body
+	user, parsed, ok := s.authenticate(c, body)
 	if !ok {
 		return
 	}
@@ -340,12 +373,13 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 	if sched != nil {
 		legacy = sched.LegacyUsername
 	}
-	req, err := parsed.Request(legacy)
+	req, err := parsed.RequestInto(&st.req, legacy)
 	if err != nil {
 		Error(c, http.StatusBadRequest, err.Error())
 		return
 	}
-	w := &workerRequest{body: req, user: user, info: toWorkerInfo(&req.WorkerInfo), sched: sched}
+	w := &st.w
+	*w = workerRequest{body: req, user: user, info: toWorkerInfo(&req.WorkerInfo), sched: sched}
 	w.info.RemoteAddr = c.ClientIP()
 	w.info.CountryCode = countryCode(c)
 	if req.RunID != nil {
