@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"regexp"
 	"slices"
 	"sync"
@@ -625,8 +624,8 @@ type credentialCache struct {
 	max     int
 	now     func() time.Time
 
-	// macs holds HMAC states under hmacKey, reset and reused: a key is computed on every
-	// API call, and a fresh HMAC allocates two SHA-256 states.
+	// macs holds HMAC states under hmacKey (*credentialMAC), reset and reused: a key is
+	// computed on every API call, and a fresh HMAC allocates two SHA-256 states.
 	macs sync.Pool
 
 	mu      sync.Mutex
@@ -646,18 +645,29 @@ func newCredentialCache(ttl time.Duration, max int, now func() time.Time) *crede
 	return c
 }
 
+// credentialMAC is an HMAC state with a buffer for its input and its sum: a hash.Hash takes
+// bytes through an interface, so strings converted for it, and a sum's array, were allocated
+// on every call.
+type credentialMAC struct {
+	h   hash.Hash
+	buf []byte
+}
+
 func (c *credentialCache) key(username, secret, password string) [32]byte {
-	m, _ := c.macs.Get().(hash.Hash)
+	m, _ := c.macs.Get().(*credentialMAC)
 	if m == nil {
-		m = hmac.New(sha256.New, c.hmacKey[:])
+		m = &credentialMAC{h: hmac.New(sha256.New, c.hmacKey[:])}
 	}
-	defer func() { m.Reset(); c.macs.Put(m) }()
-	for _, part := range []string{username, secret, password} {
-		io.WriteString(m, part)
-		m.Write([]byte{0})
+	defer func() { m.h.Reset(); c.macs.Put(m) }()
+	b := m.buf[:0]
+	for _, part := range [...]string{username, secret, password} {
+		b = append(append(b, part...), 0)
 	}
+	m.h.Write(b)
+	clear(b) // the pool keeps no password
+	m.buf = m.h.Sum(b[:0])
 	var k [32]byte
-	m.Sum(k[:0])
+	copy(k[:], m.buf)
 	return k
 }
 
