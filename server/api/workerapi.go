@@ -101,13 +101,29 @@ type workerRequest struct {
 	body *protocol.Request
 	user *rundb.User
 	run  rundb.ObjectID // zero if the call names no run
-	// info is the worker_info to store: the request's, with the address the task was created
-	// from (or the caller's, for a new task) and the country nginx reports.
-	info rundb.WorkerInfo
+	// ownerAddr is the address the call's task was created from (hasOwner: the call names a
+	// task), which its worker_info keeps.
+	ownerAddr string
+	hasOwner  bool
+	// wi holds what info made, within the pooled call state.
+	wi rundb.WorkerInfo
 	// sched is the scheduler the call is handled by (PrimaryOnly's; for upload_pgn the
 	// instance's, nil on a secondary): read once, so that a step-down meanwhile does not change
 	// it halfway. Handlers behind PrimaryOnly find it set.
 	sched Scheduler
+}
+
+// info is the worker_info to store: the request's, with the address the task was created
+// from (or the caller's, for a new task) and the country nginx reports. Made on demand: most
+// calls (beat) store none. It is w's own, valid as long as w.
+func (w *workerRequest) info(c *gin.Context) *rundb.WorkerInfo {
+	w.wi = toWorkerInfo(&w.body.WorkerInfo)
+	w.wi.RemoteAddr = w.ownerAddr
+	if !w.hasOwner {
+		w.wi.RemoteAddr = c.ClientIP()
+	}
+	w.wi.CountryCode = countryCode(c)
+	return &w.wi
 }
 
 // hasTask reports whether the call names a task.
@@ -379,9 +395,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 		return
 	}
 	w := &st.w
-	*w = workerRequest{body: req, user: user, info: toWorkerInfo(&req.WorkerInfo), sched: sched}
-	w.info.RemoteAddr = c.ClientIP()
-	w.info.CountryCode = countryCode(c)
+	*w = workerRequest{body: req, user: user, sched: sched}
 	if req.RunID != nil {
 		id, err := rundb.ParseObjectID(*req.RunID)
 		if err != nil {
@@ -414,7 +428,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 					return
 				}
 			}
-			w.info.RemoteAddr = owner.RemoteAddr
+			w.ownerAddr, w.hasOwner = owner.RemoteAddr, true
 		}
 	}
 	handle(c, w)
@@ -532,7 +546,7 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	// No token here: request_task is memory work but for its rare database reads and writes,
 	// which take one through the scheduler's DBGate. A storm's requests must not queue for
 	// tokens behind the database's other work.
-	reply, err := w.sched.RequestTask(c.Request.Context(), w.info, w.user.EffectiveMachineLimit(), requestScheme(c.Request)+"://"+c.Request.Host)
+	reply, err := w.sched.RequestTask(c.Request.Context(), *w.info(c), w.user.EffectiveMachineLimit(), requestScheme(c.Request)+"://"+c.Request.Host)
 	if err == nil {
 		err = reply.Stored(c.Request.Context())
 	}
@@ -664,7 +678,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) || !need(c, w.body.Stats != nil, "stats") {
 		return
 	}
-	results := taskResults(w.body.Stats)
+	results, info := taskResults(w.body.Stats), w.info(c)
 	var spsa *scheduler.SPSAUpdate
 	if sp := w.body.SPSA; sp != nil {
 		spsa = &scheduler.SPSAUpdate{Wins: sp.Wins, Losses: sp.Losses, Draws: sp.Draws, NumGames: sp.NumGames, Sig: uint32(sp.Sig)}
@@ -673,7 +687,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 		}
 	}
 	s.schedulerCall(c, s.deps.Tokens.Do, updateReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return w.sched.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
+		return w.sched.UpdateTask(ctx, *info, w.run, w.taskID(), results, spsa)
 	})
 }
 
@@ -708,7 +722,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	msg := w.message()
+	msg, info := w.message(), w.info(c)
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		hours := -1.0
 		st, err := s.deps.UserStats.Get(ctx, w.user.Username)
@@ -718,7 +732,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		case !errors.Is(err, rundb.ErrNotFound):
 			return err
 		}
-		return w.sched.StopRunByWorker(ctx, w.info, w.run, w.taskID(), msg, hours)
+		return w.sched.StopRunByWorker(ctx, *info, w.run, w.taskID(), msg, hours)
 	})
 	var msgErr string
 	switch {
