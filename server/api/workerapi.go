@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/guard"
+	"github.com/shoal-chess/shoal/tokenpool"
 )
 
 // Body limits of the worker API: a PGN upload carries a task's games (base64 of gzip); every
@@ -440,7 +441,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 func (s *Server) runTask(ctx context.Context, sched Scheduler, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
 	var owner rundb.WorkerInfo
 	var tasks int
-	err := s.memoryOrDB(sched, id)(ctx, func(ctx context.Context) error {
+	err := s.memoryOrDB(sched, id).do(ctx, func(ctx context.Context) error {
 		if sched != nil {
 			t := -1
 			if taskID != nil {
@@ -614,20 +615,30 @@ func spsaReplyOf(c *gin.Context, r scheduler.Reply) protocol.SPSAReply {
 	return out
 }
 
-// gate runs fn with what it needs before it may touch the database: a token of the pool
-// (tokenpool.Pool.Do), or nothing.
-type gate func(ctx context.Context, fn func(context.Context) error) error
+// gate is what work needs before it may touch the database: a token of the pool, or nothing
+// (free). A struct, not a function: a gate and the closures run through it then stay on the
+// stack of a worker call.
+type gate struct {
+	tokens *tokenpool.Pool
+	free   bool
+}
+
+// do runs fn through the gate: with a token of the pool (tokenpool.Pool.Do), or at once.
+func (g gate) do(ctx context.Context, fn func(context.Context) error) error {
+	if g.free {
+		return fn(ctx)
+	}
+	return g.tokens.Do(ctx, fn)
+}
+
+// tokenGate is the gate of work that may touch the database: a token of the pool.
+func (s *Server) tokenGate() gate { return gate{tokens: s.deps.Tokens} }
 
 // memoryOrDB is the gate of work that reads or changes run id and nothing else in the
 // database: none when the primary's run cache holds the run (no database work, so no token: a
 // flood of calls waiting for the database must not hold up these), a token otherwise.
 func (s *Server) memoryOrDB(sched Scheduler, id rundb.ObjectID) gate {
-	return func(ctx context.Context, fn func(context.Context) error) error {
-		if sched != nil && sched.Cached(id) {
-			return fn(ctx)
-		}
-		return s.deps.Tokens.Do(ctx, fn)
-	}
+	return gate{tokens: s.deps.Tokens, free: sched != nil && sched.Cached(id)}
 }
 
 // schedulerCall runs a scheduler operation through its gate and answers its reply with answer,
@@ -636,7 +647,7 @@ func (s *Server) memoryOrDB(sched Scheduler, id rundb.ObjectID) gate {
 func (s *Server) schedulerCall(c *gin.Context, through gate, answer func(*gin.Context, scheduler.Reply),
 	op func(ctx context.Context) (scheduler.Reply, error)) {
 	var reply scheduler.Reply
-	err := through(c.Request.Context(), func(ctx context.Context) error {
+	err := through.do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
 		reply, err = op(ctx)
 		return err
@@ -686,7 +697,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 			spsa.Sig = 0 // never a CRC32: the update is refused by the signature check
 		}
 	}
-	s.schedulerCall(c, s.deps.Tokens.Do, updateReply, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.tokenGate(), updateReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return w.sched.UpdateTask(ctx, *info, w.run, w.taskID(), results, spsa)
 	})
 }
@@ -713,7 +724,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, s.deps.Tokens.Do, failedReply, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.tokenGate(), failedReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return w.sched.FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }
