@@ -48,7 +48,8 @@ type Body struct {
 }
 
 // ParseBody checks that body is JSON (UTF-8, an optional BOM); the error is ErrNotJSON. The
-// Body keeps body, which must not change while it is used.
+// Body keeps body, which must not change while it is used; what its methods return (and
+// their errors) copies what it keeps of body, so body may be reused once they have returned.
 func ParseBody(body []byte) (Body, error) {
 	b, top, err := parseBody(body)
 	return Body{b: b, top: top}, err
@@ -107,6 +108,18 @@ func DecodeRequest(body []byte, legacyUsername func(string) bool) (*Request, err
 
 // Request is DecodeRequest of a parsed body.
 func (p Body) Request(legacyUsername func(string) bool) (*Request, error) {
+	// One allocation holds the request and everything its pointers point to.
+	return p.RequestInto(new(RequestBuffer), legacyUsername)
+}
+
+// RequestBuffer holds a decoded Request and everything its pointers point to, for a caller
+// that reuses one from call to call (RequestInto) instead of allocating a Request per call.
+// The zero value is ready for use.
+type RequestBuffer struct{ st requestStore }
+
+// RequestInto is Request decoding into buf: the Request returned is buf's, valid until buf is
+// used again. Its strings are its own, as Request's.
+func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) (*Request, error) {
 	b, top := p.b, p.top
 	var err error
 	d := decoder{b: b}
@@ -118,8 +131,8 @@ func (p Body) Request(legacyUsername func(string) bool) (*Request, error) {
 		return nil, d.unknown(fieldRequest, key)
 	}
 
-	// One allocation holds the request and everything its pointers point to.
-	st := new(requestStore)
+	st := &buf.st
+	*st = requestStore{}
 	r := &st.req
 	if r.Password, err = d.password(s[keyPassword]); err != nil {
 		return nil, err

@@ -407,3 +407,39 @@ func TestDecodeAccess(t *testing.T) {
 		})
 	}
 }
+
+// The server reads each call's body into a buffer that the next call reuses, once the call is
+// answered: what Access and Request return must not refer to the body, or a stored worker_info
+// would change with the next call's bytes. Escaped strings take another path than plain ones.
+func TestDecodedRequestOutlivesItsBody(t *testing.T) {
+	escaped := strings.Replace(updateTaskBody, `"uname": "Linux`, `"uname": "L\u0069nux`, 1)
+	for name, body := range map[string]string{"update_task": updateTaskBody, "spsa": spsaUpdateBody,
+		"upload_pgn": uploadPGNBody, "escaped": escaped, "failed_task": strings.Replace(uploadPGNBody, `"message": ""`, `"message": "engine crashed"`, 1)} {
+		buf := []byte(body)
+		p, err := protocol.ParseBody(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		user, password, err := p.Access()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := p.Request(legacy)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want, err := protocol.DecodeRequest([]byte(body), legacy)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i := range buf {
+			buf[i] = 'x'
+		}
+		if user != want.WorkerInfo.Username || password != want.Password {
+			t.Errorf("%s: the credentials changed with the body: %q %q", name, user, password)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the request changed with the body:\n got %+v\nwant %+v", name, got, want)
+		}
+	}
+}

@@ -90,13 +90,24 @@ func found[T any](doc *T) (*T, error) {
 // peek returns a copy of the cached document (nil when cached as absent), if it is cached and
 // fresh.
 func (c *readCache[T]) peek(key string) (*T, bool) {
+	doc, ok := c.peekShared(key)
+	if !ok {
+		return nil, false
+	}
+	return c.clone(doc), true
+}
+
+// peekShared is peek without the copy: the cached document itself, shared with every caller
+// of key, which must change nothing of it (nor of what it points to). A document is never
+// changed once cached (a change replaces or drops it), so reading it needs no lock.
+func (c *readCache[T]) peekShared(key string) (*T, bool) {
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	c.mu.Unlock()
 	if !ok || !c.now().Before(e.expires) {
 		return nil, false
 	}
-	return c.clone(e.doc), true
+	return e.doc, true
 }
 
 // clone copies doc, so that its caller may change it without touching the cached one; nil

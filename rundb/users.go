@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"regexp"
 	"slices"
 	"sync"
@@ -282,15 +281,19 @@ func (s *UserStore) AuthenticateAccessCached(ctx context.Context, a Access) (*Us
 // AuthenticateIfCached is AuthenticateCached when the user's document is cached and its
 // password hashed: then it reads nothing from the database, and cached is true. Otherwise it
 // does nothing and cached is false; the caller goes on to AuthenticateCached, under whatever
-// limit it puts on database work.
+// limit it puts on database work. The user is shared, as AuthenticateAccessIfCached's.
 func (s *UserStore) AuthenticateIfCached(ctx context.Context, username, password string) (u *User, cached bool, err error) {
 	return s.AuthenticateAccessIfCached(ctx, Access{Username: username, Secret: password})
 }
 
 // AuthenticateAccessIfCached is AuthenticateIfCached for AuthenticateAccessCached: a token
 // whose last use is due to be written is not done here, as that is a write.
+//
+// The user returned is the cached document itself, not a copy (a copy on every worker call
+// was a few percent of the server's allocations): it is shared with every caller, and the
+// caller must not change it, nor anything it points to.
 func (s *UserStore) AuthenticateAccessIfCached(ctx context.Context, a Access) (u *User, cached bool, err error) {
-	cu, ok := s.cache.peek(a.Username)
+	cu, ok := s.cache.peekShared(a.Username)
 	if !ok {
 		return nil, false, nil
 	}
@@ -621,8 +624,8 @@ type credentialCache struct {
 	max     int
 	now     func() time.Time
 
-	// macs holds HMAC states under hmacKey, reset and reused: a key is computed on every
-	// API call, and a fresh HMAC allocates two SHA-256 states.
+	// macs holds HMAC states under hmacKey (*credentialMAC), reset and reused: a key is
+	// computed on every API call, and a fresh HMAC allocates two SHA-256 states.
 	macs sync.Pool
 
 	mu      sync.Mutex
@@ -642,18 +645,29 @@ func newCredentialCache(ttl time.Duration, max int, now func() time.Time) *crede
 	return c
 }
 
+// credentialMAC is an HMAC state with a buffer for its input and its sum: a hash.Hash takes
+// bytes through an interface, so strings converted for it, and a sum's array, were allocated
+// on every call.
+type credentialMAC struct {
+	h   hash.Hash
+	buf []byte
+}
+
 func (c *credentialCache) key(username, secret, password string) [32]byte {
-	m, _ := c.macs.Get().(hash.Hash)
+	m, _ := c.macs.Get().(*credentialMAC)
 	if m == nil {
-		m = hmac.New(sha256.New, c.hmacKey[:])
+		m = &credentialMAC{h: hmac.New(sha256.New, c.hmacKey[:])}
 	}
-	defer func() { m.Reset(); c.macs.Put(m) }()
-	for _, part := range []string{username, secret, password} {
-		io.WriteString(m, part)
-		m.Write([]byte{0})
+	defer func() { m.h.Reset(); c.macs.Put(m) }()
+	b := m.buf[:0]
+	for _, part := range [...]string{username, secret, password} {
+		b = append(append(b, part...), 0)
 	}
+	m.h.Write(b)
+	clear(b) // the pool keeps no password
+	m.buf = m.h.Sum(b[:0])
 	var k [32]byte
-	m.Sum(k[:0])
+	copy(k[:], m.buf)
 	return k
 }
 

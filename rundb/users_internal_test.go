@@ -14,6 +14,9 @@ func TestCredentialCacheExpiresAndBounds(t *testing.T) {
 	if k == c.key("alice", "hash2", "secret") || k == c.key("alice", "hash", "secret2") || k == c.key("alic", "ehash", "secret") {
 		t.Fatal("different credentials share a key")
 	}
+	if k != c.key("alice", "hash", "secret") {
+		t.Fatal("the same credentials get another key from a reused HMAC state")
+	}
 	c.put(k, true)
 	if ok, found := c.get(k); !ok || !found {
 		t.Fatalf("fresh entry: ok=%v found=%v", ok, found)

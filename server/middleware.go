@@ -12,18 +12,26 @@ import (
 
 // stamp records when the request started, for the duration every API reply carries, and names
 // the instance that answers. Every reply, JSON and files included, says that its content type
-// is to be believed.
+// is to be believed. Once every handler has returned, the request's state goes back to be
+// reused (guard.Done).
 func (s *Server) stamp(c *gin.Context) {
 	guard.Start(c)
 	if s.deps.TrustedProxies.ContainsIP(c.RemoteIP()) {
 		guard.MarkFromProxy(c)
 	}
-	c.Header("X-Content-Type-Options", "nosniff")
-	if inst := s.instance(); inst != "" {
-		c.Header("X-Shoal-Instance", inst)
+	// The values are shared, not made per reply (Header.Set makes a slice for each): net/http
+	// only reads them, and a handler that changes one replaces the slice.
+	h := c.Writer.Header()
+	h["X-Content-Type-Options"] = nosniff
+	if inst := s.role().instance; inst != nil {
+		h["X-Shoal-Instance"] = inst
 	}
 	c.Next()
+	guard.Done(c)
 }
+
+// nosniff is the value of every reply's X-Content-Type-Options.
+var nosniff = []string{"nosniff"}
 
 // accessLog logs each request at debug level and each 5xx at error level, with the context
 // known here. Below 500, with debug off (the default), it builds nothing: every worker call

@@ -20,6 +20,9 @@ type role struct {
 	// pages, the primary's runcache.Cache.Changed (nil otherwise: live pages then poll).
 	api api.Role
 	ui  ui.Role
+	// instance is the value of the X-Shoal-Instance header in this role (nil: none), made
+	// once, not per reply.
+	instance []string
 }
 
 // newRole is the role called name, scheduling with sched (nil: none) and serving runs from
@@ -48,18 +51,26 @@ func initialRole(d Deps) *role {
 
 func (s *Server) role() *role { return s.current.Load() }
 
+// setRole makes r the role of the requests that start from now on.
+func (s *Server) setRole(r *role) {
+	if inst := s.instanceIn(r); inst != "" {
+		r.instance = []string{inst}
+	}
+	s.current.Store(r)
+}
+
 // Promote makes this instance the primary, scheduling with sched and serving runs from runs
 // (its run cache), with changed for live pages. Requests already running finish in the role
 // they started in.
 func (s *Server) Promote(sched *scheduler.Scheduler, runs RunSource, changed func() <-chan struct{}) {
-	s.current.Store(newRole("primary", sched, runs, changed))
+	s.setRole(newRole("primary", sched, runs, changed))
 	s.logger.Info("serving as the primary")
 }
 
 // Demote makes this instance serve as name ("standby" or "secondary") from runs (the
 // database): worker calls are told to retry elsewhere.
 func (s *Server) Demote(name string, runs RunSource) {
-	s.current.Store(newRole(name, nil, runs, nil))
+	s.setRole(newRole(name, nil, runs, nil))
 	s.logger.Info("serving as " + name)
 }
 
@@ -79,8 +90,12 @@ func (s *Server) notPrimaryYet() string {
 	return ""
 }
 
-// instance is the X-Shoal-Instance name: the role now and the address of Deps.Instance.
-func (s *Server) instance() string {
+// instance is the X-Shoal-Instance name now.
+func (s *Server) instance() string { return s.instanceIn(s.role()) }
+
+// instanceIn is the X-Shoal-Instance name in role r: its name and the address of
+// Deps.Instance.
+func (s *Server) instanceIn(r *role) string {
 	if s.deps.Instance == "" {
 		return ""
 	}
@@ -88,7 +103,7 @@ func (s *Server) instance() string {
 	if !ok {
 		return s.deps.Instance
 	}
-	return s.role().name + "@" + addr
+	return r.name + "@" + addr
 }
 
 // LeaseInfo says which instance holds the primary's lease, for /healthz and the admin page.

@@ -130,7 +130,7 @@ func New(deps Deps) (*Server, error) {
 	}
 	ginReleaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 	s := &Server{deps: deps, logger: deps.Logger.With("component", "http")}
-	s.current.Store(initialRole(deps))
+	s.setRole(initialRole(deps))
 	s.logins = guard.NewLogins(s.logger)
 	s.heavy = guard.NewHeavyReads()
 	s.transfers = guard.Transfers{Read: deps.ReadTimeout, Transfer: deps.TransferTimeout}

@@ -41,7 +41,9 @@ type Role struct {
 // What the API asks of the database and of the scheduler, method by method: *rundb.DB's stores
 // and *scheduler.Scheduler satisfy these (the server checks it where it wires them).
 
-// Users checks the credentials of API calls, passwords and tokens (rundb.UserStore).
+// Users checks the credentials of API calls, passwords and tokens (rundb.UserStore). The user
+// AuthenticateAccessIfCached returns is the cache's own, shared by every call: handlers read
+// it and change nothing of it (TestWorkerCallsLeaveTheCachedUserAlone).
 type Users interface {
 	AuthenticateAccessIfCached(ctx context.Context, a rundb.Access) (u *rundb.User, cached bool, err error)
 	AuthenticateAccessCached(ctx context.Context, a rundb.Access) (*rundb.User, error)
@@ -165,7 +167,7 @@ func (s *Server) runs() RunSource { return s.deps.Role().Runs }
 // Error is the one path from an error to a JSON reply: fishtest's shape, which workers parse,
 // with "<path>: <message>" and the time spent.
 func Error(c *gin.Context, status int, msg string) {
-	c.AbortWithStatusJSON(status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
+	replyError(c, status, protocol.ErrorReply{Error: c.Request.URL.Path + ": " + msg, Duration: duration(c)})
 }
 
 // internalError answers 500 in the API's error shape and records err for the access log, which

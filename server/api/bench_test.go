@@ -75,13 +75,15 @@ func BenchmarkWorkerAPI(b *testing.B) {
 		in := bodies(task)
 		serve(b, f.handler, "/api/beat", func(i int) []byte { return in[i%workers] })
 	})
+	// Which task each worker holds and how far it is, kept across the repetitions of
+	// update_task (-count): each one goes on from where the last left its tasks.
+	taskOf, pairsOf := make([]int, workers), make([]int, workers)
+	for n := range workers {
+		taskOf[n] = n
+	}
 	b.Run("update_task", func(b *testing.B) {
 		// Cumulative stats grow by one pair a call, as a worker's do; a worker whose task is
 		// full finishes it and takes the next (outside the timing).
-		taskOf, pairsOf := make([]int, workers), make([]int, workers)
-		for n := range workers {
-			taskOf[n] = n
-		}
 		games := f.run(id).Tasks[0].NumGames
 		serve(b, f.handler, "/api/update_task", func(i int) []byte {
 			n := i % workers

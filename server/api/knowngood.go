@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"hash"
-	"io"
 	"sync"
 	"time"
 
@@ -23,7 +22,7 @@ type knownGood struct {
 	ttl time.Duration
 	max int
 
-	// macs holds HMAC states under key, reset and reused: sum runs on every API call.
+	// macs holds HMAC states under key (*mac), reset and reused: sum runs on every API call.
 	macs sync.Pool
 
 	mu   sync.Mutex
@@ -34,18 +33,27 @@ func newKnownGood(ttl time.Duration, max int) *knownGood {
 	return &knownGood{key: []byte(guard.NewToken()), ttl: ttl, max: max, seen: make(map[[32]byte]time.Time)}
 }
 
+// mac is an HMAC state with a buffer for its input and its sum: a hash.Hash takes bytes
+// through an interface, so strings converted for it, and a sum's array, were allocated on
+// every call.
+type mac struct {
+	h   hash.Hash
+	buf []byte
+}
+
 // sum identifies a username and password: computed once per call, for has and settle.
 func (k *knownGood) sum(username, password string) [32]byte {
-	h, _ := k.macs.Get().(hash.Hash)
-	if h == nil {
-		h = hmac.New(sha256.New, k.key)
+	m, _ := k.macs.Get().(*mac)
+	if m == nil {
+		m = &mac{h: hmac.New(sha256.New, k.key)}
 	}
-	defer func() { h.Reset(); k.macs.Put(h) }()
-	io.WriteString(h, username)
-	h.Write([]byte{0})
-	io.WriteString(h, password)
+	defer func() { m.h.Reset(); k.macs.Put(m) }()
+	m.buf = append(append(append(m.buf[:0], username...), 0), password...)
+	m.h.Write(m.buf)
+	clear(m.buf) // the pool keeps no password
+	m.buf = m.h.Sum(m.buf[:0])
 	var out [32]byte
-	h.Sum(out[:0])
+	copy(out[:], m.buf)
 	return out
 }
 

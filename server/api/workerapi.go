@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -16,6 +17,7 @@ import (
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/scheduler"
 	"github.com/shoal-chess/shoal/server/guard"
+	"github.com/shoal-chess/shoal/tokenpool"
 )
 
 // Body limits of the worker API: a PGN upload carries a task's games (base64 of gzip); every
@@ -100,13 +102,29 @@ type workerRequest struct {
 	body *protocol.Request
 	user *rundb.User
 	run  rundb.ObjectID // zero if the call names no run
-	// info is the worker_info to store: the request's, with the address the task was created
-	// from (or the caller's, for a new task) and the country nginx reports.
-	info rundb.WorkerInfo
+	// ownerAddr is the address the call's task was created from (hasOwner: the call names a
+	// task), which its worker_info keeps.
+	ownerAddr string
+	hasOwner  bool
+	// wi holds what info made, within the pooled call state.
+	wi rundb.WorkerInfo
 	// sched is the scheduler the call is handled by (PrimaryOnly's; for upload_pgn the
 	// instance's, nil on a secondary): read once, so that a step-down meanwhile does not change
 	// it halfway. Handlers behind PrimaryOnly find it set.
 	sched Scheduler
+}
+
+// info is the worker_info to store: the request's, with the address the task was created
+// from (or the caller's, for a new task) and the country nginx reports. Made on demand: most
+// calls (beat) store none. It is w's own, valid as long as w.
+func (w *workerRequest) info(c *gin.Context) *rundb.WorkerInfo {
+	w.wi = toWorkerInfo(&w.body.WorkerInfo)
+	w.wi.RemoteAddr = w.ownerAddr
+	if !w.hasOwner {
+		w.wi.RemoteAddr = c.ClientIP()
+	}
+	w.wi.CountryCode = countryCode(c)
+	return &w.wi
 }
 
 // hasTask reports whether the call names a task.
@@ -126,32 +144,105 @@ func (w *workerRequest) message() string {
 // every worker call but a PGN upload is far smaller.
 const maxPresized = 64 << 10
 
+// maxPooledBody is the largest buffer that goes back to bodyBuffers: a worker call's body is
+// under a kilobyte, and a rare larger one must not stay in memory for them.
+const maxPooledBody = 8 << 10
+
+// bodyBuffer holds a worker call's body in a buffer reused from one call to the next: a fresh
+// one per call was several percent of the server's allocations.
+type bodyBuffer struct{ b []byte }
+
+var bodyBuffers = sync.Pool{New: func() any { return new(bodyBuffer) }}
+
+// callState is what a worker call holds from its body to its reply, reused from call to call
+// (callStates): the body, the request decoded from it and the workerRequest made of them, a
+// kilobyte or more that was allocated anew per call. Nothing of it outlives the call: the
+// decoders copy what they keep of the body, and what a handler hands on (to the scheduler, the
+// journal, the database) it copies out of the request: a WorkerInfo by value with its own
+// lists (toWorkerInfo), strings, results with their own pentanomial (taskResults).
+type callState struct {
+	body bodyBuffer
+	req  protocol.RequestBuffer
+	w    workerRequest
+}
+
+var callStates = sync.Pool{New: func() any { return new(callState) }}
+
+// release gives st back to callStates once the call is answered, keeping a small body's buffer
+// and nothing else: not a large upload's text, nor the user or the strings of the last call.
+func (st *callState) release() {
+	if cap(st.body.b) > maxPooledBody {
+		st.body.b = nil
+	}
+	st.body.b = st.body.b[:0]
+	st.req = protocol.RequestBuffer{}
+	st.w = workerRequest{}
+	callStates.Put(st)
+}
+
 // readBody reads the request body up to limit bytes; a longer body is a 400, not a truncation.
+// The body is the caller's.
 func readBody(c *gin.Context, limit int64) ([]byte, bool) {
-	r := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	return readBodyInto(c, limit, nil)
+}
+
+// readPooledBody is readBody into a buffer of bodyBuffers, which the caller gives back with
+// release once nothing refers to the body any more. The protocol's decoders copy whatever
+// they keep (protocol.Body says so), so that is once the call is answered.
+func readPooledBody(c *gin.Context, limit int64) (*bodyBuffer, bool) {
+	buf := bodyBuffers.Get().(*bodyBuffer)
+	b, ok := readBodyInto(c, limit, buf)
+	if !ok {
+		buf.release()
+		return nil, false
+	}
+	buf.b = b
+	return buf, true
+}
+
+// release gives the buffer back to bodyBuffers; the body it held must not be read after.
+func (buf *bodyBuffer) release() {
+	if cap(buf.b) > maxPooledBody {
+		buf.b = nil
+	}
+	buf.b = buf.b[:0]
+	bodyBuffers.Put(buf)
+}
+
+// readBodyInto is readBody, into buf's buffer when it is large enough (nil: a new one).
+func readBodyInto(c *gin.Context, limit int64, buf *bodyBuffer) ([]byte, bool) {
 	var b []byte
 	var err error
 	if n := c.Request.ContentLength; n > 0 && n <= min(limit, maxPresized) {
-		// The length is known (workers send it): one allocation of the right size instead of
-		// ReadAll's doublings. net/http ends the body at the length; a shorter one is an
-		// unexpected EOF, a body that could not be read. Only for a small length: a larger one
-		// is only a claim, and memory must grow with what a client sends, not with what it
-		// announces before it has logged in.
-		b = make([]byte, n)
-		_, err = io.ReadFull(r, b)
+		// The length is known (workers send it): one buffer of the right size instead of
+		// ReadAll's doublings, and no limit to enforce, as n is within it. net/http ends the
+		// body at the length; a shorter one is an unexpected EOF, a body that could not be
+		// read. Only for a small length: a larger one is only a claim, and memory must grow
+		// with what a client sends, not with what it announces before it has logged in.
+		if buf != nil && int64(cap(buf.b)) >= n {
+			b = buf.b[:n]
+		} else {
+			b = make([]byte, n)
+		}
+		_, err = io.ReadFull(c.Request.Body, b)
 	} else {
-		b, err = io.ReadAll(r)
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		Error(c, http.StatusBadRequest, fmt.Sprintf("request body larger than %d bytes", limit))
-		return nil, false
+		b, err = io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	}
 	if err != nil {
-		Error(c, http.StatusBadRequest, "request body could not be read")
+		bodyError(c, limit, err)
 		return nil, false
 	}
 	return b, true
+}
+
+// bodyError answers a body that could not be read, or was larger than limit.
+func bodyError(c *gin.Context, limit int64, err error) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		Error(c, http.StatusBadRequest, fmt.Sprintf("request body larger than %d bytes", limit))
+		return
+	}
+	Error(c, http.StatusBadRequest, "request body could not be read")
 }
 
 // authenticate checks the credentials of a call (fishtest's validate_username_password): a body
@@ -240,14 +331,15 @@ func (s *Server) apiLogin(ctx context.Context, a rundb.Access) (*rundb.User, err
 // RequestVersion answers the protocol version to any authenticated caller, however old its
 // worker_info: the worker updates itself if it is behind.
 func (s *Server) RequestVersion(c *gin.Context) {
-	body, ok := readBody(c, maxWorkerBody)
+	body, ok := readPooledBody(c, maxWorkerBody)
 	if !ok {
 		return
 	}
-	if _, _, ok := s.authenticate(c, body); !ok {
+	defer body.release()
+	if _, _, ok := s.authenticate(c, body.b); !ok {
 		return
 	}
-	c.JSON(http.StatusOK, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
+	replyVersion(c, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
 }
 
 // RequestTask is POST /api/request_task.
@@ -279,10 +371,13 @@ func (s *Server) WorkerLog(c *gin.Context) { s.workerCall(c, maxWorkerBody, s.wo
 // the JSON error shape; then handle.
 // limit bounds the request body.
 func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Context, *workerRequest)) {
-	body, ok := readBody(c, limit)
+	st := callStates.Get().(*callState)
+	defer st.release()
+	body, ok := readBodyInto(c, limit, &st.body)
 	if !ok {
 		return
 	}
+	st.body.b = body
 	user, parsed, ok := s.authenticate(c, body)
 	if !ok {
 		return
@@ -295,14 +390,13 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 	if sched != nil {
 		legacy = sched.LegacyUsername
 	}
-	req, err := parsed.Request(legacy)
+	req, err := parsed.RequestInto(&st.req, legacy)
 	if err != nil {
 		Error(c, http.StatusBadRequest, err.Error())
 		return
 	}
-	w := &workerRequest{body: req, user: user, info: toWorkerInfo(&req.WorkerInfo), sched: sched}
-	w.info.RemoteAddr = c.ClientIP()
-	w.info.CountryCode = countryCode(c)
+	w := &st.w
+	*w = workerRequest{body: req, user: user, sched: sched}
 	if req.RunID != nil {
 		id, err := rundb.ParseObjectID(*req.RunID)
 		if err != nil {
@@ -335,7 +429,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 					return
 				}
 			}
-			w.info.RemoteAddr = owner.RemoteAddr
+			w.ownerAddr, w.hasOwner = owner.RemoteAddr, true
 		}
 	}
 	handle(c, w)
@@ -347,7 +441,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 func (s *Server) runTask(ctx context.Context, sched Scheduler, id rundb.ObjectID, taskID *int) (rundb.WorkerInfo, int, error) {
 	var owner rundb.WorkerInfo
 	var tasks int
-	err := s.memoryOrDB(sched, id)(ctx, func(ctx context.Context) error {
+	err := s.memoryOrDB(sched, id).do(ctx, func(ctx context.Context) error {
 		if sched != nil {
 			t := -1
 			if taskID != nil {
@@ -446,14 +540,14 @@ func need(c *gin.Context, present bool, what string) bool {
 func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 	if !s.taskLimits.allow(w.user.Username, w.user.EffectiveMachineLimit(), taskLimitAddress(c), time.Now()) {
 		// fishtest's worker waits and asks again on this reply, as on "too busy".
-		c.JSON(http.StatusOK, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo,
+		replyTask(c, protocol.TaskReply{TaskWaiting: new(false), Info: taskLimitedInfo,
 			RetryAfter: s.pacer.retryAfter(), Duration: duration(c)})
 		return
 	}
 	// No token here: request_task is memory work but for its rare database reads and writes,
 	// which take one through the scheduler's DBGate. A storm's requests must not queue for
 	// tokens behind the database's other work.
-	reply, err := w.sched.RequestTask(c.Request.Context(), w.info, w.user.EffectiveMachineLimit(), requestScheme(c.Request)+"://"+c.Request.Host)
+	reply, err := w.sched.RequestTask(c.Request.Context(), *w.info(c), w.user.EffectiveMachineLimit(), requestScheme(c.Request)+"://"+c.Request.Host)
 	if err == nil {
 		err = reply.Stored(c.Request.Context())
 	}
@@ -466,14 +560,14 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 		if reply.Info == scheduler.TooBusy {
 			out.RetryAfter = s.pacer.retryAfter()
 		}
-		c.JSON(http.StatusOK, out)
+		replyTask(c, out)
 		return
 	}
 	s.pacer.gaveTask(time.Now())
 	stats := protocol.Stats{Wins: reply.Task.Stats.Wins, Losses: reply.Task.Stats.Losses, Draws: reply.Task.Stats.Draws,
 		Crashes: reply.Task.Stats.Crashes, TimeLosses: reply.Task.Stats.TimeLosses}
 	copy(stats.Pentanomial[:], reply.Task.Stats.Pentanomial)
-	c.JSON(http.StatusOK, protocol.TaskReply{
+	replyTask(c, protocol.TaskReply{
 		Run: &protocol.TaskRun{ID: reply.RunID.Hex(), Args: reply.Args,
 			MyTask: protocol.MyTask{NumGames: reply.Task.NumGames, Start: reply.Task.Start, Stats: &stats}},
 		TaskID:   &reply.TaskID,
@@ -484,22 +578,28 @@ func (s *Server) requestTask(c *gin.Context, w *workerRequest) {
 // The scheduler's answers in the worker protocol's reply types: each endpoint's reply has
 // exactly fishtest's keys (the golden tests hold them to the reference).
 
-// updateReply is the reply of update_task and beat.
-func updateReply(c *gin.Context, r scheduler.Reply) any {
-	return protocol.UpdateReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Error: r.Error, Duration: duration(c)}
+// updateReply answers the reply of update_task and beat.
+func updateReply(c *gin.Context, r scheduler.Reply) {
+	replyUpdate(c, protocol.UpdateReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Error: r.Error, Duration: duration(c)})
 }
 
-// failedReply is failed_task's: {} for the task it ended, the update reply's shape for a task
-// that was no longer active.
-func failedReply(c *gin.Context, r scheduler.Reply) any {
+// failedReply answers failed_task's: {} for the task it ended, the update reply's shape for a
+// task that was no longer active.
+func failedReply(c *gin.Context, r scheduler.Reply) {
 	if r.TaskAlive == nil {
-		return protocol.DoneReply{Duration: duration(c)}
+		replyDone(c, protocol.DoneReply{Duration: duration(c)})
+		return
 	}
-	return updateReply(c, r)
+	updateReply(c, r)
 }
 
-// spsaReply is request_spsa's: the batch's parameters, or task_alive false with the reason.
-func spsaReply(c *gin.Context, r scheduler.Reply) any {
+// spsaReply answers request_spsa's: the batch's parameters, or task_alive false with the reason.
+func spsaReply(c *gin.Context, r scheduler.Reply) {
+	c.JSON(http.StatusOK, spsaReplyOf(c, r))
+}
+
+// spsaReplyOf is spsaReply's reply.
+func spsaReplyOf(c *gin.Context, r scheduler.Reply) protocol.SPSAReply {
 	out := protocol.SPSAReply{TaskAlive: r.TaskAlive != nil && *r.TaskAlive, Info: r.Info, Duration: duration(c)}
 	if b := r.SPSA; b != nil {
 		out.WParams = make([]protocol.SPSAWParam, len(b.WParams))
@@ -515,29 +615,39 @@ func spsaReply(c *gin.Context, r scheduler.Reply) any {
 	return out
 }
 
-// gate runs fn with what it needs before it may touch the database: a token of the pool
-// (tokenpool.Pool.Do), or nothing.
-type gate func(ctx context.Context, fn func(context.Context) error) error
+// gate is what work needs before it may touch the database: a token of the pool, or nothing
+// (free). A struct, not a function: a gate and the closures run through it then stay on the
+// stack of a worker call.
+type gate struct {
+	tokens *tokenpool.Pool
+	free   bool
+}
+
+// do runs fn through the gate: with a token of the pool (tokenpool.Pool.Do), or at once.
+func (g gate) do(ctx context.Context, fn func(context.Context) error) error {
+	if g.free {
+		return fn(ctx)
+	}
+	return g.tokens.Do(ctx, fn)
+}
+
+// tokenGate is the gate of work that may touch the database: a token of the pool.
+func (s *Server) tokenGate() gate { return gate{tokens: s.deps.Tokens} }
 
 // memoryOrDB is the gate of work that reads or changes run id and nothing else in the
 // database: none when the primary's run cache holds the run (no database work, so no token: a
 // flood of calls waiting for the database must not hold up these), a token otherwise.
 func (s *Server) memoryOrDB(sched Scheduler, id rundb.ObjectID) gate {
-	return func(ctx context.Context, fn func(context.Context) error) error {
-		if sched != nil && sched.Cached(id) {
-			return fn(ctx)
-		}
-		return s.deps.Tokens.Do(ctx, fn)
-	}
+	return gate{tokens: s.deps.Tokens, free: sched != nil && sched.Cached(id)}
 }
 
-// schedulerCall runs a scheduler operation through its gate and answers its reply in the
-// endpoint's shape; a task that vanished between validation and the call is a 400 like an
-// invalid task_id.
-func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Context, scheduler.Reply) any,
+// schedulerCall runs a scheduler operation through its gate and answers its reply with answer,
+// in the endpoint's shape; a task that vanished between validation and the call is a 400 like
+// an invalid task_id.
+func (s *Server) schedulerCall(c *gin.Context, through gate, answer func(*gin.Context, scheduler.Reply),
 	op func(ctx context.Context) (scheduler.Reply, error)) {
 	var reply scheduler.Reply
-	err := through(c.Request.Context(), func(ctx context.Context) error {
+	err := through.do(c.Request.Context(), func(ctx context.Context) error {
 		var err error
 		reply, err = op(ctx)
 		return err
@@ -553,7 +663,7 @@ func (s *Server) schedulerCall(c *gin.Context, through gate, shape func(*gin.Con
 	case err != nil:
 		s.workerFailure(c, err)
 	default:
-		c.JSON(http.StatusOK, shape(c, reply))
+		answer(c, reply)
 	}
 }
 
@@ -579,7 +689,7 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) || !need(c, w.body.Stats != nil, "stats") {
 		return
 	}
-	results := taskResults(w.body.Stats)
+	results, info := taskResults(w.body.Stats), w.info(c)
 	var spsa *scheduler.SPSAUpdate
 	if sp := w.body.SPSA; sp != nil {
 		spsa = &scheduler.SPSAUpdate{Wins: sp.Wins, Losses: sp.Losses, Draws: sp.Draws, NumGames: sp.NumGames, Sig: uint32(sp.Sig)}
@@ -587,8 +697,8 @@ func (s *Server) updateTask(c *gin.Context, w *workerRequest) {
 			spsa.Sig = 0 // never a CRC32: the update is refused by the signature check
 		}
 	}
-	s.schedulerCall(c, s.deps.Tokens.Do, updateReply, func(ctx context.Context) (scheduler.Reply, error) {
-		return w.sched.UpdateTask(ctx, w.info, w.run, w.taskID(), results, spsa)
+	s.schedulerCall(c, s.tokenGate(), updateReply, func(ctx context.Context) (scheduler.Reply, error) {
+		return w.sched.UpdateTask(ctx, *info, w.run, w.taskID(), results, spsa)
 	})
 }
 
@@ -614,7 +724,7 @@ func (s *Server) failedTask(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	s.schedulerCall(c, s.deps.Tokens.Do, failedReply, func(ctx context.Context) (scheduler.Reply, error) {
+	s.schedulerCall(c, s.tokenGate(), failedReply, func(ctx context.Context) (scheduler.Reply, error) {
 		return w.sched.FailedTask(ctx, w.run, w.taskID(), w.message())
 	})
 }
@@ -623,7 +733,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 	if !needTask(c, w) {
 		return
 	}
-	msg := w.message()
+	msg, info := w.message(), w.info(c)
 	err := s.deps.Tokens.Do(c.Request.Context(), func(ctx context.Context) error {
 		hours := -1.0
 		st, err := s.deps.UserStats.Get(ctx, w.user.Username)
@@ -633,7 +743,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		case !errors.Is(err, rundb.ErrNotFound):
 			return err
 		}
-		return w.sched.StopRunByWorker(ctx, w.info, w.run, w.taskID(), msg, hours)
+		return w.sched.StopRunByWorker(ctx, *info, w.run, w.taskID(), msg, hours)
 	})
 	var msgErr string
 	switch {
@@ -652,7 +762,7 @@ func (s *Server) stopRun(c *gin.Context, w *workerRequest) {
 		Error(c, http.StatusUnauthorized, msgErr)
 		return
 	}
-	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
+	replyDone(c, protocol.DoneReply{Duration: duration(c)})
 }
 
 func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
@@ -675,7 +785,7 @@ func (s *Server) uploadPGN(c *gin.Context, w *workerRequest) {
 		s.internalError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
+	replyDone(c, protocol.DoneReply{Duration: duration(c)})
 }
 
 func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
@@ -700,5 +810,5 @@ func (s *Server) workerLog(c *gin.Context, w *workerRequest) {
 		s.internalError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, protocol.DoneReply{Duration: duration(c)})
+	replyDone(c, protocol.DoneReply{Duration: duration(c)})
 }

@@ -8,21 +8,67 @@ package guard
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 )
 
-// startedKey is where the request's start time is kept, for the duration field.
+// startedKey is where the request's requestState is kept: its start time, for the duration
+// field.
 const startedKey = "shoal.started"
 
-// Start records that the request arrives now; the server's first middleware calls it.
-func Start(c *gin.Context) { c.Set(startedKey, time.Now()) }
+// requestState is what a request carries from Start to Done: when it arrived, and the map of
+// its gin keys (c.Set). Gin makes a new map for every request that sets a key, and every
+// request sets some (the start time, the scheduler of a worker call): reusing one spares a
+// map of a few hundred bytes per request.
+type requestState struct {
+	start time.Time
+	keys  map[any]any
+}
+
+// maxPooledKeys bounds the maps that go back to the pool: a request that set many keys (a
+// web page's) would keep a large map alive for the worker calls that need a few.
+const maxPooledKeys = 8
+
+var requestStates = sync.Pool{New: func() any {
+	return &requestState{keys: make(map[any]any, maxPooledKeys)}
+}}
+
+// Start records that the request arrives now, and gives it a map for its keys; the server's
+// first middleware calls it, and Done once the handlers after it have returned.
+func Start(c *gin.Context) {
+	st := requestStates.Get().(*requestState)
+	st.start = time.Now()
+	if c.Keys == nil {
+		c.Keys = st.keys
+	}
+	c.Set(startedKey, st)
+}
+
+// Done ends what Start began: the request's map of keys is emptied and reused, so neither the
+// request nor anything it started may read its keys after Done (gin's own rule for a Context
+// once its handlers have returned).
+func Done(c *gin.Context) {
+	v, _ := c.Get(startedKey)
+	st, _ := v.(*requestState)
+	if st == nil {
+		return
+	}
+	c.Keys = nil
+	if len(st.keys) > maxPooledKeys {
+		st.keys = make(map[any]any, maxPooledKeys)
+	} else {
+		clear(st.keys)
+	}
+	requestStates.Put(st)
+}
 
 // SinceStart is the time since Start saw the request arrive, 0 for a request it did not see.
 func SinceStart(c *gin.Context) time.Duration {
-	if t, ok := c.Get(startedKey); ok {
-		return time.Since(t.(time.Time))
+	v, _ := c.Get(startedKey)
+	if st, ok := v.(*requestState); ok {
+		return time.Since(st.start)
 	}
 	return 0
 }
