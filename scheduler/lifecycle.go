@@ -23,6 +23,10 @@ type events struct {
 	actions     []*rundb.Action
 	notes       []notify.Event
 	quarantines []quarantined // stored by applyQuarantines
+	// reports are what a change tells the quarantine record, once the run's lock is released
+	// (applyQuarantines); a call makes at most two, held in reportBuf.
+	reports   []machineReport
+	reportBuf [2]machineReport
 }
 
 func (e *events) add(a *rundb.Action) { e.actions = append(e.actions, a) }

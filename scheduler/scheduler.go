@@ -78,9 +78,11 @@ type taskRef struct {
 // the per-IP connection counts and the runs each worker has built. It hands out tasks, applies
 // results and reclaims dead tasks. Safe for concurrent use.
 //
-// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu or the
-// quarantine record's lock (leaves, never held together). Nothing waits on the database while
-// holding mu or a run's lock; actions and quarantines are written after both are released.
+// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu (a
+// leaf). The quarantine record's lock is a leaf taken with none of these held, so that the
+// record's work never lengthens a run's lock, which request_task waits on under requestMu.
+// Nothing waits on the database while holding mu or a run's lock; actions and quarantines
+// are written after both are released.
 type Scheduler struct {
 	cfg    Config
 	db     store // the database, but for runs (see store.go)
