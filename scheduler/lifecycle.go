@@ -142,7 +142,7 @@ func (s *Scheduler) setInactiveRun(r *rundb.Run, now time.Time) {
 		s.setInactiveTask(r, i, now, endFinished)
 	}
 	s.mu.Lock()
-	delete(s.unfinished, r.ID)
+	s.dropUnfinished(r.ID)
 	s.mu.Unlock()
 	r.Finished = true
 	r.NPS, r.GamesPerMinute = 0, 0
@@ -152,7 +152,7 @@ func (s *Scheduler) setInactiveRun(r *rundb.Run, now time.Time) {
 // setActiveRun revives a run (after a purge or a modification).
 func (s *Scheduler) setActiveRun(r *rundb.Run) {
 	s.mu.Lock()
-	s.unfinished[r.ID] = true
+	s.addUnfinished(r.ID)
 	s.mu.Unlock()
 	r.Deleted, r.Failed, r.IsGreen, r.IsYellow, r.Finished = false, false, false, false, false
 	// A revived run starts its count of build failures afresh; the reports stay to be read.

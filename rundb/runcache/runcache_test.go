@@ -526,3 +526,67 @@ func TestRunCacheListingLeavesOutTasks(t *testing.T) {
 		t.Errorf("the listing changed the cached run: %d tasks, history %v", len(full.Tasks), full.Args.SPSA.ParamHistory)
 	}
 }
+
+// ViewEach shows each run in the order asked, loads those not cached, reports a missing run
+// in its place, and leaves every run unpinned and marked used, as View does: Evict can drop
+// them once they are idle again, and not before.
+func TestRunCacheViewEach(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	clock := newFakeClock()
+	cache := runcache.New(db.Runs, runcache.Options{Now: clock.Now})
+	var ids []rundb.ObjectID
+	for i := range 70 { // more than ViewEach holds without allocating
+		r := &rundb.Run{ID: rundb.NewObjectID(), CommittedGames: i}
+		if err := cache.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	stored := rundbtest.SampleRun() // in the database only
+	stored.Cores = 0                // idle, so that Evict may drop it
+	if err := db.Runs.Insert(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	missing := rundb.NewObjectID()
+	ask := append([]rundb.ObjectID{ids[3], stored.ID, missing}, ids...)
+
+	clock.Advance(10 * time.Minute)
+	var seen []rundb.ObjectID
+	var games []int
+	cache.ViewEach(ctx, ask, func(id rundb.ObjectID, r *rundb.Run, err error) {
+		seen = append(seen, id)
+		switch {
+		case id == missing:
+			if !errors.Is(err, rundb.ErrNotFound) || r != nil {
+				t.Errorf("missing run: %v, %v; want ErrNotFound and no run", r, err)
+			}
+		case err != nil || r == nil || r.ID != id:
+			t.Errorf("run %s: %v, %v", id, r, err)
+		default:
+			games = append(games, r.CommittedGames)
+		}
+	})
+	if len(seen) != len(ask) {
+		t.Fatalf("saw %d runs, want %d", len(seen), len(ask))
+	}
+	for i := range ask {
+		if seen[i] != ask[i] {
+			t.Fatalf("run %d seen was %s, want %s", i, seen[i], ask[i])
+		}
+	}
+	if games[0] != 3 || games[2] != 0 || games[len(games)-1] != 69 {
+		t.Errorf("games %v: runs out of order", games)
+	}
+	if !cache.Cached(stored.ID) {
+		t.Error("a run ViewEach read from the database is not cached")
+	}
+	// Just used: nothing goes. Idle since: all go, so none was left pinned.
+	if n := cache.Evict(5 * time.Minute); n != 0 {
+		t.Errorf("Evict dropped %d runs just viewed, want 0", n)
+	}
+	clock.Advance(10 * time.Minute)
+	if n := cache.Evict(5 * time.Minute); n != len(ids)+1 {
+		t.Errorf("Evict dropped %d idle runs, want %d", n, len(ids)+1)
+	}
+}
