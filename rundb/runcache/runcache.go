@@ -56,8 +56,11 @@ type Cache struct {
 
 	mu      sync.Mutex
 	entries map[rundb.ObjectID]*cacheEntry
-	// changed is closed, and replaced, when any run changes; see Changed.
+	// changed is closed, and replaced, when any run changes, if watched: if Changed has handed
+	// it out since it was made. Unwatched, no one can be waiting on it, and a change, thousands
+	// a second, need not make a new one.
 	changed chan struct{}
+	watched bool
 }
 
 type cacheEntry struct {
@@ -355,13 +358,17 @@ func (c *Cache) Create(ctx context.Context, r *rundb.Run) error {
 func (c *Cache) Changed() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.watched = true
 	return c.changed
 }
 
 // signalLocked wakes every Changed waiter. c.mu must be held.
 func (c *Cache) signalLocked() {
+	if !c.watched {
+		return
+	}
 	close(c.changed)
-	c.changed = make(chan struct{})
+	c.changed, c.watched = make(chan struct{}), false
 }
 
 func (c *Cache) markDirty(e *cacheEntry, prio Prio) {

@@ -590,3 +590,41 @@ func TestRunCacheViewEach(t *testing.T) {
 		t.Errorf("Evict dropped %d idle runs, want %d", n, len(ids)+1)
 	}
 }
+
+// Changes no one watches (no Changed since the last wake-up) must not leave a later watcher
+// asleep: its channel is closed by the next change, as are all handed out before it.
+func TestRunCacheChangedAfterUnwatchedChanges(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := runcache.New(db.Runs, runcache.Options{})
+	r := &rundb.Run{ID: rundb.NewObjectID()}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // unwatched
+		if err := cache.Change(ctx, r.ID, at(runcache.PrioNormal, setGames(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := cache.Changed(), cache.Changed()
+	select {
+	case <-first:
+		t.Fatal("a fresh Changed channel is already closed")
+	default:
+	}
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioNormal, setGames(9))); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan struct{}{first, second} {
+		select {
+		case <-ch:
+		default:
+			t.Error("a change did not wake a watcher")
+		}
+	}
+	select {
+	case <-cache.Changed():
+		t.Error("the channel after a wake-up is already closed")
+	default:
+	}
+}
