@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/shoal-chess/shoal/metrics"
@@ -27,6 +28,19 @@ type events struct {
 	// (applyQuarantines); a call makes at most two, held in reportBuf.
 	reports   []machineReport
 	reportBuf [2]machineReport
+}
+
+// eventsPool holds the events of finished calls: update_task needs one a call, thousands a
+// second, and its two quarantine reports make it a few hundred bytes.
+var eventsPool = sync.Pool{New: func() any { return new(events) }}
+
+// newEvents returns empty events from the pool; release gives them back once the call has
+// stored and sent everything they hold (the slices go with it, to the collector).
+func newEvents() *events { return eventsPool.Get().(*events) }
+
+func (e *events) release() {
+	*e = events{}
+	eventsPool.Put(e)
 }
 
 func (e *events) add(a *rundb.Action) { e.actions = append(e.actions, a) }
