@@ -115,7 +115,8 @@ func (s *Scheduler) RequestTask(ctx context.Context, wi rundb.WorkerInfo, machin
 	for peak := s.peakInside.Load(); n > peak && !s.peakInside.CompareAndSwap(peak, n); peak = s.peakInside.Load() {
 	}
 
-	ev := &events{}
+	ev := newEvents()
+	defer ev.release()
 	reply, stored, ok := s.decide(ctx, wi, name, machineLimit, ev)
 	freeSlot()
 	if ok {
