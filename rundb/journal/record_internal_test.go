@@ -116,3 +116,22 @@ func TestRecordsSurviveTheReuseOfEntries(t *testing.T) {
 		t.Errorf("read back %d records, want %d", seen, n)
 	}
 }
+
+// A record of any shape is stored in the bytes the driver writes for a storedRecord.
+func TestStoredRecordEncodesAsTheDriverDoes(t *testing.T) {
+	for _, rec := range []*journalRecord{
+		{Run: rundb.NewObjectID(), Epoch: 1, Seq: 1},
+		{Run: rundb.NewObjectID(), Epoch: 1 << 40, Seq: math.MaxInt64},
+		{Run: rundb.NewObjectID(), Epoch: 0, Seq: -1},
+	} {
+		for _, inner := range [][]byte{nil, {}, []byte("\x05\x00\x00\x00\x00"), bytes.Repeat([]byte{7}, 1000)} {
+			want, err := bson.Marshal(storedRecord{Run: rec.Run, Epoch: rec.Epoch, Seq: rec.Seq, Record: inner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendStoredRecord(nil, rec, inner); !bytes.Equal(got, want) {
+				t.Errorf("epoch %d seq %d, %d bytes: encoded\n %x\nthe driver writes\n %x", rec.Epoch, rec.Seq, len(inner), got, want)
+			}
+		}
+	}
+}
