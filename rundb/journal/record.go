@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // journalEntry is a record queued for the writer. Entries are reused (entries), with the

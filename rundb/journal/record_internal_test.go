@@ -6,9 +6,10 @@ import (
 	"math"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Record's way for update_task's usual record (appendCoreChange) writes the bytes makeRecord
