@@ -14,9 +14,10 @@ func ToStatsResults(r rundb.Results) stats.Results {
 	return stats.Results{Wins: r.Wins, Losses: r.Losses, Draws: r.Draws, Pentanomial: r.Pentanomial}
 }
 
-// toStatsSPRT copies a stored SPRT into the statistics' type, overshoot data included.
-func toStatsSPRT(s *rundb.SPRT) *stats.SPRT {
-	out := &stats.SPRT{
+// toStatsSPRT copies a stored SPRT into the statistics' type, overshoot data included. It is a
+// value, so that update_task's SPRT update need not allocate it.
+func toStatsSPRT(s *rundb.SPRT) stats.SPRT {
+	out := stats.SPRT{
 		Alpha: s.Alpha, Beta: s.Beta, Elo0: s.Elo0, Elo1: s.Elo1, EloModel: s.EloModel, State: s.State,
 		LLR: s.LLR, BatchSize: s.BatchSize, LowerBound: s.LowerBound, UpperBound: s.UpperBound,
 		LostSamples: s.LostSamples, IllegalUpdate: s.IllegalUpdate,
@@ -49,7 +50,7 @@ func updateSPRT(r *rundb.Run) error {
 	if err := s.Update(ToStatsResults(r.Results)); err != nil {
 		return err
 	}
-	applySPRT(r.Args.SPRT, s)
+	applySPRT(r.Args.SPRT, &s)
 	return nil
 }
 

@@ -26,6 +26,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	// Everything below is rebuilt from the runs, so that Load can also be called again.
 	s.mu.Lock()
 	s.unfinished = make(map[rundb.ObjectID]bool)
+	s.sortedIDs, s.sortedOK = nil, false
 	s.wtt = make(map[string]taskRef)
 	s.connections = make(map[string]int)
 	s.workerRuns = make(map[string]map[string]bool)
@@ -92,7 +93,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 			fix("flags", green == r.IsGreen && yellow == r.IsYellow)
 			r.IsGreen, r.IsYellow = green, yellow
 			s.mu.Lock()
-			s.unfinished[id] = true
+			s.addUnfinished(id)
 			for _, a := range active {
 				s.connections[r.Tasks[a.ref.task].WorkerInfo.RemoteAddr]++
 			}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/shoal-chess/shoal/metrics"
@@ -23,6 +24,23 @@ type events struct {
 	actions     []*rundb.Action
 	notes       []notify.Event
 	quarantines []quarantined // stored by applyQuarantines
+	// reports are what a change tells the quarantine record, once the run's lock is released
+	// (applyQuarantines); a call makes at most two, held in reportBuf.
+	reports   []machineReport
+	reportBuf [2]machineReport
+}
+
+// eventsPool holds the events of finished calls: update_task needs one a call, thousands a
+// second, and its two quarantine reports make it a few hundred bytes.
+var eventsPool = sync.Pool{New: func() any { return new(events) }}
+
+// newEvents returns empty events from the pool; release gives them back once the call has
+// stored and sent everything they hold (the slices go with it, to the collector).
+func newEvents() *events { return eventsPool.Get().(*events) }
+
+func (e *events) release() {
+	*e = events{}
+	eventsPool.Put(e)
 }
 
 func (e *events) add(a *rundb.Action) { e.actions = append(e.actions, a) }
@@ -138,7 +156,7 @@ func (s *Scheduler) setInactiveRun(r *rundb.Run, now time.Time) {
 		s.setInactiveTask(r, i, now, endFinished)
 	}
 	s.mu.Lock()
-	delete(s.unfinished, r.ID)
+	s.dropUnfinished(r.ID)
 	s.mu.Unlock()
 	r.Finished = true
 	r.NPS, r.GamesPerMinute = 0, 0
@@ -148,7 +166,7 @@ func (s *Scheduler) setInactiveRun(r *rundb.Run, now time.Time) {
 // setActiveRun revives a run (after a purge or a modification).
 func (s *Scheduler) setActiveRun(r *rundb.Run) {
 	s.mu.Lock()
-	s.unfinished[r.ID] = true
+	s.addUnfinished(r.ID)
 	s.mu.Unlock()
 	r.Deleted, r.Failed, r.IsGreen, r.IsYellow, r.Finished = false, false, false, false, false
 	// A revived run starts its count of build failures afresh; the reports stay to be read.

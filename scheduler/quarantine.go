@@ -15,16 +15,32 @@ import (
 // The machine's owner is told of a quarantine (not of a lift) by applyQuarantines.
 const QuarantineAction = "quarantine"
 
-// quarantined is a verdict of the quarantine rule and the user who runs the machine, collected
-// under the run's lock and stored after it is released (applyQuarantines).
+// quarantined is a verdict of the quarantine rule and the user who runs the machine, stored
+// once the run's lock is released (applyQuarantines).
 type quarantined struct {
 	verdict  *quarantine.Verdict
 	username string
 }
 
-// noteGames feeds a task's accepted report to the quarantine record: the games, time losses
-// and crashes it adds to the task's previous one. Called under the run's lock; the record's
-// lock is a leaf.
+// machineReport is what a task's report tells the quarantine record about its machine: games
+// with time losses and crashes among them (Games), or the task's end (TaskEnded). It is
+// collected under the run's lock and given to the record once the lock is released, so that
+// no run's lock, and so no request_task choosing among the runs, waits on the record's.
+type machineReport struct {
+	machine, run, username     string
+	games, timeLosses, crashes int
+	ended, failed              bool
+}
+
+func (e *events) report(m machineReport) {
+	if e.reports == nil {
+		e.reports = e.reportBuf[:0]
+	}
+	e.reports = append(e.reports, m)
+}
+
+// noteGames notes, for the quarantine record, a task's accepted report: the games, time
+// losses and crashes it adds to the task's previous one. Called under the run's lock.
 func (s *Scheduler) noteGames(r *rundb.Run, t *rundb.Task, st rundb.Results, ev *events) {
 	if !s.cfg.Quarantine.Enabled {
 		return
@@ -32,21 +48,38 @@ func (s *Scheduler) noteGames(r *rundb.Run, t *rundb.Task, st rundb.Results, ev 
 	games := played(st) - played(t.Stats)
 	timeLosses := max(0, st.TimeLosses-t.Stats.TimeLosses)
 	crashes := max(0, st.Crashes-t.Stats.Crashes)
-	if v := s.quar.Games(t.WorkerInfo.ShortName(), r.ID.Hex(), games, timeLosses, crashes); v != nil {
-		ev.quarantines = append(ev.quarantines, quarantined{v, t.WorkerInfo.Username})
+	if games < 0 || games+timeLosses+crashes == 0 {
+		return // the record would ignore it
 	}
+	ev.report(machineReport{machine: t.WorkerInfo.ShortName(), run: r.ID.Hex(), username: t.WorkerInfo.Username,
+		games: games, timeLosses: timeLosses, crashes: crashes})
 }
 
-// noteTaskEnd tells the quarantine record that a task ended, played out or failed by its
-// machine (failed_task, stop_run). Called under the run's lock.
+// noteTaskEnd notes, for the quarantine record, that a task ended, played out or failed by
+// its machine (failed_task, stop_run). Called under the run's lock.
 func (s *Scheduler) noteTaskEnd(r *rundb.Run, taskID int, failed bool, ev *events) {
 	if !s.cfg.Quarantine.Enabled {
 		return
 	}
 	w := r.Tasks[taskID].WorkerInfo
-	if v := s.quar.TaskEnded(w.ShortName(), r.ID.Hex(), failed); v != nil {
-		ev.quarantines = append(ev.quarantines, quarantined{v, w.Username})
+	ev.report(machineReport{machine: w.ShortName(), run: r.ID.Hex(), username: w.Username, ended: true, failed: failed})
+}
+
+// tellRecord gives the quarantine record what a call noted, in order, and collects its
+// verdicts. Called with no lock held.
+func (s *Scheduler) tellRecord(ev *events) {
+	for _, m := range ev.reports {
+		var v *quarantine.Verdict
+		if m.ended {
+			v = s.quar.TaskEnded(m.machine, m.run, m.failed)
+		} else {
+			v = s.quar.Games(m.machine, m.run, m.games, m.timeLosses, m.crashes)
+		}
+		if v != nil {
+			ev.quarantines = append(ev.quarantines, quarantined{v, m.username})
+		}
 	}
+	ev.reports = ev.reports[:0]
 }
 
 // applyQuarantines stores the quarantines the rule decided during a call, once the locks are
@@ -56,6 +89,7 @@ func (s *Scheduler) noteTaskEnd(r *rundb.Run, taskID int, failed bool, ev *event
 // Rare: a machine is quarantined once until lifted. The caller holds a token of the database
 // pool (the worker call's), as for writeActions.
 func (s *Scheduler) applyQuarantines(ctx context.Context, ev *events) {
+	s.tellRecord(ev)
 	for _, q := range ev.quarantines {
 		name := q.verdict.Machine
 		reason := q.verdict.Reason()

@@ -78,9 +78,11 @@ type taskRef struct {
 // the per-IP connection counts and the runs each worker has built. It hands out tasks, applies
 // results and reclaims dead tasks. Safe for concurrent use.
 //
-// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu or the
-// quarantine record's lock (leaves, never held together). Nothing waits on the database while
-// holding mu or a run's lock; actions and quarantines are written after both are released.
+// Lock order: requestMu, then a run's lock (held by the run cache's callbacks), then mu (a
+// leaf). The quarantine record's lock is a leaf taken with none of these held, so that the
+// record's work never lengthens a run's lock, which request_task waits on under requestMu.
+// Nothing waits on the database while holding mu or a run's lock; actions and quarantines
+// are written after both are released.
 type Scheduler struct {
 	cfg    Config
 	db     store // the database, but for runs (see store.go)
@@ -93,13 +95,20 @@ type Scheduler struct {
 	// (TaskSemaphoreSize, changeable while serving); the rest are told at once that the server
 	// is busy. peakInside is the most ever inside at once, for tests and metrics.
 	inside, peakInside, taskLimit atomic.Int32
-	// requestMu serialises the choice of a run and the creation of its task.
+	// requestMu serialises the choice of a run and the creation of its task, and guards the
+	// buffers the choice reuses from one call to the next.
 	requestMu sync.Mutex
+	cands     []candidate
+	ranks     []rank
 	// calls lets in the calls that change state until the scheduler stops; see callGate.
 	calls callGate
 
-	mu          sync.Mutex // guards the fields below
-	unfinished  map[rundb.ObjectID]bool
+	mu         sync.Mutex              // guards the fields below
+	unfinished map[rundb.ObjectID]bool // changed through addUnfinished and dropUnfinished
+	// sortedIDs is unfinished's keys in ID order, kept between calls while sortedOK (see
+	// unfinishedIDs): request_task reads it on every call and the set rarely changes.
+	sortedIDs   []rundb.ObjectID
+	sortedOK    bool
 	wtt         map[string]taskRef         // short worker name -> its latest task
 	connections map[string]int             // remote address -> active tasks
 	workerRuns  map[string]map[string]bool // short worker name -> run ids it has built
@@ -237,7 +246,7 @@ func (s *Scheduler) AddRun(ctx context.Context, r *rundb.Run) error {
 	}
 	if !r.Finished {
 		s.mu.Lock()
-		s.unfinished[r.ID] = true
+		s.addUnfinished(r.ID)
 		s.mu.Unlock()
 	}
 	return nil
@@ -252,16 +261,36 @@ func (s *Scheduler) LegacyUsername(name string) bool {
 }
 
 // unfinishedIDs returns the unfinished runs, oldest first (ties in the scheduling order then
-// go to the older run, and tests are repeatable).
+// go to the older run, and tests are repeatable). The slice is shared between callers until
+// the set changes: they must not change it.
 func (s *Scheduler) unfinishedIDs() []rundb.ObjectID {
 	s.mu.Lock()
-	ids := make([]rundb.ObjectID, 0, len(s.unfinished))
-	for id := range s.unfinished {
-		ids = append(ids, id)
+	defer s.mu.Unlock()
+	if !s.sortedOK || len(s.sortedIDs) != len(s.unfinished) {
+		// A new slice, never the old one's array: earlier callers may still be reading it.
+		ids := make([]rundb.ObjectID, 0, len(s.unfinished))
+		for id := range s.unfinished {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, rundb.ObjectID.Compare)
+		s.sortedIDs, s.sortedOK = ids, true
 	}
-	s.mu.Unlock()
-	slices.SortFunc(ids, rundb.ObjectID.Compare)
-	return ids
+	return s.sortedIDs
+}
+
+// addUnfinished and dropUnfinished change the unfinished set, with mu held.
+func (s *Scheduler) addUnfinished(id rundb.ObjectID) {
+	if !s.unfinished[id] {
+		s.unfinished[id] = true
+		s.sortedOK = false
+	}
+}
+
+func (s *Scheduler) dropUnfinished(id rundb.ObjectID) {
+	if _, ok := s.unfinished[id]; ok {
+		delete(s.unfinished, id)
+		s.sortedOK = false
+	}
 }
 
 // noteFinished remembers, for the contributors' next update, that a change left run id finished:

@@ -43,7 +43,16 @@ type SPSAReply struct {
 	Sig     uint32
 }
 
-func alive(b bool) *bool { return &b }
+func alive(b bool) *bool {
+	if b {
+		return &isAlive
+	}
+	return &isDead
+}
+
+// isAlive and isDead are what every Reply's TaskAlive points to, shared so that a reply
+// allocates none: read them, never write through a TaskAlive.
+var isAlive, isDead = true, false
 
 // ErrTaskNotFound means a task id beyond the run's tasks.
 var ErrTaskNotFound = errors.New("task not found")
@@ -106,7 +115,8 @@ func (s *Scheduler) UpdateTask(ctx context.Context, wi rundb.WorkerInfo, runID r
 	}
 	defer s.calls.leave()
 	var reply Reply
-	ev := &events{}
+	ev := newEvents()
+	defer ev.release()
 	now := s.now()
 	stored, err := s.modifyTask(ctx, runID, taskID, func(r *rundb.Run) (runcache.Prio, error) {
 		t := &r.Tasks[taskID]

@@ -15,14 +15,8 @@ import (
 // appendCoreRecord appends rec as storedRecord's bytes and reports true, if rec has the shape
 // above; otherwise it returns dst as it was and false.
 func appendCoreRecord(dst []byte, rec *journalRecord) ([]byte, bool) {
-	if rec.SPSA != nil || len(rec.Tasks) == 0 {
+	if !coreShaped(rec) {
 		return dst, false
-	}
-	for _, t := range rec.Tasks {
-		if c := t.Core; t.Task != nil || c == nil || c.SPSAParams != nil ||
-			(c.Residual != nil && math.IsInf(*c.Residual, 0)) {
-			return dst, false
-		}
 	}
 	outer, dst := bsoncore.AppendDocumentStart(dst)
 	dst = appendPosition(dst, rec)
@@ -48,6 +42,20 @@ func appendCoreRecord(dst []byte, rec *journalRecord) ([]byte, bool) {
 	dst[lenAt], dst[lenAt+1], dst[lenAt+2], dst[lenAt+3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, outer)
 	return dst, true
+}
+
+// coreShaped reports whether rec has the shape appendCoreRecord writes.
+func coreShaped(rec *journalRecord) bool {
+	if rec.SPSA != nil || len(rec.Tasks) == 0 {
+		return false
+	}
+	for _, t := range rec.Tasks {
+		if c := t.Core; t.Task != nil || c == nil || c.SPSAParams != nil ||
+			(c.Residual != nil && math.IsInf(*c.Residual, 0)) {
+			return false
+		}
+	}
+	return true
 }
 
 func appendPosition(dst []byte, rec *journalRecord) []byte {

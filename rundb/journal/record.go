@@ -3,18 +3,40 @@ package journal
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
 	"github.com/shoal-chess/shoal/rundb"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
+// journalEntry is a record queued for the writer. Entries are reused (entries), with the
+// buffer their record is encoded in: update_task queues thousands a second. The writer
+// gives an entry back once the record is written and its caller told; done is made afresh
+// for every record, since a caller that stopped waiting may never read it.
 type journalEntry struct {
 	run    rundb.ObjectID
 	pos    Position
 	doc    []byte
 	done   chan error
 	queued time.Time
+}
+
+// entries holds the journal entries the writer gave back.
+var entries = sync.Pool{New: func() any { return &journalEntry{doc: make([]byte, 0, 512)} }}
+
+// maxKeptDoc bounds the record buffer an entry keeps for its next use; a record that needed
+// more (a whole task with a long worker_info, an SPSA state) leaves its buffer to the collector.
+const maxKeptDoc = 4096
+
+// recycle gives back an entry whose record is written and whose caller was told.
+func recycle(e *journalEntry) {
+	if cap(e.doc) > maxKeptDoc {
+		return
+	}
+	*e = journalEntry{doc: e.doc[:0]}
+	entries.Put(e)
 }
 
 type journalRecord struct {
@@ -41,7 +63,8 @@ type storedRecord struct {
 
 // encodeRecord is rec as the journal stores it.
 func (j *Journal) encodeRecord(rec *journalRecord) ([]byte, error) {
-	if doc, ok := appendCoreRecord(make([]byte, 0, 512), rec); ok {
+	if coreShaped(rec) { // else the buffer would be made for nothing
+		doc, _ := appendCoreRecord(make([]byte, 0, 512), rec)
 		return doc, nil
 	}
 	return j.reflectRecord(rec)
@@ -53,7 +76,21 @@ func (j *Journal) reflectRecord(rec *journalRecord) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return bson.Marshal(storedRecord{Run: rec.Run, Epoch: rec.Epoch, Seq: rec.Seq, Record: inner})
+	return appendStoredRecord(make([]byte, 0, len(inner)+64), rec, inner), nil
+}
+
+// appendStoredRecord appends storedRecord's bytes for rec, encoded as inner: what bson.Marshal
+// writes for it (a test compares them), without the copy and reflection.
+func appendStoredRecord(dst []byte, rec *journalRecord, inner []byte) []byte {
+	outer, dst := bsoncore.AppendDocumentStart(dst)
+	dst = appendPosition(dst, rec)
+	if inner == nil { // as the driver writes a nil slice (an encoded record never is one)
+		dst = bsoncore.AppendNullElement(dst, "record")
+	} else {
+		dst = bsoncore.AppendBinaryElement(dst, "record", 0x00, inner)
+	}
+	dst, _ = bsoncore.AppendDocumentEnd(dst, outer)
+	return dst
 }
 
 // journalTask is one task of a record: its whole after-image (Task), or for a change to an
@@ -81,7 +118,12 @@ type taskCore struct {
 }
 
 func coreOf(t *rundb.Task) *taskCore {
-	return &taskCore{NumGames: t.NumGames, Active: t.Active, LastUpdated: t.LastUpdated, Start: t.Start,
+	c := coreValue(t)
+	return &c
+}
+
+func coreValue(t *rundb.Task) taskCore {
+	return taskCore{NumGames: t.NumGames, Active: t.Active, LastUpdated: t.LastUpdated, Start: t.Start,
 		Stats: t.Stats, Bad: t.Bad, SPSAParams: t.SPSAParams, TaskID: t.TaskID, Residual: t.Residual,
 		ResidualColor: t.ResidualColor}
 }
@@ -141,7 +183,31 @@ func MarkOf(r *rundb.Run, task int) Mark {
 // the history rows added since m. The caller holds r's lock, so records of one run are queued in
 // their order. Its channel receives the write's outcome.
 func (j *Journal) Record(r *rundb.Run, task int, m Mark) (<-chan error, error) {
-	return j.push(r, j.makeRecord(r, task, m))
+	e := entries.Get().(*journalEntry)
+	doc, pos, ok := j.appendCoreChange(e.doc[:0], r, task, m)
+	if !ok {
+		entries.Put(e)
+		return j.push(r, j.makeRecord(r, task, m))
+	}
+	e.doc = doc
+	r.JournalEpoch, r.JournalSeq = pos.Epoch, pos.Seq
+	return j.enqueue(r.ID, pos, e), nil
+}
+
+// appendCoreChange is Record's way for update_task's usual record, the core of one existing
+// task that kept its worker (see appendCoreRecord): it appends to dst the bytes makeRecord and
+// encodeRecord would give, without the record's allocations, and returns its position. It
+// returns false for any other record.
+func (j *Journal) appendCoreChange(dst []byte, r *rundb.Run, task int, m Mark) ([]byte, Position, bool) {
+	if m.before == nil || task >= len(r.Tasks) || m.tasks < len(r.Tasks) || r.Args.SPSA != nil ||
+		!sameWorker(m.before, &r.Tasks[task]) {
+		return dst, Position{}, false
+	}
+	core := coreValue(&r.Tasks[task])
+	tasks := [1]journalTask{{Index: task, Core: &core}}
+	rec := journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, Tasks: tasks[:], LastUpdated: r.LastUpdated}
+	doc, ok := appendCoreRecord(dst, &rec)
+	return doc, rec.pos(), ok
 }
 
 // makeRecord is r's next record after a change about task, m being MarkOf(r, task) from before
@@ -193,7 +259,7 @@ func (j *Journal) push(r *rundb.Run, rec *journalRecord) (<-chan error, error) {
 		return nil, fmt.Errorf("%w: journal: encode a record of run %s: %w", rundb.ErrNotStored, r.ID, err)
 	}
 	r.JournalEpoch, r.JournalSeq = rec.Epoch, rec.Seq
-	return j.enqueue(r.ID, rec.pos(), doc), nil
+	return j.enqueue(r.ID, rec.pos(), &journalEntry{doc: doc}), nil
 }
 
 // applyRecord writes a record's after-images into r.

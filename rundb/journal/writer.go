@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
@@ -30,22 +29,27 @@ func (j *Journal) newSegment(n int) *segment {
 		pins: map[rundb.ObjectID]Position{}}
 }
 
-func (j *Journal) enqueue(run rundb.ObjectID, p Position, doc []byte) <-chan error {
-	e := &journalEntry{run: run, pos: p, doc: doc, done: make(chan error, 1), queued: time.Now()}
+// enqueue queues e, its doc set, as run's record at p, and returns the channel that receives
+// the write's outcome. The journal owns e from then on.
+func (j *Journal) enqueue(run rundb.ObjectID, p Position, e *journalEntry) <-chan error {
+	e.run, e.pos, e.done, e.queued = run, p, make(chan error, 1), time.Now()
 	j.mu.Lock()
 	if j.closing {
 		j.mu.Unlock()
-		e.done <- fmt.Errorf("%w: the journal is closed (the primary is stopping)", rundb.ErrNotStored)
-		return e.done
+		done := e.done
+		done <- fmt.Errorf("%w: the journal is closed (the primary is stopping)", rundb.ErrNotStored)
+		recycle(e)
+		return done
 	}
 	j.queue = append(j.queue, e)
 	j.noteArrival(e.queued)
+	done := e.done // e is the writer's once the lock is let go
 	j.mu.Unlock()
 	select {
 	case j.wake <- struct{}{}:
 	default:
 	}
-	return e.done
+	return done
 }
 
 // write is the writer: it takes every queued record (up to maxBatch) once the oldest has
@@ -54,6 +58,10 @@ func (j *Journal) enqueue(run rundb.ObjectID, p Position, doc []byte) <-chan err
 // the segments no run needs.
 func (j *Journal) write() {
 	defer close(j.done)
+	// The batch and its records' bytes, kept from one batch to the next: the writer takes
+	// thousands of batches a second.
+	var batch []*journalEntry
+	var docs [][]byte
 	for {
 		<-j.wake
 		for {
@@ -64,8 +72,11 @@ func (j *Journal) write() {
 				continue
 			}
 			n := min(len(j.queue), maxBatch)
-			batch := slices.Clone(j.queue[:n])
-			j.queue = j.queue[n:]
+			batch = append(batch[:0], j.queue[:n]...)
+			// The rest moves to the front, so that the queue's array is reused too.
+			rest := copy(j.queue, j.queue[n:])
+			clear(j.queue[rest:])
+			j.queue = j.queue[:rest]
 			closing := j.closing
 			seg := j.currentSegment()
 			j.mu.Unlock()
@@ -76,12 +87,19 @@ func (j *Journal) write() {
 				}
 				break
 			}
-			err := j.writeBatch(seg, batch)
+			docs = docs[:0]
+			for _, e := range batch {
+				docs = append(docs, e.doc)
+			}
+			err := j.writeBatch(seg, batch, docs)
+			clear(docs)
 			end := time.Now()
 			for _, e := range batch {
 				j.metrics.ObserveJournalWait(end.Sub(e.queued))
 				e.done <- err
+				recycle(e) // written (copied into a frame or sent): nothing refers to it now
 			}
+			clear(batch)
 		}
 	}
 }
@@ -130,28 +148,27 @@ func (j *Journal) currentSegment() *segment {
 	return cur
 }
 
-func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
+// writeTimeout bounds a batch's write, with the lease's checks.
+const writeTimeout = 30 * time.Second
+
+// writeBatch writes batch, whose records' bytes are docs, to seg.
+func (j *Journal) writeBatch(seg *segment, batch []*journalEntry, docs [][]byte) error {
 	if j.beforeWrite != nil {
 		j.beforeWrite()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	start := time.Now()
-	docs := make([][]byte, len(batch))
-	for i, e := range batch {
-		docs[i] = e.doc
-	}
+	deadline := start.Add(writeTimeout)
 	// Checked before the write too, so that a primary resumed after a long pause (whose lease
 	// is then old) writes nothing; after it, so that nothing written after a takeover is
 	// acknowledged.
-	err := j.CheckLease(ctx)
+	err := j.checkLeaseBy(deadline)
 	if err == nil {
-		if err = j.out.append(ctx, seg.name, docs); err != nil {
+		if err = j.appendBy(deadline, seg.name, docs); err != nil {
 			j.nextSegmentAfter(seg)
 		}
 	}
 	if err == nil {
-		err = j.CheckLease(ctx)
+		err = j.checkLeaseBy(deadline)
 	}
 	j.metrics.ObserveJournalWrite(time.Since(start), len(batch), err)
 	if errors.Is(err, ErrFenced) {
@@ -173,6 +190,28 @@ func (j *Journal) writeBatch(seg *segment, batch []*journalEntry) error {
 		}
 	}
 	return nil
+}
+
+// checkLeaseBy is CheckLease with a deadline, whose context (and timer) is made only if the
+// lease must be read: the writer checks twice a batch, thousands of batches a second.
+func (j *Journal) checkLeaseBy(deadline time.Time) error {
+	if j.LeaseAge() < j.ttl/2 {
+		return nil // as CheckLease would answer, without a read
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return j.CheckLease(ctx)
+}
+
+// appendBy appends docs to segment name by the deadline. A file takes no context (its writes
+// are not cancelled), so none is made for it.
+func (j *Journal) appendBy(deadline time.Time, name string, docs [][]byte) error {
+	if _, file := j.out.(*fileSegments); file {
+		return j.out.append(context.Background(), name, docs)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return j.out.append(ctx, name, docs)
 }
 
 // nextSegmentAfter starts the next segment if seg, whose write failed, is still the current one:
@@ -233,6 +272,10 @@ func (j *Journal) Covered(run rundb.ObjectID, p Position) {
 // dropCovered drops the segments, but the current one, whose records are all covered.
 func (j *Journal) dropCovered() {
 	j.mu.Lock()
+	if !j.anyCoveredLocked() {
+		j.mu.Unlock()
+		return // the usual case, every time the queue runs dry: nothing to build
+	}
 	var drop []*segment
 	keep := j.segments[:0:0]
 	for i, s := range j.segments {
@@ -252,4 +295,15 @@ func (j *Journal) dropCovered() {
 		}
 		cancel()
 	}
+}
+
+// anyCoveredLocked reports whether a segment, but the current one, has all its records
+// covered. j.mu must be held.
+func (j *Journal) anyCoveredLocked() bool {
+	for _, s := range j.segments[:len(j.segments)-1] {
+		if len(s.pins) == 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -56,8 +56,11 @@ type Cache struct {
 
 	mu      sync.Mutex
 	entries map[rundb.ObjectID]*cacheEntry
-	// changed is closed, and replaced, when any run changes; see Changed.
+	// changed is closed, and replaced, when any run changes, if watched: if Changed has handed
+	// it out since it was made. Unwatched, no one can be waiting on it, and a change, thousands
+	// a second, need not make a new one.
 	changed chan struct{}
+	watched bool
 }
 
 type cacheEntry struct {
@@ -202,6 +205,55 @@ func (c *Cache) View(ctx context.Context, id rundb.ObjectID, fn func(*rundb.Run)
 	return nil
 }
 
+// ViewEach calls fn with each run of ids in turn, as View would, loading those not cached; a run
+// that cannot be read is passed as nil with the error. fn must not keep the pointer or change
+// the run. It takes the cache's own lock twice in all rather than twice per run, so that going
+// through every active run (request_task does, on every call) contends little with the
+// changes of other calls.
+func (c *Cache) ViewEach(ctx context.Context, ids []rundb.ObjectID, fn func(id rundb.ObjectID, r *rundb.Run, err error)) {
+	var buf [64]*cacheEntry
+	entries := buf[:0]
+	c.mu.Lock()
+	now := c.now()
+	for _, id := range ids {
+		e := c.entries[id]
+		if e != nil {
+			e.lastAccess = now
+			e.users++
+		}
+		entries = append(entries, e)
+	}
+	c.mu.Unlock()
+	defer func() { // every entry pinned above or by acquire below
+		c.mu.Lock()
+		for _, e := range entries {
+			if e != nil {
+				e.users--
+			}
+		}
+		c.mu.Unlock()
+	}()
+	for i, id := range ids {
+		e := entries[i]
+		if e == nil {
+			var err error
+			if e, err = c.acquire(ctx, id); err != nil {
+				fn(id, nil, err)
+				continue
+			}
+			entries[i] = e
+		}
+		e.view(id, fn)
+	}
+}
+
+// view calls fn with the entry's run under its lock.
+func (e *cacheEntry) view(id rundb.ObjectID, fn func(rundb.ObjectID, *rundb.Run, error)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(id, e.run, nil)
+}
+
 // Change calls fn to change the run, loading it if needed, and marks it for writing behind with
 // the priority fn returns (a result is PrioNormal, a finished task PrioMedium, a finished run
 // PrioSaveNow). It promises no durability: a crash before the run's next write loses the
@@ -306,13 +358,17 @@ func (c *Cache) Create(ctx context.Context, r *rundb.Run) error {
 func (c *Cache) Changed() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.watched = true
 	return c.changed
 }
 
 // signalLocked wakes every Changed waiter. c.mu must be held.
 func (c *Cache) signalLocked() {
+	if !c.watched {
+		return
+	}
 	close(c.changed)
-	c.changed = make(chan struct{})
+	c.changed, c.watched = make(chan struct{}), false
 }
 
 func (c *Cache) markDirty(e *cacheEntry, prio Prio) {

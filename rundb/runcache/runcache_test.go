@@ -526,3 +526,105 @@ func TestRunCacheListingLeavesOutTasks(t *testing.T) {
 		t.Errorf("the listing changed the cached run: %d tasks, history %v", len(full.Tasks), full.Args.SPSA.ParamHistory)
 	}
 }
+
+// ViewEach shows each run in the order asked, loads those not cached, reports a missing run
+// in its place, and leaves every run unpinned and marked used, as View does: Evict can drop
+// them once they are idle again, and not before.
+func TestRunCacheViewEach(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	clock := newFakeClock()
+	cache := runcache.New(db.Runs, runcache.Options{Now: clock.Now})
+	var ids []rundb.ObjectID
+	for i := range 70 { // more than ViewEach holds without allocating
+		r := &rundb.Run{ID: rundb.NewObjectID(), CommittedGames: i}
+		if err := cache.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	stored := rundbtest.SampleRun() // in the database only
+	stored.Cores = 0                // idle, so that Evict may drop it
+	if err := db.Runs.Insert(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	missing := rundb.NewObjectID()
+	ask := append([]rundb.ObjectID{ids[3], stored.ID, missing}, ids...)
+
+	clock.Advance(10 * time.Minute)
+	var seen []rundb.ObjectID
+	var games []int
+	cache.ViewEach(ctx, ask, func(id rundb.ObjectID, r *rundb.Run, err error) {
+		seen = append(seen, id)
+		switch {
+		case id == missing:
+			if !errors.Is(err, rundb.ErrNotFound) || r != nil {
+				t.Errorf("missing run: %v, %v; want ErrNotFound and no run", r, err)
+			}
+		case err != nil || r == nil || r.ID != id:
+			t.Errorf("run %s: %v, %v", id, r, err)
+		default:
+			games = append(games, r.CommittedGames)
+		}
+	})
+	if len(seen) != len(ask) {
+		t.Fatalf("saw %d runs, want %d", len(seen), len(ask))
+	}
+	for i := range ask {
+		if seen[i] != ask[i] {
+			t.Fatalf("run %d seen was %s, want %s", i, seen[i], ask[i])
+		}
+	}
+	if games[0] != 3 || games[2] != 0 || games[len(games)-1] != 69 {
+		t.Errorf("games %v: runs out of order", games)
+	}
+	if !cache.Cached(stored.ID) {
+		t.Error("a run ViewEach read from the database is not cached")
+	}
+	// Just used: nothing goes. Idle since: all go, so none was left pinned.
+	if n := cache.Evict(5 * time.Minute); n != 0 {
+		t.Errorf("Evict dropped %d runs just viewed, want 0", n)
+	}
+	clock.Advance(10 * time.Minute)
+	if n := cache.Evict(5 * time.Minute); n != len(ids)+1 {
+		t.Errorf("Evict dropped %d idle runs, want %d", n, len(ids)+1)
+	}
+}
+
+// Changes no one watches (no Changed since the last wake-up) must not leave a later watcher
+// asleep: its channel is closed by the next change, as are all handed out before it.
+func TestRunCacheChangedAfterUnwatchedChanges(t *testing.T) {
+	db := rundbtest.Open(t)
+	ctx := context.Background()
+	cache := runcache.New(db.Runs, runcache.Options{})
+	r := &rundb.Run{ID: rundb.NewObjectID()}
+	if err := cache.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // unwatched
+		if err := cache.Change(ctx, r.ID, at(runcache.PrioNormal, setGames(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := cache.Changed(), cache.Changed()
+	select {
+	case <-first:
+		t.Fatal("a fresh Changed channel is already closed")
+	default:
+	}
+	if err := cache.Change(ctx, r.ID, at(runcache.PrioNormal, setGames(9))); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan struct{}{first, second} {
+		select {
+		case <-ch:
+		default:
+			t.Error("a change did not wake a watcher")
+		}
+	}
+	select {
+	case <-cache.Changed():
+		t.Error("the channel after a wake-up is already closed")
+	default:
+	}
+}

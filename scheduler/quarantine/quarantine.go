@@ -17,6 +17,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shoal-chess/shoal/stats"
 )
@@ -69,7 +70,9 @@ func (s Settings) Validate() error {
 
 // The record's bounds: runs remembered per machine, machines, and runs of fleet totals. A
 // machine's window slides by run; the machines and runs least recently reported on are
-// forgotten first, an eighth at a time, so that forgetting costs O(1) per report on average.
+// forgotten first, an eighth at a time. They are kept in the order they were last reported
+// on, so that forgetting reads only those it forgets: a scan and sort of every machine took
+// tens of milliseconds under the record's lock, which update_task holds a run's lock across.
 const (
 	WindowRuns  = 16
 	MaxMachines = 1 << 16
@@ -93,13 +96,16 @@ type machineRun struct {
 type machine struct {
 	runs    []machineRun // oldest first, at most WindowRuns
 	flagged bool         // quarantined: judged no more until cleared
-	seen    uint64
+	recent  recentLinks[machine]
 }
 
 type fleetRun struct {
 	counts
-	seen uint64
+	recent recentLinks[fleetRun]
 }
+
+func (m *machine) links() *recentLinks[machine]   { return &m.recent }
+func (f *fleetRun) links() *recentLinks[fleetRun] { return &f.recent }
 
 // Record is the sliding record of every machine and the fleet's totals per run. Its methods
 // are O(WindowRuns) and take one mutex, a leaf: callers may hold their own locks. Safe for
@@ -107,10 +113,16 @@ type fleetRun struct {
 type Record struct {
 	set Settings
 
+	// flagged counts the flagged machines held, so that Clear, which request_task calls on
+	// every call, need not take mu while none is (almost always).
+	flagged atomic.Int64
+
 	mu       sync.Mutex
-	tick     uint64
 	machines map[string]*machine
 	runs     map[string]*fleetRun
+	// The machines and runs from the most to the least recently reported on.
+	machineOrder recency[machine, *machine]
+	runOrder     recency[fleetRun, *fleetRun]
 }
 
 // New returns an empty record judging by s, which must be valid when enabled.
@@ -215,6 +227,9 @@ func (r *Record) TaskEnded(mach, run string, failed bool) *Verdict {
 // starts afresh; it reports whether the machine was flagged. An unflagged machine keeps its
 // record.
 func (r *Record) Clear(mach string) bool {
+	if r.flagged.Load() == 0 {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.machines[mach]
@@ -222,6 +237,8 @@ func (r *Record) Clear(mach string) bool {
 		return false
 	}
 	delete(r.machines, mach)
+	r.machineOrder.remove(m)
+	r.flagged.Add(-1)
 	return true
 }
 
@@ -243,25 +260,30 @@ func (r *Record) Size() (machines, runs int) {
 // cell returns the machine, its counts on run and the fleet's, making them as needed and
 // sliding the machine's window. It is called with mu held.
 func (r *Record) cell(mach, run string) (*machine, *counts, *counts) {
-	r.tick++
 	m := r.machines[mach]
 	if m == nil {
 		if len(r.machines) >= MaxMachines {
-			forgetOldest(r.machines, func(m *machine) uint64 { return m.seen })
+			forgetOldest(r.machines, &r.machineOrder, func(m *machine) {
+				if m.flagged {
+					r.flagged.Add(-1)
+				}
+			})
 		}
 		m = &machine{}
+		m.recent.key = mach
 		r.machines[mach] = m
 	}
-	m.seen = r.tick
+	r.machineOrder.touch(m)
 	f := r.runs[run]
 	if f == nil {
 		if len(r.runs) >= MaxRuns {
-			forgetOldest(r.runs, func(f *fleetRun) uint64 { return f.seen })
+			forgetOldest(r.runs, &r.runOrder, nil)
 		}
 		f = &fleetRun{}
+		f.recent.key = run
 		r.runs[run] = f
 	}
-	f.seen = r.tick
+	r.runOrder.touch(f)
 	i := slices.IndexFunc(m.runs, func(c machineRun) bool { return c.run == run })
 	if i < 0 {
 		if len(m.runs) == WindowRuns {
@@ -273,19 +295,71 @@ func (r *Record) cell(mach, run string) (*machine, *counts, *counts) {
 	return m, &m.runs[i].counts, &f.counts
 }
 
-// forgetOldest drops the eighth of the map least recently seen.
-func forgetOldest[T any](all map[string]T, seen func(T) uint64) {
-	ticks := make([]uint64, 0, len(all))
-	for _, v := range all {
-		ticks = append(ticks, seen(v))
-	}
-	slices.Sort(ticks)
-	cut := ticks[len(ticks)/8]
-	for k, v := range all {
-		if seen(v) <= cut {
-			delete(all, k)
+// forgetOldest drops from all the eighth of it least recently reported on, and one more,
+// calling forgotten (if not nil) with each.
+func forgetOldest[T any, P recent[T]](all map[string]P, order *recency[T, P], forgotten func(P)) {
+	for n := len(all)/8 + 1; n > 0 && order.oldest != nil; n-- {
+		v := order.oldest
+		delete(all, P(v).links().key)
+		order.remove(v)
+		if forgotten != nil {
+			forgotten(v)
 		}
 	}
+}
+
+// recentLinks place a value of a map in its recency, and name its key.
+type recentLinks[T any] struct {
+	key          string
+	newer, older *T
+}
+
+// recent is a pointer to a value that carries its recentLinks.
+type recent[T any] interface {
+	*T
+	links() *recentLinks[T]
+}
+
+// recency is a doubly linked list of values, from the most recently touched (newest) to the
+// least (oldest): touching and removing cost O(1).
+type recency[T any, P recent[T]] struct {
+	newest, oldest *T
+}
+
+// touch makes v, in the list or not yet, the newest.
+func (l *recency[T, P]) touch(v *T) {
+	if l.newest == v {
+		return
+	}
+	l.remove(v)
+	lv := P(v).links()
+	lv.older = l.newest
+	if l.newest != nil {
+		P(l.newest).links().newer = v
+	}
+	l.newest = v
+	if l.oldest == nil {
+		l.oldest = v
+	}
+}
+
+// remove takes v out of the list; a v not in it is left alone.
+func (l *recency[T, P]) remove(v *T) {
+	lv := P(v).links()
+	if lv.newer == nil && lv.older == nil && l.newest != v {
+		return // not in the list
+	}
+	if lv.newer != nil {
+		P(lv.newer).links().older = lv.older
+	} else {
+		l.newest = lv.older
+	}
+	if lv.older != nil {
+		P(lv.older).links().newer = lv.newer
+	} else {
+		l.oldest = lv.newer
+	}
+	lv.newer, lv.older = nil, nil
 }
 
 // judge applies the rule of kind to machine m, flagging it and returning a Verdict if it
@@ -308,6 +382,7 @@ func (r *Record) judge(mach string, m *machine, kind Kind) *Verdict {
 		return nil
 	}
 	m.flagged = true
+	r.flagged.Add(1)
 	return v
 }
 
