@@ -44,11 +44,13 @@ type lightTransport struct {
 	idle map[string][]*lightConn // per host:port, a stack: the most recently used on top
 }
 
-// lightConn is one connection with its buffers.
+// lightConn is one connection with its buffers: wbuf for the requests writeRequest writes in
+// one piece, bw (made when first needed) for those Request.Write writes.
 type lightConn struct {
 	nc     net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
+	wbuf   []byte
 	addr   string
 	idleAt time.Time // when it was last put in the pool
 }
@@ -128,17 +130,14 @@ func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // exchange writes req on c and reads the reply's header. replied says whether any byte of a
 // reply arrived.
 func (c *lightConn) exchange(req *http.Request) (resp *http.Response, replied bool, err error) {
-	if err := req.Write(c.bw); err != nil { // closes req.Body
-		return nil, false, err
-	}
-	if err := c.bw.Flush(); err != nil {
+	if err := c.writeRequest(req); err != nil { // closes req.Body
 		return nil, false, err
 	}
 	if _, err := c.br.Peek(1); err != nil {
 		return nil, false, err
 	}
 	for {
-		resp, err := http.ReadResponse(c.br, req)
+		resp, err := readResponse(c.br, req)
 		if err != nil {
 			return nil, true, err
 		}
@@ -254,7 +253,7 @@ func (t *lightTransport) getConn(ctx context.Context, addr string, deadline time
 		nc.Close()
 		return nil, false, err
 	}
-	return &lightConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc), addr: addr}, false, nil
+	return &lightConn{nc: nc, br: bufio.NewReader(nc), addr: addr}, false, nil
 }
 
 // putIdle puts c on top of its pool, unless the pool is full. Connections that have waited
