@@ -11,7 +11,7 @@ import (
 // byte for byte and value for value as encoding/json does: every call sends one and reads one,
 // and a fleet of thousands of simulated workers in one process spends more on encoding/json's
 // reflection than on the rest of the call. What the fast paths do not cover exactly (a string
-// that needs escaping, a reply that is not a flat object) goes to encoding/json itself.
+// that needs escaping, a reply with an escaped or non-ASCII string) goes to encoding/json itself.
 
 // encodedInfo is a worker_info with its JSON encoding.
 type encodedInfo struct {
@@ -125,12 +125,14 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// decodeObject is json.Unmarshal of a reply into a map: its flat objects (strings of printable
-// ASCII without escapes, numbers, true, false and null) parsed here, anything else by
-// encoding/json. ok is false when data is not a JSON object (json.Unmarshal's error or null).
+// decodeObject is json.Unmarshal of a reply into a map: the replies parseValue covers parsed
+// here, anything else by encoding/json. ok is false when data is not a JSON object
+// (json.Unmarshal's error or null).
 func decodeObject(data []byte) (m map[string]any, ok bool) {
-	if m, ok := parseFlatObject(data); ok {
-		return m, true
+	if i := skipSpace(data, 0); i < len(data) && data[i] == '{' {
+		if v, next, ok := parseValue(data, i, 0); ok && skipSpace(data, next) == len(data) {
+			return v.(map[string]any), true
+		}
 	}
 	if err := json.Unmarshal(data, &m); err != nil || m == nil {
 		return nil, false
@@ -138,53 +140,21 @@ func decodeObject(data []byte) (m map[string]any, ok bool) {
 	return m, true
 }
 
-// parseFlatObject parses data if it is a flat JSON object parseFlatObject covers; ok false says
-// to leave it to encoding/json (which may find it valid or not).
-func parseFlatObject(data []byte) (m map[string]any, ok bool) {
-	i := skipSpace(data, 0)
-	if i == len(data) || data[i] != '{' {
-		return nil, false
-	}
-	m = make(map[string]any, 4)
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return m, skipSpace(data, i+1) == len(data)
-	}
-	for {
-		key, next, ok := flatKey(data, i)
-		if !ok {
-			return nil, false
-		}
-		i = skipSpace(data, next)
-		if i == len(data) || data[i] != ':' {
-			return nil, false
-		}
-		i = skipSpace(data, i+1)
-		var v any
-		if v, i, ok = flatValue(data, i); !ok {
-			return nil, false
-		}
-		m[key] = v
-		i = skipSpace(data, i)
-		switch {
-		case i == len(data):
-			return nil, false
-		case data[i] == ',':
-			i = skipSpace(data, i+1)
-		case data[i] == '}':
-			return m, skipSpace(data, i+1) == len(data)
-		default:
-			return nil, false
-		}
-	}
-}
+// maxPlainDepth is the deepest nesting parseValue takes; deeper goes to encoding/json.
+const maxPlainDepth = 64
 
-// flatValue parses the value at data[i:]: a string, a number, true, false or null.
-func flatValue(data []byte, i int) (v any, next int, ok bool) {
+// parseValue parses the JSON value at data[i:] as json.Unmarshal does into an any, when its
+// strings are printable ASCII without escapes: objects, arrays, strings, numbers, true, false,
+// null. ok false (a string it does not cover, invalid JSON) says to leave it to encoding/json.
+func parseValue(data []byte, i, depth int) (v any, next int, ok bool) {
 	if i == len(data) {
 		return nil, i, false
 	}
 	switch c := data[i]; {
+	case c == '{':
+		return parseObject(data, i, depth+1)
+	case c == '[':
+		return parseArray(data, i, depth+1)
 	case c == '"':
 		return flatString(data, i)
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -206,6 +176,74 @@ func flatValue(data []byte, i int) (v any, next int, ok bool) {
 	return nil, i, false
 }
 
+// parseObject is parseValue of the object at data[i] ('{').
+func parseObject(data []byte, i, depth int) (_ any, next int, ok bool) {
+	if depth > maxPlainDepth {
+		return nil, i, false
+	}
+	m := make(map[string]any, 4)
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return m, i + 1, true
+	}
+	for {
+		key, next, ok := flatKey(data, i)
+		if !ok {
+			return nil, i, false
+		}
+		i = skipSpace(data, next)
+		if i == len(data) || data[i] != ':' {
+			return nil, i, false
+		}
+		var v any
+		if v, i, ok = parseValue(data, skipSpace(data, i+1), depth); !ok {
+			return nil, i, false
+		}
+		m[key] = v
+		i = skipSpace(data, i)
+		switch {
+		case i == len(data):
+			return nil, i, false
+		case data[i] == ',':
+			i = skipSpace(data, i+1)
+		case data[i] == '}':
+			return m, i + 1, true
+		default:
+			return nil, i, false
+		}
+	}
+}
+
+// parseArray is parseValue of the array at data[i] ('['): never nil, as encoding/json makes it.
+func parseArray(data []byte, i, depth int) (_ any, next int, ok bool) {
+	if depth > maxPlainDepth {
+		return nil, i, false
+	}
+	a := make([]any, 0)
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return a, i + 1, true
+	}
+	for {
+		var v any
+		if v, i, ok = parseValue(data, i, depth); !ok {
+			return nil, i, false
+		}
+		a = append(a, v)
+		i = skipSpace(data, i)
+		switch {
+		case i == len(data):
+			return nil, i, false
+		case data[i] == ',':
+			i = skipSpace(data, i+1)
+		case data[i] == ']':
+			return a, i + 1, true
+		default:
+			return nil, i, false
+		}
+	}
+}
+
 // flatString parses the string at data[i:] if it has only printable ASCII and no escape.
 func flatString(data []byte, i int) (s string, next int, ok bool) {
 	if i == len(data) || data[i] != '"' {
@@ -223,7 +261,7 @@ func flatString(data []byte, i int) (s string, next int, ok bool) {
 }
 
 // replyKeys are the keys of the worker API's replies, which flatKey does not copy.
-var replyKeys = [...]string{"duration", "task_alive", "info", "error", "task_waiting", "version"}
+var replyKeys = [...]string{"duration", "task_alive", "info", "error", "task_waiting", "version", "run", "task_id"}
 
 // flatKey is flatString for a key: a key of replyKeys is that constant, not a new string.
 func flatKey(data []byte, i int) (s string, next int, ok bool) {

@@ -134,7 +134,13 @@ func TestDecodeObjectIsEncodingJSONs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 50000 {
 		var b []byte
-		if rng.IntN(2) == 0 { // a flat object, which the fast path takes, sometimes broken
+		switch rng.IntN(3) {
+		case 0: // a nested object, sometimes broken
+			b = appendRandomJSON(b, rng, pieces[8:], 0, true)
+			if rng.IntN(4) == 0 {
+				b = append(b[:rng.IntN(len(b))], pieces[rng.IntN(len(pieces))]...)
+			}
+		case 1: // a flat object, sometimes broken
 			b = append(b, '{')
 			for k := range rng.IntN(5) {
 				if k > 0 {
@@ -148,7 +154,7 @@ func TestDecodeObjectIsEncodingJSONs(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				b = append(b[:rng.IntN(len(b))], pieces[rng.IntN(len(pieces))]...)
 			}
-		} else {
+		default:
 			for range rng.IntN(12) {
 				b = append(b, pieces[rng.IntN(len(pieces))]...)
 			}
@@ -164,6 +170,33 @@ func TestDecodeObjectIsEncodingJSONs(t *testing.T) {
 			t.Fatalf("%q: got %#v (%v), json.Unmarshal %#v (%v)", text, got, ok, want, err)
 		}
 	}
+}
+
+// appendRandomJSON appends a random JSON value (an object when object is set) of scalars.
+func appendRandomJSON(b []byte, rng *rand.Rand, scalars []string, depth int, object bool) []byte {
+	switch k := rng.IntN(4); {
+	case object || (k == 0 && depth < 5):
+		b = append(b, '{')
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, scalars[rng.IntN(6)]...)
+			b = append(b, ": "[:1+rng.IntN(2)]...)
+			b = appendRandomJSON(b, rng, scalars, depth+1, false)
+		}
+		return append(b, '}')
+	case k == 1 && depth < 5:
+		b = append(b, '[')
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b = append(b, ", "[:1+rng.IntN(2)]...)
+			}
+			b = appendRandomJSON(b, rng, scalars, depth+1, false)
+		}
+		return append(b, ']')
+	}
+	return append(b, scalars[rng.IntN(len(scalars))]...)
 }
 
 func BenchmarkDecodeObject(b *testing.B) {

@@ -95,29 +95,38 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkFleetCycle runs a fleet of simulated workers against a stub server in another
-// process for two seconds an iteration, each worker in the whole protocol cycle (request_version,
-// request_task, an update every 200 ms with a beat between, upload_pgn every 40 games), and
-// reports the fleet process's CPU per request: what a fleet costs its machine, apart from the
-// server's cost.
+// process, each worker in the whole protocol cycle (request_version, request_task, an update
+// every two pair times with a beat between, upload_pgn every 40 games), and reports the fleet
+// process's CPU per request: what a fleet costs its machine, apart from the server's cost. The
+// small fleet calls often; the large one, a share of a split fleet of 10,000, calls as often in
+// all but holds 2,500 connections and tasks.
 func BenchmarkFleetCycle(b *testing.B) {
 	url := startStub(b)
-	var requests int64
-	var cpu time.Duration
-	for b.Loop() {
-		opts := Options{ServerURL: url, Username: "bench", Password: "secret", Workers: 300,
-			TimeScale: 1000, PairTime: 100 * time.Millisecond, Duration: 2 * time.Second,
-			StopGrace: time.Second, Seed: 1}
-		before := cpuTime()
-		rep, err := Run(context.Background(), opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cpu += cpuTime() - before
-		requests += rep.Requests
-		if rep.TransportErrors > 0 || len(rep.HTTPErrors) > 0 || rep.BadReplies > 0 {
-			b.Fatalf("errors: %d transport (%v), http %v, %d bad replies", rep.TransportErrors, rep.TransportErrorSamples, rep.HTTPErrors, rep.BadReplies)
-		}
+	for _, bc := range []struct {
+		workers   int
+		scale     float64
+		pair, run time.Duration
+	}{{300, 1000, 100 * time.Millisecond, 2 * time.Second}, {2500, 100, time.Second, 6 * time.Second}} {
+		b.Run("workers="+strconv.Itoa(bc.workers), func(b *testing.B) {
+			var requests int64
+			var cpu time.Duration
+			for b.Loop() {
+				opts := Options{ServerURL: url, Username: "bench", Password: "secret", Workers: bc.workers,
+					TimeScale: bc.scale, PairTime: bc.pair, Duration: bc.run, StopGrace: time.Second, Seed: 1}
+				before := cpuTime()
+				rep, err := Run(context.Background(), opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - before
+				requests += rep.Requests
+				if rep.TransportErrors > 0 || len(rep.HTTPErrors) > 0 || rep.BadReplies > 0 {
+					b.Fatalf("errors: %d transport (%v), http %v, %d bad replies", rep.TransportErrors,
+						rep.TransportErrorSamples, rep.HTTPErrors, rep.BadReplies)
+				}
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(requests), "cpu-ns/req")
+			b.ReportMetric(float64(requests)/float64(b.N), "req/op")
+		})
 	}
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(requests), "cpu-ns/req")
-	b.ReportMetric(float64(requests)/float64(b.N), "req/op")
 }

@@ -112,7 +112,6 @@ func TestReadResponseIsHTTPReadResponse(t *testing.T) {
 	}
 }
 
-
 // readAll reads a reply from text with read, and its body.
 func readAll(read func(*bufio.Reader, *http.Request) (*http.Response, error), text string, req *http.Request) (*http.Response, string, error) {
 	resp, err := read(bufio.NewReader(strings.NewReader(text)), req)
