@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -40,6 +41,9 @@ type lightTransport struct {
 	// that is not net/http's own, enforces its Timeout with a goroutine and a timer per request.
 	timeout time.Duration
 
+	// lastAddr is the URL host of the last request and its host:port (hostPort).
+	lastAddr atomic.Pointer[[2]string]
+
 	mu   sync.Mutex
 	idle map[string][]*lightConn // per host:port, a stack: the most recently used on top
 }
@@ -47,10 +51,14 @@ type lightTransport struct {
 // lightConn is one connection with its buffers: wbuf for the requests writeRequest writes in
 // one piece, bw (made when first needed) for those Request.Write writes.
 type lightConn struct {
-	nc     net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	wbuf   []byte
+	nc   net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	wbuf []byte
+	// body is the body of the reply being read, when readResponse parsed its header: a
+	// connection has one reply at a time, and is put back in the pool only once its body is
+	// read or closed, never to be read again.
+	body   fixedBody
 	addr   string
 	idleAt time.Time // when it was last put in the pool
 }
@@ -95,7 +103,7 @@ func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.timeout > 0 {
 		deadline = time.Now().Add(t.timeout)
 	}
-	addr := hostPort(req)
+	addr := t.hostPort(req)
 	out := req
 	for retried := false; ; retried = true {
 		// The retry dials: when the server restarts or closes its idle connections, every
@@ -137,7 +145,7 @@ func (c *lightConn) exchange(req *http.Request) (resp *http.Response, replied bo
 		return nil, false, err
 	}
 	for {
-		resp, err := readResponse(c.br, req)
+		resp, err := readResponse(c.br, req, &c.body)
 		if err != nil {
 			return nil, true, err
 		}
@@ -357,6 +365,17 @@ func closeRequestBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// hostPort is hostPort(req), from the last request's when req is to the same URL host: a fleet
+// calls one server.
+func (t *lightTransport) hostPort(req *http.Request) string {
+	if last := t.lastAddr.Load(); last != nil && last[0] == req.URL.Host {
+		return last[1]
+	}
+	addr := hostPort(req)
+	t.lastAddr.Store(&[2]string{req.URL.Host, addr})
+	return addr
 }
 
 // hostPort is req's server as host:port, with port 80 when the URL names none.

@@ -160,15 +160,17 @@ func token(s string) bool {
 }
 
 // readResponse reads the reply to req from br: with parseResponse when the reply's whole header
-// is already buffered and it covers it, else with http.ReadResponse.
-func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+// is already buffered and it covers it, else with http.ReadResponse. The body of a reply
+// parseResponse read is fixed, which must not be in use.
+func readResponse(br *bufio.Reader, req *http.Request, fixed *fixedBody) (*http.Response, error) {
 	if req.Method == http.MethodPost || req.Method == http.MethodGet {
 		if buffered, _ := br.Peek(br.Buffered()); len(buffered) > 0 {
 			if resp, n := parseResponse(buffered); resp != nil {
 				_, _ = br.Discard(n)
 				resp.Request = req
 				if resp.ContentLength > 0 {
-					resp.Body = &fixedBody{r: br, n: resp.ContentLength}
+					*fixed = fixedBody{r: br, n: resp.ContentLength}
+					resp.Body = fixed
 				}
 				return resp, nil
 			}

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A request goes out byte for byte as Request.Write writes it, whatever of it appendRequest
@@ -101,7 +104,9 @@ func TestReadResponseIsHTTPReadResponse(t *testing.T) {
 		if resp, _ := parseResponse([]byte(text)); resp != nil && method != http.MethodHead {
 			fast++
 		}
-		got, gotBody, gotErr := readAll(readResponse, text, req)
+		got, gotBody, gotErr := readAll(func(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+			return readResponse(br, req, new(fixedBody))
+		}, text, req)
 		want, wantBody, wantErr := readAll(http.ReadResponse, text, req)
 		if (gotErr == nil) != (wantErr == nil) || gotBody != wantBody || !sameResponse(got, want) {
 			t.Fatalf("reply %d %q to %s:\n got %+v %q (%v)\nwant %+v %q (%v)", i, text, method, got, gotBody, gotErr, want, wantBody, wantErr)
@@ -130,4 +135,51 @@ func sameResponse(a, b *http.Response) bool {
 		a.ProtoMinor == b.ProtoMinor && reflect.DeepEqual(a.Header, b.Header) && a.ContentLength == b.ContentLength &&
 		a.Close == b.Close && reflect.DeepEqual(a.TransferEncoding, b.TransferEncoding) && reflect.DeepEqual(a.Trailer, b.Trailer) &&
 		a.Request == b.Request && (a.Body == http.NoBody) == (b.Body == http.NoBody)
+}
+
+// The body of a reply parsed by readResponse lives in its connection: once read (or closed) and
+// the connection reused, it reads nothing of the next reply, which reads whole.
+func TestReplyBodyDoesNotReadTheNextReply(t *testing.T) {
+	n := 0
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"reply":`+strconv.Itoa(n)+`}`)
+	}))
+	conns := 0
+	s.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			conns++
+		}
+	}
+	s.Start()
+	defer s.Close()
+	c := &http.Client{Transport: &lightTransport{idleTimeout: time.Minute}}
+	get := func() *http.Response {
+		resp, err := c.Post(s.URL+"/api/beat", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := get()
+	if body, err := io.ReadAll(first.Body); err != nil || string(body) != `{"reply":1}` {
+		t.Fatalf("first reply %q, %v", body, err)
+	}
+	for _, finish := range []func(io.ReadCloser){func(b io.ReadCloser) { b.Close() }, func(io.ReadCloser) {}} {
+		second := get()
+		var p [64]byte
+		if k, err := first.Body.Read(p[:]); k != 0 || err == nil {
+			t.Errorf("the first body read %q, %v after the connection was reused", p[:k], err)
+		}
+		body, err := io.ReadAll(second.Body)
+		if err != nil || !strings.HasPrefix(string(body), `{"reply":`) {
+			t.Errorf("next reply %q, %v", body, err)
+		}
+		finish(first.Body)
+		first = second
+	}
+	if conns != 1 {
+		t.Errorf("%d connections; want one, reused", conns)
+	}
 }
