@@ -59,6 +59,7 @@ type lightConn struct {
 	// connection has one reply at a time, and is put back in the pool only once its body is
 	// read or closed, never to be read again.
 	body   fixedBody
+	kill   func() // closes nc: what a cancelled context does, made once per connection
 	addr   string
 	idleAt time.Time // when it was last put in the pool
 }
@@ -116,7 +117,7 @@ func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A cancelled ctx closes the connection, which ends any read or write on it at once.
 		stop := func() bool { return true }
 		if ctx.Done() != nil {
-			stop = context.AfterFunc(ctx, func() { c.nc.Close() })
+			stop = context.AfterFunc(ctx, c.kill)
 		}
 		resp, replied, err := c.exchange(out)
 		if err == nil {
@@ -261,7 +262,9 @@ func (t *lightTransport) getConn(ctx context.Context, addr string, deadline time
 		nc.Close()
 		return nil, false, err
 	}
-	return &lightConn{nc: nc, br: bufio.NewReader(nc), addr: addr}, false, nil
+	c = &lightConn{nc: nc, br: bufio.NewReader(nc), addr: addr}
+	c.kill = func() { c.nc.Close() }
+	return c, false, nil
 }
 
 // putIdle puts c on top of its pool, unless the pool is full. Connections that have waited
