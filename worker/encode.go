@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 
@@ -19,8 +20,14 @@ type encodedInfo struct {
 	json []byte
 }
 
+// encodedBody is a request body already encoded, which encodeBody sends as it is.
+type encodedBody []byte
+
 // encodeBody is payload's JSON, as json.Marshal makes it.
 func (w *Worker) encodeBody(payload any) ([]byte, error) {
+	if b, ok := payload.(encodedBody); ok {
+		return b, nil
+	}
 	r, ok := payload.(protocol.Request)
 	if !ok {
 		return json.Marshal(payload)
@@ -36,7 +43,23 @@ func (w *Worker) encodeBody(payload any) ([]byte, error) {
 	if r.Message != nil {
 		n += len(*r.Message)
 	}
-	return appendRequest(make([]byte, 0, n), &r, info), nil
+	return appendRequest(make([]byte, 0, n), &r, info, nil), nil
+}
+
+// encodePGNUpload is the body of upload_pgn: r with the base64 of gz as its PGN, as
+// json.Marshal makes it, the base64 written in place instead of in a string of its own (its
+// alphabet needs no escaping in JSON). size is the base64's length. payload is what post takes:
+// the encoded body, or r itself when its worker_info cannot be encoded (json.Marshal's error).
+func (w *Worker) encodePGNUpload(r protocol.Request, gz []byte) (payload any, size int) {
+	size = base64.StdEncoding.EncodedLen(len(gz))
+	info := w.infoJSON(r.WorkerInfo)
+	if info == nil {
+		pgn := base64.StdEncoding.EncodeToString(gz)
+		r.PGN = &pgn
+		return r, size
+	}
+	n := len(r.Password) + len(info) + size + 256
+	return encodedBody(appendRequest(make([]byte, 0, n), &r, info, gz)), size
 }
 
 // infoJSON is info's JSON, from the last one encoded when it is the same (a worker's info
@@ -54,8 +77,8 @@ func (w *Worker) infoJSON(info protocol.WorkerInfo) []byte {
 }
 
 // appendRequest appends r's JSON, with info the JSON of r.WorkerInfo, in protocol.Request's field
-// order, leaving out the nil pointers (omitempty).
-func appendRequest(b []byte, r *protocol.Request, info []byte) []byte {
+// order, leaving out the nil pointers (omitempty); with gz, the PGN is its base64 (r.PGN nil).
+func appendRequest(b []byte, r *protocol.Request, info, gz []byte) []byte {
 	b = append(b, `{"password":`...)
 	b = appendString(b, r.Password)
 	if r.RunID != nil {
@@ -69,6 +92,10 @@ func appendRequest(b []byte, r *protocol.Request, info []byte) []byte {
 	if r.PGN != nil {
 		b = append(b, `,"pgn":`...)
 		b = appendString(b, *r.PGN)
+	} else if gz != nil {
+		b = append(b, `,"pgn":"`...)
+		b = base64.StdEncoding.AppendEncode(b, gz)
+		b = append(b, '"')
 	}
 	if r.Message != nil {
 		b = append(b, `,"message":`...)

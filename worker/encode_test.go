@@ -2,7 +2,11 @@ package worker
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -218,4 +222,61 @@ func BenchmarkDecodeObject(b *testing.B) {
 			}
 		}
 	})
+}
+
+// upload_pgn's body, its base64 written in place, is byte for byte json.Marshal's of the request
+// with the base64 as its PGN; a worker_info that cannot be encoded leaves the request to it.
+func TestEncodePGNUploadIsEncodingJSONs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	w := &Worker{}
+	for range 3000 {
+		r := randomRequest(rng)
+		r.PGN = nil
+		gz := make([]byte, rng.IntN(300))
+		for i := range gz {
+			gz[i] = byte(rng.Uint32())
+		}
+		payload, size := w.encodePGNUpload(r, gz)
+		pgn := base64.StdEncoding.EncodeToString(gz)
+		r.PGN = &pgn
+		want, wantErr := json.Marshal(r)
+		got, err := w.encodeBody(payload)
+		if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) || size != len(pgn) {
+			t.Fatalf("upload %+v:\n got %s (%v), size %d\nwant %s (%v), size %d", r, got, err, size, want, wantErr, len(pgn))
+		}
+	}
+}
+
+// The gzip stream of a PGN upload is the one of writing its batches whole, at every level, and a
+// pooled writer and buffer carry nothing from one upload to the next.
+func TestGzipPGNIsWritingTheBatchesWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	task := Task{RunID: "0123456789abcdef01234567", TaskID: 3, Args: protocol.RunArgs{NewTag: "patch", BaseTag: "master"}}
+	for round := range 40 {
+		level := gzip.HuffmanOnly + round%(gzip.BestCompression-gzip.HuffmanOnly+1)
+		if level == gzip.NoCompression {
+			level = gzip.BestSpeed
+		}
+		var pgn []string
+		for range rng.IntN(8) {
+			results := make([]gameResult, 2*(1+rng.IntN(200)))
+			for i := range results {
+				results[i] = gameResult(rng.IntN(3))
+			}
+			pgn = append(pgn, simPGN(task, results))
+		}
+		name := fmt.Sprintf("run-%d.pgn.gz", round)
+		var want bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&want, level)
+		zw.Name = name
+		for _, p := range pgn {
+			io.WriteString(zw, p)
+		}
+		zw.Close()
+		var got []byte
+		gzipPGN(level, name, pgn, func(gz []byte) { got = bytes.Clone(gz) })
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("level %d, %d batches: the stream differs from writing them whole", level, len(pgn))
+		}
+	}
 }

@@ -22,8 +22,8 @@ import (
 // stubChild is the argument that makes this test binary the stub server of BenchmarkFleetCycle.
 const stubChild = "fleet-bench-stub"
 
-// stubTaskGames is the size of a stub task: ten updates of four games (SPRT batches of 2 pairs).
-const stubTaskGames = 40
+// stubTaskGames is the size of a stub task: six updates of four games (SPRT batches of 2 pairs).
+const stubTaskGames = 24
 
 // serveStub answers the worker protocol with fixed replies, as fast as net/http can, until its
 // standard input closes: the server of BenchmarkFleetCycle, in a process of its own so that
@@ -33,7 +33,7 @@ func serveStub() error {
 	if err != nil {
 		return err
 	}
-	var taskID atomic.Int64
+	var taskID, calls atomic.Int64
 	args := `{"base_tag":"master","new_tag":"patch","num_games":400000,"tc":"10+0.1","threads":1,` +
 		`"book":"UHO_Lichess_4852_v1.epd","book_depth":"8","base_options":"Hash=16","new_options":"Hash=16",` +
 		`"resolved_base":"` + strings.Repeat("b", 40) + `","resolved_new":"` + strings.Repeat("a", 40) + `",` +
@@ -41,6 +41,11 @@ func serveStub() error {
 		`"sprt":{"alpha":0.05,"beta":0.05,"elo0":0,"elo1":2,"elo_model":"normalized","state":"","llr":0,"batch_size":2}}`
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/stub/calls" {
+			_, _ = io.WriteString(w, strconv.FormatInt(calls.Load(), 10))
+			return
+		}
+		calls.Add(1)
 		var reply string
 		switch strings.TrimPrefix(r.URL.Path, "/api/") {
 		case "request_version":
@@ -94,39 +99,83 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// stubCalls is how many worker calls the stub at url has answered.
+func stubCalls(b *testing.B, url string) int64 {
+	resp, err := http.Get(url + "/stub/calls")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	n, err := strconv.ParseInt(string(data), 10, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
 // BenchmarkFleetCycle runs a fleet of simulated workers against a stub server in another
 // process, each worker in the whole protocol cycle (request_version, request_task, an update
-// every two pair times with a beat between, upload_pgn every 40 games), and reports the fleet
-// process's CPU per request: what a fleet costs its machine, apart from the server's cost. The
-// small fleet calls often; the large one, a share of a split fleet of 10,000, calls as often in
-// all but holds 2,500 connections and tasks.
+// every two pair times, upload_pgn every 24 games), and reports the fleet process's CPU per
+// request: what a fleet costs its machine, apart from the server's cost.
+//
+// small: 300 workers calling often (an update every 200 ms, a beat between), their start and
+// stop included. shard: a quarter of the bench's capacity fleet, 2,500 workers at time scale
+// 50 (a beat before most updates, a task every 15 s), measured over 20 s once they have all
+// started, their first tasks ending in it.
 func BenchmarkFleetCycle(b *testing.B) {
 	url := startStub(b)
-	for _, bc := range []struct {
-		workers   int
-		scale     float64
-		pair, run time.Duration
-	}{{300, 1000, 100 * time.Millisecond, 2 * time.Second}, {2500, 100, time.Second, 6 * time.Second}} {
-		b.Run("workers="+strconv.Itoa(bc.workers), func(b *testing.B) {
-			var requests int64
-			var cpu time.Duration
-			for b.Loop() {
-				opts := Options{ServerURL: url, Username: "bench", Password: "secret", Workers: bc.workers,
-					TimeScale: bc.scale, PairTime: bc.pair, Duration: bc.run, StopGrace: time.Second, Seed: 1}
-				before := cpuTime()
+	b.Run("small", func(b *testing.B) {
+		var requests int64
+		var cpu time.Duration
+		for b.Loop() {
+			opts := Options{ServerURL: url, Username: "bench", Password: "secret", Workers: 300,
+				TimeScale: 1000, PairTime: 100 * time.Millisecond, Duration: 2 * time.Second,
+				StopGrace: time.Second, Seed: 1}
+			before := cpuTime()
+			rep, err := Run(context.Background(), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cpu += cpuTime() - before
+			requests += rep.Requests
+			checkReport(b, rep)
+		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(requests), "cpu-ns/req")
+		b.ReportMetric(float64(requests)/float64(b.N), "req/op")
+	})
+	b.Run("shard", func(b *testing.B) {
+		const warmUp, window = 10 * time.Second, 20 * time.Second
+		var requests int64
+		var cpu time.Duration
+		for b.Loop() {
+			opts := Options{ServerURL: url, Username: "bench", Password: "secret", Workers: 2500,
+				TimeScale: 50, Duration: warmUp + window + time.Second, StopGrace: time.Second, Seed: 1}
+			done := make(chan *Report, 1)
+			go func() {
 				rep, err := Run(context.Background(), opts)
 				if err != nil {
-					b.Fatal(err)
+					b.Error(err)
 				}
-				cpu += cpuTime() - before
-				requests += rep.Requests
-				if rep.TransportErrors > 0 || len(rep.HTTPErrors) > 0 || rep.BadReplies > 0 {
-					b.Fatalf("errors: %d transport (%v), http %v, %d bad replies", rep.TransportErrors,
-						rep.TransportErrorSamples, rep.HTTPErrors, rep.BadReplies)
-				}
+				done <- rep
+			}()
+			time.Sleep(warmUp)
+			calls0, cpu0 := stubCalls(b, url), cpuTime()
+			time.Sleep(window)
+			requests += stubCalls(b, url) - calls0
+			cpu += cpuTime() - cpu0
+			if rep := <-done; rep != nil {
+				checkReport(b, rep)
 			}
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(requests), "cpu-ns/req")
-			b.ReportMetric(float64(requests)/float64(b.N), "req/op")
-		})
+		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(requests), "cpu-ns/req")
+		b.ReportMetric(float64(requests)/float64(b.N), "req/op")
+	})
+}
+
+func checkReport(b *testing.B, rep *Report) {
+	if rep.TransportErrors > 0 || len(rep.HTTPErrors) > 0 || rep.BadReplies > 0 {
+		b.Fatalf("errors: %d transport (%v), http %v, %d bad replies", rep.TransportErrors,
+			rep.TransportErrorSamples, rep.HTTPErrors, rep.BadReplies)
 	}
 }
