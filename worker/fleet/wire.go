@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -19,17 +20,15 @@ import (
 // in one write, its body included, and the reply's header is parsed from what one read brought,
 // with one allocation for its strings.
 
-// maxKeptWriteBuffer is the largest request buffer a connection keeps between requests: a PGN
-// upload's is let go.
+// maxKeptWriteBuffer is the largest request buffer a connection keeps between requests; a
+// larger body (a PGN upload) that can hand out its bytes (io.WriterTo) is written from them,
+// after the header, in the same system call (writev).
 const maxKeptWriteBuffer = 16 << 10
 
-// writeRequest writes req on c: in one write when writeFast covers it, else with Request.Write.
+// writeRequest writes req on c: in one write when appendHead covers it, else with Request.Write.
 // It closes req.Body.
 func (c *lightConn) writeRequest(req *http.Request) error {
-	buf, ok, err := appendRequest(c.wbuf[:0], req)
-	if err != nil {
-		return err
-	}
+	head, ok := appendHead(c.wbuf[:0], req)
 	if !ok {
 		if c.bw == nil {
 			c.bw = bufio.NewWriter(c.nc)
@@ -39,11 +38,24 @@ func (c *lightConn) writeRequest(req *http.Request) error {
 		}
 		return c.bw.Flush()
 	}
-	_, err = c.nc.Write(buf)
-	if cap(buf) <= maxKeptWriteBuffer {
-		c.wbuf = buf[:0]
+	var err error
+	if wt, isWT := req.Body.(io.WriterTo); isWT && req.ContentLength > maxKeptWriteBuffer {
+		err = writeWithBody(c.nc, head, wt, req.ContentLength)
+	} else {
+		if req.ContentLength > 0 {
+			head, err = appendBody(head, req.Body, req.ContentLength)
+		}
+		if err == nil {
+			_, err = c.nc.Write(head)
+		}
+	}
+	if cap(head) <= maxKeptWriteBuffer {
+		c.wbuf = head[:0]
 	} else {
 		c.wbuf = nil
+	}
+	if req.Body != nil {
+		req.Body.Close()
 	}
 	return err
 }
@@ -51,6 +63,21 @@ func (c *lightConn) writeRequest(req *http.Request) error {
 // appendRequest appends req as Request.Write writes it, body included, and closes its body; ok
 // is false (nothing done) when req is not a plain worker call (see the top of the file).
 func appendRequest(b []byte, req *http.Request) (_ []byte, ok bool, err error) {
+	if b, ok = appendHead(b, req); !ok {
+		return b, false, nil
+	}
+	if req.ContentLength > 0 {
+		b, err = appendBody(b, req.Body, req.ContentLength)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return b, true, err
+}
+
+// appendHead appends req's request line and header as Request.Write writes them; ok is false
+// (nothing appended) when req is not a plain worker call (see the top of the file).
+func appendHead(b []byte, req *http.Request) (_ []byte, ok bool) {
 	host := req.Host
 	if host == "" {
 		host = req.URL.Host
@@ -58,20 +85,20 @@ func appendRequest(b []byte, req *http.Request) (_ []byte, ok bool, err error) {
 	if (req.Method != http.MethodPost && req.Method != http.MethodGet) || !plainHost(host) || req.Close ||
 		len(req.TransferEncoding) > 0 || req.Trailer != nil || len(req.Header) > 1 || req.ContentLength < 0 ||
 		(req.ContentLength == 0 && req.Body != nil && req.Body != http.NoBody) || (req.ContentLength > 0 && req.Body == nil) {
-		return b, false, nil
+		return b, false
 	}
 	uri := req.URL.RequestURI()
 	if !plainText(uri) || req.URL.Scheme != "http" {
-		return b, false, nil
+		return b, false
 	}
 	var key, value string
 	for k, v := range req.Header {
 		if len(v) != 1 || !token(k) || !plainText(v[0]) || (len(v[0]) > 0 && (v[0][0] == ' ' || v[0][len(v[0])-1] == ' ')) {
-			return b, false, nil
+			return b, false
 		}
 		switch textproto.CanonicalMIMEHeaderKey(k) {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
-			return b, false, nil
+			return b, false
 		}
 		key, value = k, v[0]
 	}
@@ -92,14 +119,7 @@ func appendRequest(b []byte, req *http.Request) (_ []byte, ok bool, err error) {
 		b = append(b, value...)
 		b = append(b, "\r\n"...)
 	}
-	b = append(b, "\r\n"...)
-	if req.ContentLength > 0 {
-		b, err = appendBody(b, req.Body, req.ContentLength)
-	}
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	return b, true, err
+	return append(b, "\r\n"...), true
 }
 
 // appendBody appends exactly n bytes of body, as Request.Write sends them: a body of another
@@ -109,15 +129,60 @@ func appendBody(b []byte, body io.Reader, n int64) ([]byte, error) {
 	b = append(b, make([]byte, n)...)
 	got, err := io.ReadFull(body, b[start:])
 	if err == io.ErrUnexpectedEOF || err == io.EOF {
-		return b, fmt.Errorf("http: ContentLength=%d with Body length %d", n, got)
+		return b, bodyLengthError(n, int64(got))
 	}
 	if err != nil {
 		return b, err
 	}
 	if extra, _ := io.Copy(io.Discard, body); extra > 0 {
-		return b, fmt.Errorf("http: ContentLength=%d with Body length %d", n, n+extra)
+		return b, bodyLengthError(n, n+extra)
 	}
 	return b, nil
+}
+
+func bodyLengthError(want, got int64) error {
+	return fmt.Errorf("http: ContentLength=%d with Body length %d", want, got)
+}
+
+// writeWithBody writes head and then the n bytes of body on nc, head and the body's first
+// piece (a bytes.Reader's only one) in one system call. A body of another length is an
+// error, as Request.Write makes it, and nothing of it past n is written.
+func writeWithBody(nc net.Conn, head []byte, body io.WriterTo, n int64) error {
+	w := &headedWriter{nc: nc, head: head, n: n, left: n}
+	if _, err := body.WriteTo(w); err != nil {
+		return err
+	}
+	if w.left > 0 {
+		return bodyLengthError(n, n-w.left)
+	}
+	return nil
+}
+
+// headedWriter writes its head before the first piece, in the same writev, and at most left
+// bytes.
+type headedWriter struct {
+	nc      net.Conn
+	head    []byte
+	n, left int64 // the body's length, and what is left of it to write
+}
+
+func (w *headedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > w.left {
+		return 0, bodyLengthError(w.n, w.n-w.left+int64(len(p)))
+	}
+	var err error
+	if w.head != nil {
+		bufs := net.Buffers{w.head, p}
+		_, err = bufs.WriteTo(w.nc)
+		w.head = nil
+	} else {
+		_, err = w.nc.Write(p)
+	}
+	if err != nil {
+		return 0, err
+	}
+	w.left -= int64(len(p))
+	return len(p), nil
 }
 
 // plainHost is a host[:port] of letters, digits, dots, dashes and colons (an IPv6 address in

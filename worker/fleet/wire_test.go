@@ -30,7 +30,7 @@ func TestAppendRequestIsRequestWrite(t *testing.T) {
 		url := urls[rng.IntN(len(urls))]
 		header := headers[rng.IntN(len(headers))]
 		body := bytes.Repeat([]byte("x"), []int{0, 1, 600, 5000, 40000}[rng.IntN(5)])
-		lie := []int64{0, 0, 0, 0, 1, -1}[rng.IntN(6)] // a ContentLength that is not the body's
+		lie := []int64{0, 0, 0, 0, 1, -1, -20000}[rng.IntN(7)] // a ContentLength that is not the body's
 		host := []string{"", "", "other:81", "a b"}[rng.IntN(4)]
 		closeIt := rng.IntN(10) == 0
 		mk := func() *http.Request {
@@ -59,11 +59,26 @@ func TestAppendRequestIsRequestWrite(t *testing.T) {
 			t.Fatalf("request %d (%s %s %v host %q, %d bytes, CL%+d):\n got %q (%v)\nwant %q (%v)", i, method, url, header, host,
 				len(body), lie, got, err, want.Bytes(), wantErr)
 		}
+		// Written on a connection, a large body from its own bytes: the same bytes.
+		conn := &recordingConn{}
+		err = (&lightConn{nc: conn}).writeRequest(mk())
+		if (err == nil) != (wantErr == nil) || (err == nil && !bytes.Equal(conn.b.Bytes(), want.Bytes())) {
+			t.Fatalf("request %d (%s %s %v host %q, %d bytes, CL%+d) on a connection:\n got %q (%v)\nwant %q (%v)", i, method, url,
+				header, host, len(body), lie, conn.b.Bytes(), err, want.Bytes(), wantErr)
+		}
 	}
 	if taken < 1000 {
 		t.Errorf("appendRequest took %d requests of 5000; want the plain ones", taken)
 	}
 }
+
+// recordingConn is a connection that keeps what is written on it.
+type recordingConn struct {
+	net.Conn
+	b bytes.Buffer
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) { return c.b.Write(p) }
 
 // A reply reads as http.ReadResponse reads it, header, status and body, whether parseResponse
 // takes it or not.
