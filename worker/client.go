@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -87,8 +88,10 @@ func (w *Worker) post(ctx context.Context, endpoint string, payload any) (*reply
 	} else if info, ok := r.m["info"]; ok {
 		w.log.Info(fmt.Sprint("Info from remote: ", info), "endpoint", endpoint)
 	}
-	w.log.Debug("Post request handled", "endpoint", endpoint, "took", took,
-		"server_ms", 1000*r.m["duration"].(float64))
+	if w.log.Enabled(ctx, slog.LevelDebug) { // its arguments cost allocations even when discarded
+		w.log.Debug("Post request handled", "endpoint", endpoint, "took", took,
+			"server_ms", 1000*r.m["duration"].(float64))
+	}
 	return r, nil
 }
 
@@ -128,7 +131,7 @@ func readReply(resp *http.Response) ([]byte, error) {
 
 // do makes the HTTP call. status is 0 when no response arrived.
 func (w *Worker) do(ctx context.Context, endpoint string, payload any) (*reply, int, error) {
-	body, err := json.Marshal(payload)
+	body, err := w.encodeBody(payload)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: encode request: %w", endpoint, err)
 	}
@@ -150,8 +153,8 @@ func (w *Worker) do(ctx context.Context, endpoint string, payload any) (*reply, 
 	if err != nil {
 		return nil, resp.StatusCode, fmt.Errorf("%s: read reply: %w", endpoint, err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+	m, ok := decodeObject(data)
+	if !ok {
 		return nil, resp.StatusCode, fmt.Errorf("%s: HTTP %d: %w", endpoint, resp.StatusCode, errInvalidReply)
 	}
 	if _, ok := m["duration"].(float64); !ok {

@@ -264,6 +264,11 @@ func writeTag(b *strings.Builder, name, value string) {
 	b.WriteByte('[')
 	b.WriteString(name)
 	b.WriteString(` "`)
+	if plainTagValue(value) {
+		b.WriteString(value)
+		b.WriteString("\"]\n")
+		return
+	}
 	for _, r := range value {
 		switch {
 		case r == '\\' || r == '"':
@@ -275,6 +280,17 @@ func writeTag(b *strings.Builder, name, value string) {
 		}
 	}
 	b.WriteString("\"]\n")
+}
+
+// plainTagValue says that value is printable ASCII without a backslash or a quote: writeTag
+// writes it as it is, without its rune by rune loop.
+func plainTagValue(value string) bool {
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < ' ' || c >= 0x7f || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return true
 }
 
 var _ GameSource = (*SimSource)(nil)

@@ -217,3 +217,37 @@ func TestSimSourceIsSafeForConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A PGN tag's value is escaped (backslash, quote) and stripped of control characters, and
+// invalid UTF-8 becomes U+FFFD, whether writeTag takes its plain path or not.
+func TestWriteTagEscapes(t *testing.T) {
+	reference := func(name, value string) string {
+		var b strings.Builder
+		b.WriteString("[" + name + ` "`)
+		for _, r := range value {
+			switch {
+			case r == '\\' || r == '"':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r < ' ' || r == 0x7f:
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteString("\"]\n")
+		return b.String()
+	}
+	pieces := []string{"", "Batch 3: patch vs master", `"`, `\`, "\x00", "\n", "\x7f", "é", "\xff", "~", " "}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 5000 {
+		var value string
+		for range rng.IntN(5) {
+			value += pieces[rng.IntN(len(pieces))]
+		}
+		var b strings.Builder
+		writeTag(&b, "Event", value)
+		if want := reference("Event", value); b.String() != want {
+			t.Fatalf("value %q: got %q, want %q", value, b.String(), want)
+		}
+	}
+}

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -363,30 +361,56 @@ func (t *taskRun) uploadPGN(ctx context.Context) error {
 	if t.spsa || !slices.ContainsFunc(t.pgn, func(p string) bool { return p != "" }) {
 		return nil
 	}
-	var buf bytes.Buffer
-	level := t.w.cfg.PGNCompression
-	pool := &pgnZippers[level-gzip.HuffmanOnly]
-	zw, _ := pool.Get().(*gzip.Writer)
-	if zw == nil {
-		zw, _ = gzip.NewWriterLevel(nil, level) // New checked the level
-	}
-	zw.Reset(&buf)
-	zw.Name = fmt.Sprintf("%s-%d.pgn.gz", t.task.RunID, t.task.TaskID)
-	for _, p := range t.pgn { // batch by batch: the PGN is not copied whole first
-		_, _ = io.WriteString(zw, p) // a bytes.Buffer does not fail
-	}
-	_ = zw.Close()
-	zw.Reset(nil) // the pool keeps no upload alive
-	pool.Put(zw)
-	pgn := base64.StdEncoding.EncodeToString(buf.Bytes())
 	req := t.w.taskRequest(t.task.RunID, t.task.TaskID)
 	empty := ""
 	req.Message = &empty
-	req.PGN = &pgn
-	t.w.log.Info("Uploading compressed PGN", "bytes", len(pgn))
-	_, _ = t.w.postRetrying(ctx, "upload_pgn", req)
+	var body any
+	var size int
+	gzipPGN(t.w.cfg.PGNCompression, fmt.Sprintf("%s-%d.pgn.gz", t.task.RunID, t.task.TaskID), t.pgn, func(gz []byte) {
+		body, size = t.w.encodePGNUpload(req, gz)
+	})
+	t.w.log.Info("Uploading compressed PGN", "bytes", size)
+	_, _ = t.w.postRetrying(ctx, "upload_pgn", body)
 	return ctx.Err()
 }
+
+// gzipPGN compresses the batches' PGN at level, in a gzip stream named name, and hands it to
+// use, which must not keep it: the buffer goes back to a pool.
+func gzipPGN(level int, name string, pgn []string, use func(gz []byte)) {
+	pool := &pgnZippers[level-gzip.HuffmanOnly]
+	z, _ := pool.Get().(*pgnZipper)
+	if z == nil {
+		zw, _ := gzip.NewWriterLevel(nil, level) // New checked the level
+		z = &pgnZipper{zw: zw}
+	}
+	z.out.Reset()
+	z.zw.Reset(&z.out)
+	z.zw.Name = name
+	for _, p := range pgn { // batch by batch, a chunk at a time: the PGN is not copied whole
+		for len(p) > 0 {
+			n := copy(z.chunk[:], p)
+			_, _ = z.zw.Write(z.chunk[:n]) // a bytes.Buffer does not fail
+			p = p[n:]
+		}
+	}
+	_ = z.zw.Close()
+	z.zw.Reset(nil) // the pool keeps no upload alive
+	use(z.out.Bytes())
+	if z.out.Cap() <= maxPooledPGN {
+		pool.Put(z)
+	}
+}
+
+// pgnZipper is a gzip writer with its output buffer and a chunk to copy the PGN text through.
+type pgnZipper struct {
+	zw    *gzip.Writer
+	out   bytes.Buffer
+	chunk [4096]byte
+}
+
+// maxPooledPGN is the largest output buffer a pooled pgnZipper keeps: a rare huge upload's
+// buffer is let go.
+const maxPooledPGN = 1 << 20
 
 // pgnZippers keeps gzip writers between PGN uploads, a pool per level (index: level minus
 // gzip.HuffmanOnly): a writer's compressor takes hundreds of kilobytes to set up, more work

@@ -63,6 +63,9 @@ type Worker struct {
 	base   string // ServerURL without a trailing slash
 	scale  float64
 
+	// lastInfo is the last worker_info encoded, with its JSON (infoJSON).
+	lastInfo atomic.Pointer[encodedInfo]
+
 	running  atomic.Bool
 	stopOnce sync.Once
 	stopCh   chan struct{}

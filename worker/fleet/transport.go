@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -40,15 +41,25 @@ type lightTransport struct {
 	// that is not net/http's own, enforces its Timeout with a goroutine and a timer per request.
 	timeout time.Duration
 
+	// lastAddr is the URL host of the last request and its host:port (hostPort).
+	lastAddr atomic.Pointer[[2]string]
+
 	mu   sync.Mutex
 	idle map[string][]*lightConn // per host:port, a stack: the most recently used on top
 }
 
-// lightConn is one connection with its buffers.
+// lightConn is one connection with its buffers: wbuf for the requests writeRequest writes in
+// one piece, bw (made when first needed) for those Request.Write writes.
 type lightConn struct {
-	nc     net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
+	nc   net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	wbuf []byte
+	// body is the body of the reply being read, when readResponse parsed its header: a
+	// connection has one reply at a time, and is put back in the pool only once its body is
+	// read or closed, never to be read again.
+	body   fixedBody
+	kill   func() // closes nc: what a cancelled context does, made once per connection
 	addr   string
 	idleAt time.Time // when it was last put in the pool
 }
@@ -93,7 +104,7 @@ func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.timeout > 0 {
 		deadline = time.Now().Add(t.timeout)
 	}
-	addr := hostPort(req)
+	addr := t.hostPort(req)
 	out := req
 	for retried := false; ; retried = true {
 		// The retry dials: when the server restarts or closes its idle connections, every
@@ -106,7 +117,7 @@ func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A cancelled ctx closes the connection, which ends any read or write on it at once.
 		stop := func() bool { return true }
 		if ctx.Done() != nil {
-			stop = context.AfterFunc(ctx, func() { c.nc.Close() })
+			stop = context.AfterFunc(ctx, c.kill)
 		}
 		resp, replied, err := c.exchange(out)
 		if err == nil {
@@ -128,17 +139,14 @@ func (t *lightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // exchange writes req on c and reads the reply's header. replied says whether any byte of a
 // reply arrived.
 func (c *lightConn) exchange(req *http.Request) (resp *http.Response, replied bool, err error) {
-	if err := req.Write(c.bw); err != nil { // closes req.Body
-		return nil, false, err
-	}
-	if err := c.bw.Flush(); err != nil {
+	if err := c.writeRequest(req); err != nil { // closes req.Body
 		return nil, false, err
 	}
 	if _, err := c.br.Peek(1); err != nil {
 		return nil, false, err
 	}
 	for {
-		resp, err := http.ReadResponse(c.br, req)
+		resp, err := readResponse(c.br, req, &c.body)
 		if err != nil {
 			return nil, true, err
 		}
@@ -254,7 +262,9 @@ func (t *lightTransport) getConn(ctx context.Context, addr string, deadline time
 		nc.Close()
 		return nil, false, err
 	}
-	return &lightConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc), addr: addr}, false, nil
+	c = &lightConn{nc: nc, br: bufio.NewReader(nc), addr: addr}
+	c.kill = func() { c.nc.Close() }
+	return c, false, nil
 }
 
 // putIdle puts c on top of its pool, unless the pool is full. Connections that have waited
@@ -358,6 +368,17 @@ func closeRequestBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// hostPort is hostPort(req), from the last request's when req is to the same URL host: a fleet
+// calls one server.
+func (t *lightTransport) hostPort(req *http.Request) string {
+	if last := t.lastAddr.Load(); last != nil && last[0] == req.URL.Host {
+		return last[1]
+	}
+	addr := hostPort(req)
+	t.lastAddr.Store(&[2]string{req.URL.Host, addr})
+	return addr
 }
 
 // hostPort is req's server as host:port, with port 80 when the URL names none.
