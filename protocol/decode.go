@@ -45,42 +45,92 @@ func DecodeAccess(body []byte) (username, password string, err error) {
 type Body struct {
 	b   []byte
 	top span
+	// ix is where the members the worker calls' decoders read were found while the body was
+	// checked (ParseBodyInto), nil if they were not (ParseBody): then each read finds them.
+	ix *index
 }
 
 // ParseBody checks that body is JSON (UTF-8, an optional BOM); the error is ErrNotJSON. The
 // Body keeps body, which must not change while it is used; what its methods return (and
 // their errors) copies what it keeps of body, so body may be reused once they have returned.
 func ParseBody(body []byte) (Body, error) {
-	b, top, err := parseBody(body)
+	b, top, err := parseBody(body, nil)
 	return Body{b: b, top: top}, err
+}
+
+// ParseBodyInto is ParseBody that also notes, in the same pass, where the members that Access
+// and RequestInto read are, and keeps them in buf: each then reads them without walking the
+// body again, and RequestInto takes the credentials Access decoded. The Body is valid until
+// buf is used again; its RequestInto must be given buf.
+func ParseBodyInto(buf *RequestBuffer, body []byte) (Body, error) {
+	ix := &buf.ix
+	*ix = index{}
+	b, top, err := parseBody(body, ix)
+	p := Body{b: b, top: top}
+	if err == nil && ix.indexed {
+		p.ix = ix
+	}
+	return p, err
+}
+
+// index is what a worker call's two reads of its body (Access, then RequestInto) need of it:
+// the values of the keys they know, found once.
+type index struct {
+	top     [len(requestKeys)]span
+	unknown span // the first top-level key not in requestKeys, in body order
+	// wi are the members of the last worker_info if it is an object (wiOf, zero otherwise).
+	wi        [len(workerInfoKeys)]span
+	wiUnknown span
+	wiOf      span
+	indexed   bool // the body is an object and the spans above are its
+	// accessed is set once Access has decoded username and password, which RequestInto reuses.
+	accessed           bool
+	username, password string
+}
+
+// members returns p's index: the one ParseBodyInto made, or else one made now in local.
+func (p Body) members(local *index) *index {
+	if p.ix != nil {
+		return p.ix
+	}
+	if p.top.start >= len(p.b) || p.b[p.top.start] != '{' {
+		return local // no member: the object checks fail first
+	}
+	local.unknown = collect(p.b, p.top, requestKeys[:], local.top[:])
+	if v := local.top[keyWorkerInfo]; v.present() && p.b[v.start] == '{' {
+		local.wiUnknown = collect(p.b, v, workerInfoKeys[:], local.wi[:])
+		local.wiOf = v
+	}
+	local.indexed = true
+	return local
 }
 
 // Access is DecodeAccess of a parsed body.
 func (p Body) Access() (username, password string, err error) {
-	b, top := p.b, p.top
-	d := decoder{b: b}
-	if err := d.object(top, fieldRequest); err != nil {
+	var local index
+	ix := p.members(&local)
+	d := decoder{b: p.b}
+	if err := d.object(p.top, fieldRequest); err != nil {
 		return "", "", err
 	}
-	var s [2]span
-	collect(b, top, accessKeys[:], s[:])
-	if password, err = d.password(s[0]); err != nil {
+	if password, err = d.password(ix.top[keyPassword]); err != nil {
 		return "", "", err
 	}
-	if err := d.required(s[1], fieldRequest, "worker_info"); err != nil {
+	wi := ix.top[keyWorkerInfo]
+	if err := d.required(wi, fieldRequest, "worker_info"); err != nil {
 		return "", "", err
 	}
-	if err := d.object(s[1], "worker_info"); err != nil {
+	if err := d.object(wi, "worker_info"); err != nil {
 		return "", "", err
 	}
-	var u [1]span
-	collect(b, s[1], usernameKey[:], u[:])
-	if err := d.required(u[0], "worker_info", "username"); err != nil {
+	u := ix.wi[wiUsername]
+	if err := d.required(u, "worker_info", "username"); err != nil {
 		return "", "", err
 	}
-	if username, err = d.str(u[0], "worker_info.username"); err != nil {
+	if username, err = d.str(u, "worker_info.username"); err != nil {
 		return "", "", err
 	}
+	ix.accessed, ix.username, ix.password = true, username, password
 	return username, password, nil
 }
 
@@ -113,28 +163,35 @@ func (p Body) Request(legacyUsername func(string) bool) (*Request, error) {
 }
 
 // RequestBuffer holds a decoded Request and everything its pointers point to, for a caller
-// that reuses one from call to call (RequestInto) instead of allocating a Request per call.
-// The zero value is ready for use.
-type RequestBuffer struct{ st requestStore }
+// that reuses one from call to call (RequestInto) instead of allocating a Request per call,
+// and the index of the body it was parsed with (ParseBodyInto). The zero value is ready for
+// use.
+type RequestBuffer struct {
+	st requestStore
+	ix index
+}
 
 // RequestInto is Request decoding into buf: the Request returned is buf's, valid until buf is
 // used again. Its strings are its own, as Request's.
 func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) (*Request, error) {
-	b, top := p.b, p.top
+	var local index
+	ix := p.members(&local)
 	var err error
-	d := decoder{b: b}
-	if err := d.object(top, fieldRequest); err != nil {
+	d := decoder{b: p.b}
+	if err := d.object(p.top, fieldRequest); err != nil {
 		return nil, err
 	}
-	var s [len(requestKeys)]span
-	if key := collect(b, top, requestKeys[:], s[:]); key.present() {
+	if key := ix.unknown; key.present() {
 		return nil, d.unknown(fieldRequest, key)
 	}
+	s := &ix.top
 
 	st := &buf.st
 	*st = requestStore{}
 	r := &st.req
-	if r.Password, err = d.password(s[keyPassword]); err != nil {
+	if ix.accessed { // Access decoded it from the same span
+		r.Password = ix.password
+	} else if r.Password, err = d.password(s[keyPassword]); err != nil {
 		return nil, err
 	}
 	if v := s[keyRunID]; v.present() {
@@ -164,7 +221,17 @@ func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) 
 	if err := d.required(s[keyWorkerInfo], fieldRequest, "worker_info"); err != nil {
 		return nil, err
 	}
-	if err := d.workerInfo(s[keyWorkerInfo], &r.WorkerInfo, legacyUsername); err != nil {
+	if err := d.object(s[keyWorkerInfo], "worker_info"); err != nil {
+		return nil, err
+	}
+	if ix.wiOf != s[keyWorkerInfo] { // never, as the index is made; a guard all the same
+		ix.wiUnknown = collect(p.b, s[keyWorkerInfo], workerInfoKeys[:], ix.wi[:])
+	}
+	var username *string
+	if ix.accessed {
+		username = &ix.username
+	}
+	if err := d.workerInfoOf(&ix.wi, ix.wiUnknown, &r.WorkerInfo, legacyUsername, username); err != nil {
 		return nil, err
 	}
 	if v := s[keySPSA]; v.present() {
@@ -196,11 +263,6 @@ type requestStore struct {
 }
 
 const fieldRequest = "request"
-
-var (
-	accessKeys  = [...]string{"password", "worker_info"}
-	usernameKey = [...]string{"username"}
-)
 
 // The keys of api_schema, in the schema's order.
 const (
@@ -421,13 +483,21 @@ func (d *decoder) objectID(v span, field string) (string, error) {
 }
 
 func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) bool) error {
-	const field = "worker_info"
-	if err := d.object(v, field); err != nil {
+	if err := d.object(v, "worker_info"); err != nil {
 		return err
 	}
 	var s [len(workerInfoKeys)]span
-	if key := collect(d.b, v, workerInfoKeys[:], s[:]); key.present() {
-		return d.unknown(field, key)
+	unknown := collect(d.b, v, workerInfoKeys[:], s[:])
+	return d.workerInfoOf(&s, unknown, w, legacyUsername, nil)
+}
+
+// workerInfoOf is workerInfo of the object whose members are s (unknown: its first unknown
+// key), username the username already decoded from s's (nil: none).
+func (d *decoder) workerInfoOf(s *[len(workerInfoKeys)]span, unknown span, w *WorkerInfo,
+	legacyUsername func(string) bool, username *string) error {
+	const field = "worker_info"
+	if unknown.present() {
+		return d.unknown(field, unknown)
 	}
 	f := &workerInfoFields
 	for k := range s {
@@ -447,7 +517,7 @@ func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) 
 		case wiMinThreads:
 			w.MinThreads, err = d.integer(s[k], f[k], true)
 		case wiUsername:
-			w.Username, err = d.username(s[k], f[k], legacyUsername)
+			w.Username, err = d.username(s[k], f[k], legacyUsername, username)
 		case wiVersion:
 			w.Version, err = d.integer(s[k], f[k], false)
 		case wiPythonVersion:
@@ -497,9 +567,13 @@ func (d *decoder) architecture(v span, field string, dst *[2]string) error {
 	return nil
 }
 
-func (d *decoder) username(v span, field string, legacy func(string) bool) (string, error) {
-	s, err := d.str(v, field)
-	if err != nil {
+// username reads a username; known, if not nil, is the string at v, decoded already.
+func (d *decoder) username(v span, field string, legacy func(string) bool, known *string) (string, error) {
+	var s string
+	var err error
+	if known != nil {
+		s = *known
+	} else if s, err = d.str(v, field); err != nil {
 		return "", err
 	}
 	if !ValidUsername(s) && (legacy == nil || !legacy(s)) {

@@ -26,12 +26,20 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // parseBody checks that body is JSON as Python's json.loads reads bytes (UTF-8, an optional BOM)
 // and returns the body without the BOM and the span of its top-level value. It accepts exactly
 // what utf8.Valid and json.Valid both accept, in one pass over the body instead of two and a
-// third to find the value's end (TestParseBodyAcceptsWhatValidAccepts, FuzzParseBody).
-func parseBody(body []byte) ([]byte, span, error) {
+// third to find the value's end (TestParseBodyAcceptsWhatValidAccepts, FuzzParseBody). If ix is
+// not nil and the value is an object, the same pass notes in ix where its members are (index).
+func parseBody(body []byte, ix *index) ([]byte, span, error) {
 	body = bytes.TrimPrefix(body, utf8BOM)
-	v := validator{b: body}
+	v := validator{b: body, ix: ix}
 	start := skipSpace(body, 0)
-	end, ok := v.value(start, 0)
+	var end int
+	var ok bool
+	if ix != nil && start < len(body) && body[start] == '{' {
+		end, ok = v.object(start, 1, requestKeys[:], ix.top[:], &ix.unknown)
+		ix.indexed = ok
+	} else {
+		end, ok = v.value(start, 0)
+	}
 	if !ok || skipSpace(body, end) != len(body) {
 		return nil, span{}, ErrNotJSON
 	}
@@ -43,7 +51,10 @@ const maxNestingDepth = 10000
 
 // validator checks JSON's grammar, as json.Valid does, and that strings are UTF-8, as
 // utf8.Valid does (the grammar allows no other bytes past 0x7f outside strings).
-type validator struct{ b []byte }
+type validator struct {
+	b  []byte
+	ix *index // where object notes the members of the top-level object, if not nil
+}
 
 // value checks the value that starts at b[i], within depth arrays or objects, and returns the
 // offset just past it.
@@ -104,6 +115,57 @@ func (v *validator) container(i, depth int) (int, bool) {
 		case i >= len(b):
 			return i, false
 		case b[i] == closing:
+			return i + 1, true
+		case b[i] != ',':
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+// object is container for an object, at depth, that also notes where its members are: in
+// into[k] the value of the last member whose key is keys[k], in unknown the first key not in
+// keys, as collect does. In the top-level object (depth 1) the members of each worker_info
+// that is an object are noted in v.ix likewise.
+func (v *validator) object(i, depth int, keys []string, into []span, unknown *span) (int, bool) {
+	b := v.b
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		key := span{start: i}
+		var ok bool
+		if key.end, ok = v.string(i); !ok {
+			return key.end, false
+		}
+		if i = skipSpace(b, key.end); i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+		val, k := span{start: i}, lookup(b, key, keys)
+		if ix := v.ix; depth == 1 && k == keyWorkerInfo && i < len(b) && b[i] == '{' {
+			ix.wi, ix.wiUnknown = [len(workerInfoKeys)]span{}, span{}
+			val.end, ok = v.object(i, depth+1, workerInfoKeys[:], ix.wi[:], &ix.wiUnknown)
+			ix.wiOf = val
+		} else {
+			val.end, ok = v.value(i, depth)
+		}
+		if !ok {
+			return val.end, false
+		}
+		if k >= 0 {
+			into[k] = val
+		} else if !unknown.present() {
+			*unknown = key
+		}
+		switch i = skipSpace(b, val.end); {
+		case i >= len(b):
+			return i, false
+		case b[i] == '}':
 			return i + 1, true
 		case b[i] != ',':
 			return i, false
