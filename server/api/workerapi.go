@@ -121,7 +121,7 @@ func (w *workerRequest) info(c *gin.Context) *rundb.WorkerInfo {
 	w.wi = toWorkerInfo(&w.body.WorkerInfo)
 	w.wi.RemoteAddr = w.ownerAddr
 	if !w.hasOwner {
-		w.wi.RemoteAddr = c.ClientIP()
+		w.wi.RemoteAddr = guard.ClientIP(c)
 	}
 	w.wi.CountryCode = countryCode(c)
 	return &w.wi
@@ -186,20 +186,6 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 	return readBodyInto(c, limit, nil)
 }
 
-// readPooledBody is readBody into a buffer of bodyBuffers, which the caller gives back with
-// release once nothing refers to the body any more. The protocol's decoders copy whatever
-// they keep (protocol.Body says so), so that is once the call is answered.
-func readPooledBody(c *gin.Context, limit int64) (*bodyBuffer, bool) {
-	buf := bodyBuffers.Get().(*bodyBuffer)
-	b, ok := readBodyInto(c, limit, buf)
-	if !ok {
-		buf.release()
-		return nil, false
-	}
-	buf.b = b
-	return buf, true
-}
-
 // release gives the buffer back to bodyBuffers; the body it held must not be read after.
 func (buf *bodyBuffer) release() {
 	if cap(buf.b) > maxPooledBody {
@@ -249,10 +235,17 @@ func bodyError(c *gin.Context, limit int64, err error) {
 // without them is a 400, wrong ones a 401 with the reason. Failed logins are limited per client
 // address (reserveAPILogin): over the limit the call is a 429 with Retry-After, whatever its
 // password, as the password is not checked then. It returns the body checked to be JSON, once
-// for the credentials and the request.
-func (s *Server) authenticate(c *gin.Context, raw []byte) (*rundb.User, protocol.Body, bool) {
+// for the credentials and the request; with buf not nil, parsed into buf
+// (protocol.ParseBodyInto), so that the request is decoded from what the check found.
+func (s *Server) authenticate(c *gin.Context, raw []byte, buf *protocol.RequestBuffer) (*rundb.User, protocol.Body, bool) {
 	var username, password string
-	body, err := protocol.ParseBody(raw)
+	var body protocol.Body
+	var err error
+	if buf != nil {
+		body, err = protocol.ParseBodyInto(buf, raw)
+	} else {
+		body, err = protocol.ParseBody(raw)
+	}
 	if err == nil {
 		username, password, err = body.Access()
 	}
@@ -271,7 +264,7 @@ func (s *Server) authenticate(c *gin.Context, raw []byte) (*rundb.User, protocol
 	}
 	// A worker token is accepted where the password goes, so that fishtest's worker runs with
 	// one unchanged.
-	access := rundb.Access{Username: username, Secret: password, Scope: rundb.ScopeWorker, Address: c.ClientIP()}
+	access := rundb.Access{Username: username, Secret: password, Scope: rundb.ScopeWorker, Address: guard.ClientIP(c)}
 	u, err := s.apiLogin(c.Request.Context(), access)
 	if res != nil {
 		res.Settle(err)
@@ -331,12 +324,14 @@ func (s *Server) apiLogin(ctx context.Context, a rundb.Access) (*rundb.User, err
 // RequestVersion answers the protocol version to any authenticated caller, however old its
 // worker_info: the worker updates itself if it is behind.
 func (s *Server) RequestVersion(c *gin.Context) {
-	body, ok := readPooledBody(c, maxWorkerBody)
+	st := callStates.Get().(*callState)
+	defer st.release()
+	body, ok := readBodyInto(c, maxWorkerBody, &st.body)
 	if !ok {
 		return
 	}
-	defer body.release()
-	if _, _, ok := s.authenticate(c, body.b); !ok {
+	st.body.b = body
+	if _, _, ok := s.authenticate(c, body, &st.req); !ok {
 		return
 	}
 	replyVersion(c, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
@@ -378,7 +373,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 		return
 	}
 	st.body.b = body
-	user, parsed, ok := s.authenticate(c, body)
+	user, parsed, ok := s.authenticate(c, body, &st.req)
 	if !ok {
 		return
 	}
