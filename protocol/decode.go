@@ -559,10 +559,11 @@ func (d *decoder) architecture(v span, field string, dst *[2]string) error {
 	e := newElements(d.b, v)
 	for i := range dst {
 		el, _ := e.next()
-		var err error
-		if dst[i], err = d.str(el, field+"["+strconv.Itoa(i)+"]"); err != nil {
-			return err
+		s, ok := unquote(d.raw(el))
+		if !ok { // the element's path is made only for the error
+			return d.invalid(field+"["+strconv.Itoa(i)+"]", el, "is not a string")
 		}
+		dst[i] = s
 	}
 	return nil
 }

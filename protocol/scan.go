@@ -128,7 +128,7 @@ func (v *validator) container(i, depth int) (int, bool) {
 // keys, as collect does. In the top-level object (depth 1) the members of each worker_info
 // that is an object are noted in v.ix likewise.
 func (v *validator) object(i, depth int, keys []string, into []span, unknown *span) (int, bool) {
-	b := v.b
+	b, next := v.b, 0
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
@@ -146,7 +146,10 @@ func (v *validator) object(i, depth int, keys []string, into []span, unknown *sp
 			return i, false
 		}
 		i = skipSpace(b, i+1)
-		val, k := span{start: i}, lookup(b, key, keys)
+		val, k := span{start: i}, lookupFrom(b, key, keys, next)
+		if k >= 0 {
+			next = k + 1
+		}
 		if ix := v.ix; depth == 1 && k == keyWorkerInfo && i < len(b) && b[i] == '{' {
 			ix.wi, ix.wiUnknown = [len(workerInfoKeys)]span{}, span{}
 			val.end, ok = v.object(i, depth+1, workerInfoKeys[:], ix.wi[:], &ix.wiUnknown)
@@ -409,6 +412,15 @@ func collect(b []byte, obj span, keys []string, spans []span) (unknown span) {
 		}
 		spans[k] = val
 	}
+}
+
+// lookupFrom is lookup that tries keys[next] first: clients send an object's keys in one
+// order, mostly the schema's, so that one comparison finds most keys instead of eight.
+func lookupFrom(b []byte, key span, keys []string, next int) int {
+	if next < len(keys) && key.end-key.start == len(keys[next])+2 && string(b[key.start+1:key.end-1]) == keys[next] {
+		return next
+	}
+	return lookup(b, key, keys)
 }
 
 // lookup returns the index in keys of the key token at a span, or -1.
