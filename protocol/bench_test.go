@@ -112,3 +112,24 @@ func BenchmarkTaskReplyMarshal(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWorkerCallBody with the keys of each object in another order than the schema's
+// (sorted, as encoding/json writes a map's), as a client may send them.
+func BenchmarkWorkerCallBodySortedKeys(b *testing.B) {
+	body := encode(b, object(b, updateTaskBody))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	buf := new(protocol.RequestBuffer)
+	for b.Loop() {
+		p, err := protocol.ParseBodyInto(buf, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := p.Access(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.RequestInto(buf, legacy); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -96,9 +96,9 @@ func (p Body) members(local *index) *index {
 	if p.top.start >= len(p.b) || p.b[p.top.start] != '{' {
 		return local // no member: the object checks fail first
 	}
-	local.unknown = collect(p.b, p.top, requestKeys[:], local.top[:])
+	local.unknown = collect(p.b, p.top, requestKeySet, local.top[:])
 	if v := local.top[keyWorkerInfo]; v.present() && p.b[v.start] == '{' {
-		local.wiUnknown = collect(p.b, v, workerInfoKeys[:], local.wi[:])
+		local.wiUnknown = collect(p.b, v, workerInfoKeySet, local.wi[:])
 		local.wiOf = v
 	}
 	local.indexed = true
@@ -225,7 +225,7 @@ func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) 
 		return nil, err
 	}
 	if ix.wiOf != s[keyWorkerInfo] { // never, as the index is made; a guard all the same
-		ix.wiUnknown = collect(p.b, s[keyWorkerInfo], workerInfoKeys[:], ix.wi[:])
+		ix.wiUnknown = collect(p.b, s[keyWorkerInfo], workerInfoKeySet, ix.wi[:])
 	}
 	var username *string
 	if ix.accessed {
@@ -277,6 +277,14 @@ const (
 )
 
 var requestKeys = [...]string{"password", "run_id", "task_id", "pgn", "message", "worker_info", "spsa", "stats"}
+
+// The key sets of the schemas' objects.
+var (
+	requestKeySet    = newKeySet(requestKeys[:])
+	workerInfoKeySet = newKeySet(workerInfoKeys[:])
+	statsKeySet      = newKeySet(statsKeys[:])
+	spsaKeySet       = newKeySet(spsaKeys[:])
+)
 
 // The keys of worker_info_schema_api, in the schema's order.
 const (
@@ -487,7 +495,7 @@ func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) 
 		return err
 	}
 	var s [len(workerInfoKeys)]span
-	unknown := collect(d.b, v, workerInfoKeys[:], s[:])
+	unknown := collect(d.b, v, workerInfoKeySet, s[:])
 	return d.workerInfoOf(&s, unknown, w, legacyUsername, nil)
 }
 
@@ -632,7 +640,7 @@ func (d *decoder) stats(v span, st *Stats) error {
 		return err
 	}
 	var s [len(statsKeys)]span
-	if key := collect(d.b, v, statsKeys[:], s[:]); key.present() {
+	if key := collect(d.b, v, statsKeySet, s[:]); key.present() {
 		return d.unknown(field, key)
 	}
 	dst := [...]*int{&st.Wins, &st.Losses, &st.Draws, &st.Crashes, &st.TimeLosses}
@@ -662,7 +670,7 @@ func (d *decoder) spsa(v span, r *SPSAResult) error {
 		return err
 	}
 	var s [len(spsaKeys)]span
-	if key := collect(d.b, v, spsaKeys[:], s[:]); key.present() {
+	if key := collect(d.b, v, spsaKeySet, s[:]); key.present() {
 		return d.unknown(field, key)
 	}
 	dst := [...]*int{&r.Wins, &r.Losses, &r.Draws, &r.NumGames, &r.Sig}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -35,7 +36,7 @@ func parseBody(body []byte, ix *index) ([]byte, span, error) {
 	var end int
 	var ok bool
 	if ix != nil && start < len(body) && body[start] == '{' {
-		end, ok = v.object(start, 1, requestKeys[:], ix.top[:], &ix.unknown)
+		end, ok = v.object(start, 1, requestKeySet, ix.top[:], &ix.unknown)
 		ix.indexed = ok
 	} else {
 		end, ok = v.value(start, 0)
@@ -124,10 +125,10 @@ func (v *validator) container(i, depth int) (int, bool) {
 }
 
 // object is container for an object, at depth, that also notes where its members are: in
-// into[k] the value of the last member whose key is keys[k], in unknown the first key not in
+// into[k] the value of the last member whose key is keys.names[k], in unknown the first key not in
 // keys, as collect does. In the top-level object (depth 1) the members of each worker_info
 // that is an object are noted in v.ix likewise.
-func (v *validator) object(i, depth int, keys []string, into []span, unknown *span) (int, bool) {
+func (v *validator) object(i, depth int, keys *keySet, into []span, unknown *span) (int, bool) {
 	b, next := v.b, 0
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
@@ -152,7 +153,7 @@ func (v *validator) object(i, depth int, keys []string, into []span, unknown *sp
 		}
 		if ix := v.ix; depth == 1 && k == keyWorkerInfo && i < len(b) && b[i] == '{' {
 			ix.wi, ix.wiUnknown = [len(workerInfoKeys)]span{}, span{}
-			val.end, ok = v.object(i, depth+1, workerInfoKeys[:], ix.wi[:], &ix.wiUnknown)
+			val.end, ok = v.object(i, depth+1, workerInfoKeySet, ix.wi[:], &ix.wiUnknown)
 			ix.wiOf = val
 		} else {
 			val.end, ok = v.value(i, depth)
@@ -393,10 +394,10 @@ func (e *elements) next() (val span, ok bool) {
 	return val, true
 }
 
-// collect records in spans[k] the value of each member whose key is keys[k]. A repeated key
-// keeps its last value, as Python's json.loads does. The first member whose key is not in keys
-// (in body order) is returned as unknown, the zero span if there is none.
-func collect(b []byte, obj span, keys []string, spans []span) (unknown span) {
+// collect records in spans[k] the value of each member whose key is keys.names[k]. A repeated
+// key keeps its last value, as Python's json.loads does. The first member whose key is not in
+// keys (in body order) is returned as unknown, the zero span if there is none.
+func collect(b []byte, obj span, keys *keySet, spans []span) (unknown span) {
 	m := newMembers(b, obj)
 	for {
 		key, val, ok := m.next()
@@ -414,17 +415,52 @@ func collect(b []byte, obj span, keys []string, spans []span) (unknown span) {
 	}
 }
 
-// lookupFrom is lookup that tries keys[next] first: clients send an object's keys in one
-// order, mostly the schema's, so that one comparison finds most keys instead of eight.
-func lookupFrom(b []byte, key span, keys []string, next int) int {
-	if next < len(keys) && key.end-key.start == len(keys[next])+2 && string(b[key.start+1:key.end-1]) == keys[next] {
+// keySet is a schema's keys, looked up by their length first: a key is compared with the one
+// or few of its length instead of with each in turn (worker_info has sixteen).
+type keySet struct {
+	names []string
+	byLen [maxKeyLen + 1]uint32 // bit k set: names[k] has that length
+}
+
+// maxKeyLen is the length of the longest key a keySet holds.
+const maxKeyLen = 31
+
+func newKeySet(names []string) *keySet {
+	ks := &keySet{names: names}
+	for k, name := range names {
+		if k >= 32 || len(name) > maxKeyLen {
+			panic("protocol: a keySet holds up to 32 keys of up to 31 bytes")
+		}
+		ks.byLen[len(name)] |= 1 << k
+	}
+	return ks
+}
+
+// find returns the index of the key raw (unquoted), or -1.
+func (ks *keySet) find(raw []byte) int {
+	if len(raw) > maxKeyLen {
+		return -1
+	}
+	for m := ks.byLen[len(raw)]; m != 0; m &= m - 1 {
+		k := bits.TrailingZeros32(m)
+		if string(raw) == ks.names[k] {
+			return k
+		}
+	}
+	return -1
+}
+
+// lookupFrom is lookup that tries keys.names[next] first: clients send an object's keys in one
+// order, often the schema's.
+func lookupFrom(b []byte, key span, keys *keySet, next int) int {
+	if next < len(keys.names) && key.end-key.start == len(keys.names[next])+2 && string(b[key.start+1:key.end-1]) == keys.names[next] {
 		return next
 	}
 	return lookup(b, key, keys)
 }
 
 // lookup returns the index in keys of the key token at a span, or -1.
-func lookup(b []byte, key span, keys []string) int {
+func lookup(b []byte, key span, keys *keySet) int {
 	raw := b[key.start+1 : key.end-1]
 	if bytes.IndexByte(raw, '\\') >= 0 { // rare: an escaped key, e.g. "pass\u0077ord"
 		s, ok := unquote(b[key.start:key.end])
@@ -433,12 +469,7 @@ func lookup(b []byte, key span, keys []string) int {
 		}
 		raw = []byte(s)
 	}
-	for k, name := range keys {
-		if string(raw) == name {
-			return k
-		}
-	}
-	return -1
+	return keys.find(raw)
 }
 
 // unquote decodes a string token, quotes included.
