@@ -102,10 +102,10 @@ type workerRequest struct {
 	body *protocol.Request
 	user *rundb.User
 	run  rundb.ObjectID // zero if the call names no run
-	// ownerAddr is the address the call's task was created from (hasOwner: the call names a
-	// task), which its worker_info keeps.
-	ownerAddr string
-	hasOwner  bool
+	// owner is the worker_info of the call's task (hasOwner: the call names a task): its
+	// address, which the task keeps, and its lists, which a new worker_info shares if equal.
+	owner    rundb.WorkerInfo
+	hasOwner bool
 	// wi holds what info made, within the pooled call state.
 	wi rundb.WorkerInfo
 	// sched is the scheduler the call is handled by (PrimaryOnly's; for upload_pgn the
@@ -118,9 +118,11 @@ type workerRequest struct {
 // from (or the caller's, for a new task) and the country nginx reports. Made on demand: most
 // calls (beat) store none. It is w's own, valid as long as w.
 func (w *workerRequest) info(c *gin.Context) *rundb.WorkerInfo {
-	w.wi = toWorkerInfo(&w.body.WorkerInfo)
-	w.wi.RemoteAddr = w.ownerAddr
-	if !w.hasOwner {
+	if w.hasOwner {
+		w.wi = toWorkerInfoLike(&w.body.WorkerInfo, &w.owner)
+		w.wi.RemoteAddr = w.owner.RemoteAddr
+	} else {
+		w.wi = toWorkerInfo(&w.body.WorkerInfo)
 		w.wi.RemoteAddr = guard.ClientIP(c)
 	}
 	w.wi.CountryCode = countryCode(c)
@@ -424,7 +426,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 					return
 				}
 			}
-			w.ownerAddr, w.hasOwner = owner.RemoteAddr, true
+			w.owner, w.hasOwner = owner, true
 		}
 	}
 	handle(c, w)
@@ -490,15 +492,28 @@ func taskResults(st *protocol.Stats) rundb.Results {
 // their own: slices of w's arrays would keep, for as long as the task keeps its worker_info,
 // whatever holds w (the decoded request, every string of it): about 700 bytes a task, a quarter
 // of the server's live heap at 500,000 equivalent workers (27,500 tasks).
-func toWorkerInfo(w *protocol.WorkerInfo) rundb.WorkerInfo {
-	lists := &struct {
-		arch        [2]string
-		python, gcc [3]int
-	}{w.Architecture, w.PythonVersion, w.GCCVersion}
+func toWorkerInfo(w *protocol.WorkerInfo) rundb.WorkerInfo { return toWorkerInfoLike(w, nil) }
+
+// toWorkerInfoLike is toWorkerInfo that shares the lists of like (the task's worker_info, if
+// not nil) when they are equal to w's, as they are on every update but the rare one after a
+// worker's upgrade: no list of a worker_info is changed once made, only replaced.
+func toWorkerInfoLike(w *protocol.WorkerInfo, like *rundb.WorkerInfo) rundb.WorkerInfo {
+	var arch []string
+	var python, gcc []int
+	if like != nil && slices.Equal(like.Architecture, w.Architecture[:]) &&
+		slices.Equal(like.PythonVersion, w.PythonVersion[:]) && slices.Equal(like.GCCVersion, w.GCCVersion[:]) {
+		arch, python, gcc = like.Architecture, like.PythonVersion, like.GCCVersion
+	} else {
+		lists := &struct {
+			arch        [2]string
+			python, gcc [3]int
+		}{w.Architecture, w.PythonVersion, w.GCCVersion}
+		arch, python, gcc = lists.arch[:], lists.python[:], lists.gcc[:]
+	}
 	return rundb.WorkerInfo{
-		Uname: w.Uname, Architecture: lists.arch[:], Concurrency: w.Concurrency, MaxMemory: w.MaxMemory,
-		MinThreads: w.MinThreads, Username: w.Username, Version: w.Version, PythonVersion: lists.python[:],
-		GCCVersion: lists.gcc[:], Compiler: w.Compiler, UniqueKey: w.UniqueKey, Modified: w.Modified,
+		Uname: w.Uname, Architecture: arch, Concurrency: w.Concurrency, MaxMemory: w.MaxMemory,
+		MinThreads: w.MinThreads, Username: w.Username, Version: w.Version, PythonVersion: python,
+		GCCVersion: gcc, Compiler: w.Compiler, UniqueKey: w.UniqueKey, Modified: w.Modified,
 		WorkerArch: w.WorkerArch, ARCH: w.ARCH, NPS: w.NPS, NearGithubAPILimit: w.NearGithubAPILimit,
 	}
 }
