@@ -184,7 +184,11 @@ func (v *validator) string(i int) (int, bool) {
 	b := v.b
 	start, ascii := i+1, true
 	for i++; i < len(b); i++ {
-		switch c := b[i]; {
+		c := b[i]
+		if plainInString[c] { // most bytes: one load and a branch instead of the switch's four
+			continue
+		}
+		switch {
 		case c == '"':
 			return i + 1, ascii || utf8.Valid(b[start:i])
 		case c < 0x20:
@@ -209,6 +213,15 @@ func (v *validator) string(i int) (int, bool) {
 	}
 	return i, false
 }
+
+// plainInString[c] is set for the bytes a JSON string holds as they are, with nothing to check:
+// ASCII from 0x20 on, but the quote and the backslash.
+var plainInString = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
