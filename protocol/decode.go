@@ -82,10 +82,26 @@ type index struct {
 	wi        [len(workerInfoKeys)]span
 	wiUnknown span
 	wiOf      span
+	// st are the members of the last stats if it is an object (stOf), likewise.
+	st        [len(statsKeys)]span
+	stUnknown span
+	stOf      span
 	indexed   bool // the body is an object and the spans above are its
 	// accessed is set once Access has decoded username and password, which RequestInto reuses.
 	accessed           bool
 	username, password string
+}
+
+// nested returns where the members of the top-level key k's object are noted: worker_info's
+// and stats', the objects read on every call or on the busiest; nil keys for any other key.
+func (ix *index) nested(k int) (keys *keySet, into []span, unknown, of *span) {
+	switch k {
+	case keyWorkerInfo:
+		return workerInfoKeySet, ix.wi[:], &ix.wiUnknown, &ix.wiOf
+	case keyStats:
+		return statsKeySet, ix.st[:], &ix.stUnknown, &ix.stOf
+	}
+	return nil, nil, nil, nil
 }
 
 // members returns p's index: the one ParseBodyInto made, or else one made now in local.
@@ -241,7 +257,7 @@ func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) 
 		r.SPSA = &st.spsa
 	}
 	if v := s[keyStats]; v.present() {
-		if err := d.stats(v, &st.stats); err != nil {
+		if err := d.stats(v, &st.stats, ix); err != nil {
 			return nil, err
 		}
 		r.Stats = &st.stats
@@ -450,14 +466,13 @@ func (d *decoder) boolean(v span, field string) (bool, error) {
 	return false, d.invalid(field, v, "is not a boolean")
 }
 
-// uints reads an array of exactly len(dst) non-negative integers.
+// uints reads an array of exactly len(dst) (at most 5) non-negative integers.
 func (d *decoder) uints(v span, field string, dst []int) error {
-	if d.b[v.start] != '[' || d.count(v) != len(dst) {
+	var els [5]span
+	if d.b[v.start] != '[' || d.elements(v, els[:len(dst)]) != len(dst) {
 		return d.invalid(field, v, fmt.Sprintf("is not an array of %d non-negative integers", len(dst)))
 	}
-	e := newElements(d.b, v)
-	for i := range dst {
-		el, _ := e.next()
+	for i, el := range els[:len(dst)] {
 		n, kind := parseInt(d.raw(el))
 		if kind != numInt || n < 0 {
 			return d.integerErrorAt(field, i, el)
@@ -472,12 +487,17 @@ func (d *decoder) integerErrorAt(field string, i int, el span) error {
 	return err
 }
 
-// count is the number of elements of the array at v.
-func (d *decoder) count(v span) int {
+// elements returns the number of elements of the array at v, noting the first len(dst) in
+// dst: one walk over the array both counts and finds them.
+func (d *decoder) elements(v span, dst []span) int {
 	n := 0
 	for e := newElements(d.b, v); ; n++ {
-		if _, ok := e.next(); !ok {
+		el, ok := e.next()
+		if !ok {
 			return n
+		}
+		if n < len(dst) {
+			dst[n] = el
 		}
 	}
 }
@@ -561,12 +581,11 @@ func (d *decoder) workerInfoOf(s *[len(workerInfoKeys)]span, unknown span, w *Wo
 }
 
 func (d *decoder) architecture(v span, field string, dst *[2]string) error {
-	if d.b[v.start] != '[' || d.count(v) != 2 {
+	var els [2]span
+	if d.b[v.start] != '[' || d.elements(v, els[:]) != 2 {
 		return d.invalid(field, v, "is not an array of 2 strings")
 	}
-	e := newElements(d.b, v)
-	for i := range dst {
-		el, _ := e.next()
+	for i, el := range els {
 		s, ok := unquote(d.raw(el))
 		if !ok { // the element's path is made only for the error
 			return d.invalid(field+"["+strconv.Itoa(i)+"]", el, "is not a string")
@@ -634,14 +653,21 @@ func (d *decoder) compiler(v span, field string) (string, error) {
 	return "", d.invalid(field, v, `is not one of "clang++", "g++"`)
 }
 
-func (d *decoder) stats(v span, st *Stats) error {
+// stats reads the stats object at v, whose members ix holds if it is ix's (nil: none is).
+func (d *decoder) stats(v span, st *Stats, ix *index) error {
 	const field = "stats"
 	if err := d.object(v, field); err != nil {
 		return err
 	}
 	var s [len(statsKeys)]span
-	if key := collect(d.b, v, statsKeySet, s[:]); key.present() {
-		return d.unknown(field, key)
+	var unknown span
+	if ix != nil && ix.stOf == v {
+		s, unknown = ix.st, ix.stUnknown
+	} else {
+		unknown = collect(d.b, v, statsKeySet, s[:])
+	}
+	if unknown.present() {
+		return d.unknown(field, unknown)
 	}
 	dst := [...]*int{&st.Wins, &st.Losses, &st.Draws, &st.Crashes, &st.TimeLosses}
 	for k := range s {

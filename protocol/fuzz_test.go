@@ -54,12 +54,15 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte("\xef\xbb\xbf{}"))
 
 	// Keys the server's index of a body must find as collect does: repeated, escaped, a
-	// worker_info that is not an object after one that is.
+	// worker_info or stats that is not an object after one that is.
 	f.Add([]byte(strings.Replace(updateTaskBody, `"password"`, `"worker_info": 5, "password"`, 1)))
 	f.Add([]byte(strings.Replace(updateTaskBody, `"password"`, `"worker_\u0069nfo": {"username": "x"}, "password"`, 1)))
 	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "worker_info": "w"}`))
 	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "worker_info": {"username": "other"}}`))
 	f.Add([]byte(strings.Replace(updateTaskBody, `"username": "fakeworker"`, `"username": "fakeworker", "username": "wrk", "usern\u0061me": 7`, 1)))
+	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "stats": {"wins": 1}}`))
+	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "stats": [1]}`))
+	f.Add([]byte(strings.Replace(updateTaskBody, `"stats": {`, `"stats": {"wins": 0}, "st\u0061ts": {`, 1)))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkIndexedAgrees(t, body)

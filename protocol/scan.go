@@ -127,7 +127,7 @@ func (v *validator) container(i, depth int) (int, bool) {
 // object is container for an object, at depth, that also notes where its members are: in
 // into[k] the value of the last member whose key is keys.names[k], in unknown the first key not in
 // keys, as collect does. In the top-level object (depth 1) the members of each worker_info
-// that is an object are noted in v.ix likewise.
+// and stats that is an object are noted in v.ix likewise (index.nested).
 func (v *validator) object(i, depth int, keys *keySet, into []span, unknown *span) (int, bool) {
 	b, next := v.b, 0
 	i = skipSpace(b, i+1)
@@ -151,10 +151,17 @@ func (v *validator) object(i, depth int, keys *keySet, into []span, unknown *spa
 		if k >= 0 {
 			next = k + 1
 		}
-		if ix := v.ix; depth == 1 && k == keyWorkerInfo && i < len(b) && b[i] == '{' {
-			ix.wi, ix.wiUnknown = [len(workerInfoKeys)]span{}, span{}
-			val.end, ok = v.object(i, depth+1, workerInfoKeySet, ix.wi[:], &ix.wiUnknown)
-			ix.wiOf = val
+		var nested *keySet
+		var nestedInto []span
+		var nestedUnknown, nestedOf *span
+		if depth == 1 && i < len(b) && b[i] == '{' {
+			nested, nestedInto, nestedUnknown, nestedOf = v.ix.nested(k)
+		}
+		if nested != nil { // the last one's members are the ones read
+			clear(nestedInto)
+			*nestedUnknown = span{}
+			val.end, ok = v.object(i, depth+1, nested, nestedInto, nestedUnknown)
+			*nestedOf = val
 		} else {
 			val.end, ok = v.value(i, depth)
 		}
