@@ -10,8 +10,10 @@
 package metrics
 
 import (
+	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,10 +45,6 @@ const (
 
 var reclaimReasons = []string{ReasonDead, ReasonStale, ReasonFailed, ReasonInvalid, ReasonPurge}
 
-// httpMethods are the request methods kept as label values; any other is "other".
-var httpMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true,
-	"DELETE": true, "PATCH": true, "OPTIONS": true}
-
 // dbCommands are the database commands kept as label values; any other is "other".
 var dbCommands = map[string]bool{
 	"find": true, "insert": true, "update": true, "delete": true, "findAndModify": true,
@@ -77,6 +75,11 @@ type Fleet struct {
 type Metrics struct {
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	// httpSeen holds the two collectors of each route, method and code seen so far
+	// (httpObserversOf), a map never changed once stored: a request reads it without a lock.
+	// httpMu serialises the copies that add to it.
+	httpSeen atomic.Pointer[map[httpKey]httpObservers]
+	httpMu   sync.Mutex
 
 	pool atomic.Pointer[func() PoolStats]
 
@@ -375,12 +378,69 @@ func (m *Metrics) ObserveHTTPRequest(route, method string, code int, d time.Dura
 	if route == "" {
 		route = "unmatched"
 	}
-	if !httpMethods[method] {
-		method = "other"
+	o := m.httpObserversOf(httpKey{route: route, method: httpMethod(method), code: code})
+	o.requests.Inc()
+	o.duration.Observe(d.Seconds())
+}
+
+// httpMethod is method as a label value: one of the usual methods, or "other".
+func httpMethod(method string) string {
+	switch method {
+	case "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS":
+		return method
 	}
-	c := strconv.Itoa(code)
-	m.httpRequests.WithLabelValues(route, method, c).Inc()
-	m.httpDuration.WithLabelValues(route, method, c).Observe(d.Seconds())
+	return "other"
+}
+
+// httpKey is the label values of an answered request.
+type httpKey struct {
+	route, method string
+	code          int
+}
+
+// httpObservers are the collectors of one httpKey.
+type httpObservers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// httpObserversOf returns k's collectors. Every request asks for them: WithLabelValues would
+// hash the three label values into each vector's index and format the code every time, so
+// each route, method and code's are looked up once and kept in httpSeen. There are few (the
+// labels are bounded), so adding one copies the map.
+func (m *Metrics) httpObserversOf(k httpKey) httpObservers {
+	if seen := m.httpSeen.Load(); seen != nil {
+		if o, ok := (*seen)[k]; ok {
+			return o
+		}
+	}
+	m.httpMu.Lock()
+	defer m.httpMu.Unlock()
+	old := m.httpSeen.Load()
+	if old != nil {
+		if o, ok := (*old)[k]; ok { // another request added it meanwhile
+			return o
+		}
+	}
+	c := strconv.Itoa(k.code)
+	o := httpObservers{
+		requests: m.httpRequests.WithLabelValues(k.route, k.method, c),
+		duration: m.httpDuration.WithLabelValues(k.route, k.method, c),
+	}
+	next := make(map[httpKey]httpObservers, 1+lenOf(old))
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	next[k] = o
+	m.httpSeen.Store(&next)
+	return o
+}
+
+func lenOf(m *map[httpKey]httpObservers) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
 
 // ConnectionOpened counts a client connection in.

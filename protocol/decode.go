@@ -45,42 +45,108 @@ func DecodeAccess(body []byte) (username, password string, err error) {
 type Body struct {
 	b   []byte
 	top span
+	// ix is where the members the worker calls' decoders read were found while the body was
+	// checked (ParseBodyInto), nil if they were not (ParseBody): then each read finds them.
+	ix *index
 }
 
 // ParseBody checks that body is JSON (UTF-8, an optional BOM); the error is ErrNotJSON. The
 // Body keeps body, which must not change while it is used; what its methods return (and
 // their errors) copies what it keeps of body, so body may be reused once they have returned.
 func ParseBody(body []byte) (Body, error) {
-	b, top, err := parseBody(body)
+	b, top, err := parseBody(body, nil)
 	return Body{b: b, top: top}, err
+}
+
+// ParseBodyInto is ParseBody that also notes, in the same pass, where the members that Access
+// and RequestInto read are, and keeps them in buf: each then reads them without walking the
+// body again, and RequestInto takes the credentials Access decoded. The Body is valid until
+// buf is used again; its RequestInto must be given buf.
+func ParseBodyInto(buf *RequestBuffer, body []byte) (Body, error) {
+	ix := &buf.ix
+	*ix = index{}
+	b, top, err := parseBody(body, ix)
+	p := Body{b: b, top: top}
+	if err == nil && ix.indexed {
+		p.ix = ix
+	}
+	return p, err
+}
+
+// index is what a worker call's two reads of its body (Access, then RequestInto) need of it:
+// the values of the keys they know, found once.
+type index struct {
+	top     [len(requestKeys)]span
+	unknown span // the first top-level key not in requestKeys, in body order
+	// wi are the members of the last worker_info if it is an object (wiOf, zero otherwise).
+	wi        [len(workerInfoKeys)]span
+	wiUnknown span
+	wiOf      span
+	// st are the members of the last stats if it is an object (stOf), likewise.
+	st        [len(statsKeys)]span
+	stUnknown span
+	stOf      span
+	indexed   bool // the body is an object and the spans above are its
+	// accessed is set once Access has decoded username and password, which RequestInto reuses.
+	accessed           bool
+	username, password string
+}
+
+// nested returns where the members of the top-level key k's object are noted: worker_info's
+// and stats', the objects read on every call or on the busiest; nil keys for any other key.
+func (ix *index) nested(k int) (keys *keySet, into []span, unknown, of *span) {
+	switch k {
+	case keyWorkerInfo:
+		return workerInfoKeySet, ix.wi[:], &ix.wiUnknown, &ix.wiOf
+	case keyStats:
+		return statsKeySet, ix.st[:], &ix.stUnknown, &ix.stOf
+	}
+	return nil, nil, nil, nil
+}
+
+// members returns p's index: the one ParseBodyInto made, or else one made now in local.
+func (p Body) members(local *index) *index {
+	if p.ix != nil {
+		return p.ix
+	}
+	if p.top.start >= len(p.b) || p.b[p.top.start] != '{' {
+		return local // no member: the object checks fail first
+	}
+	local.unknown = collect(p.b, p.top, requestKeySet, local.top[:])
+	if v := local.top[keyWorkerInfo]; v.present() && p.b[v.start] == '{' {
+		local.wiUnknown = collect(p.b, v, workerInfoKeySet, local.wi[:])
+		local.wiOf = v
+	}
+	local.indexed = true
+	return local
 }
 
 // Access is DecodeAccess of a parsed body.
 func (p Body) Access() (username, password string, err error) {
-	b, top := p.b, p.top
-	d := decoder{b: b}
-	if err := d.object(top, fieldRequest); err != nil {
+	var local index
+	ix := p.members(&local)
+	d := decoder{b: p.b}
+	if err := d.object(p.top, fieldRequest); err != nil {
 		return "", "", err
 	}
-	var s [2]span
-	collect(b, top, accessKeys[:], s[:])
-	if password, err = d.password(s[0]); err != nil {
+	if password, err = d.password(ix.top[keyPassword]); err != nil {
 		return "", "", err
 	}
-	if err := d.required(s[1], fieldRequest, "worker_info"); err != nil {
+	wi := ix.top[keyWorkerInfo]
+	if err := d.required(wi, fieldRequest, "worker_info"); err != nil {
 		return "", "", err
 	}
-	if err := d.object(s[1], "worker_info"); err != nil {
+	if err := d.object(wi, "worker_info"); err != nil {
 		return "", "", err
 	}
-	var u [1]span
-	collect(b, s[1], usernameKey[:], u[:])
-	if err := d.required(u[0], "worker_info", "username"); err != nil {
+	u := ix.wi[wiUsername]
+	if err := d.required(u, "worker_info", "username"); err != nil {
 		return "", "", err
 	}
-	if username, err = d.str(u[0], "worker_info.username"); err != nil {
+	if username, err = d.str(u, "worker_info.username"); err != nil {
 		return "", "", err
 	}
+	ix.accessed, ix.username, ix.password = true, username, password
 	return username, password, nil
 }
 
@@ -113,28 +179,35 @@ func (p Body) Request(legacyUsername func(string) bool) (*Request, error) {
 }
 
 // RequestBuffer holds a decoded Request and everything its pointers point to, for a caller
-// that reuses one from call to call (RequestInto) instead of allocating a Request per call.
-// The zero value is ready for use.
-type RequestBuffer struct{ st requestStore }
+// that reuses one from call to call (RequestInto) instead of allocating a Request per call,
+// and the index of the body it was parsed with (ParseBodyInto). The zero value is ready for
+// use.
+type RequestBuffer struct {
+	st requestStore
+	ix index
+}
 
 // RequestInto is Request decoding into buf: the Request returned is buf's, valid until buf is
 // used again. Its strings are its own, as Request's.
 func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) (*Request, error) {
-	b, top := p.b, p.top
+	var local index
+	ix := p.members(&local)
 	var err error
-	d := decoder{b: b}
-	if err := d.object(top, fieldRequest); err != nil {
+	d := decoder{b: p.b}
+	if err := d.object(p.top, fieldRequest); err != nil {
 		return nil, err
 	}
-	var s [len(requestKeys)]span
-	if key := collect(b, top, requestKeys[:], s[:]); key.present() {
+	if key := ix.unknown; key.present() {
 		return nil, d.unknown(fieldRequest, key)
 	}
+	s := &ix.top
 
 	st := &buf.st
 	*st = requestStore{}
 	r := &st.req
-	if r.Password, err = d.password(s[keyPassword]); err != nil {
+	if ix.accessed { // Access decoded it from the same span
+		r.Password = ix.password
+	} else if r.Password, err = d.password(s[keyPassword]); err != nil {
 		return nil, err
 	}
 	if v := s[keyRunID]; v.present() {
@@ -164,7 +237,17 @@ func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) 
 	if err := d.required(s[keyWorkerInfo], fieldRequest, "worker_info"); err != nil {
 		return nil, err
 	}
-	if err := d.workerInfo(s[keyWorkerInfo], &r.WorkerInfo, legacyUsername); err != nil {
+	if err := d.object(s[keyWorkerInfo], "worker_info"); err != nil {
+		return nil, err
+	}
+	if ix.wiOf != s[keyWorkerInfo] { // never, as the index is made; a guard all the same
+		ix.wiUnknown = collect(p.b, s[keyWorkerInfo], workerInfoKeySet, ix.wi[:])
+	}
+	var username *string
+	if ix.accessed {
+		username = &ix.username
+	}
+	if err := d.workerInfoOf(&ix.wi, ix.wiUnknown, &r.WorkerInfo, legacyUsername, username); err != nil {
 		return nil, err
 	}
 	if v := s[keySPSA]; v.present() {
@@ -174,7 +257,7 @@ func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) 
 		r.SPSA = &st.spsa
 	}
 	if v := s[keyStats]; v.present() {
-		if err := d.stats(v, &st.stats); err != nil {
+		if err := d.stats(v, &st.stats, ix); err != nil {
 			return nil, err
 		}
 		r.Stats = &st.stats
@@ -197,11 +280,6 @@ type requestStore struct {
 
 const fieldRequest = "request"
 
-var (
-	accessKeys  = [...]string{"password", "worker_info"}
-	usernameKey = [...]string{"username"}
-)
-
 // The keys of api_schema, in the schema's order.
 const (
 	keyPassword = iota
@@ -215,6 +293,14 @@ const (
 )
 
 var requestKeys = [...]string{"password", "run_id", "task_id", "pgn", "message", "worker_info", "spsa", "stats"}
+
+// The key sets of the schemas' objects.
+var (
+	requestKeySet    = newKeySet(requestKeys[:])
+	workerInfoKeySet = newKeySet(workerInfoKeys[:])
+	statsKeySet      = newKeySet(statsKeys[:])
+	spsaKeySet       = newKeySet(spsaKeys[:])
+)
 
 // The keys of worker_info_schema_api, in the schema's order.
 const (
@@ -380,14 +466,13 @@ func (d *decoder) boolean(v span, field string) (bool, error) {
 	return false, d.invalid(field, v, "is not a boolean")
 }
 
-// uints reads an array of exactly len(dst) non-negative integers.
+// uints reads an array of exactly len(dst) (at most 5) non-negative integers.
 func (d *decoder) uints(v span, field string, dst []int) error {
-	if d.b[v.start] != '[' || d.count(v) != len(dst) {
+	var els [5]span
+	if d.b[v.start] != '[' || d.elements(v, els[:len(dst)]) != len(dst) {
 		return d.invalid(field, v, fmt.Sprintf("is not an array of %d non-negative integers", len(dst)))
 	}
-	e := newElements(d.b, v)
-	for i := range dst {
-		el, _ := e.next()
+	for i, el := range els[:len(dst)] {
 		n, kind := parseInt(d.raw(el))
 		if kind != numInt || n < 0 {
 			return d.integerErrorAt(field, i, el)
@@ -402,12 +487,17 @@ func (d *decoder) integerErrorAt(field string, i int, el span) error {
 	return err
 }
 
-// count is the number of elements of the array at v.
-func (d *decoder) count(v span) int {
+// elements returns the number of elements of the array at v, noting the first len(dst) in
+// dst: one walk over the array both counts and finds them.
+func (d *decoder) elements(v span, dst []span) int {
 	n := 0
 	for e := newElements(d.b, v); ; n++ {
-		if _, ok := e.next(); !ok {
+		el, ok := e.next()
+		if !ok {
 			return n
+		}
+		if n < len(dst) {
+			dst[n] = el
 		}
 	}
 }
@@ -421,13 +511,21 @@ func (d *decoder) objectID(v span, field string) (string, error) {
 }
 
 func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) bool) error {
-	const field = "worker_info"
-	if err := d.object(v, field); err != nil {
+	if err := d.object(v, "worker_info"); err != nil {
 		return err
 	}
 	var s [len(workerInfoKeys)]span
-	if key := collect(d.b, v, workerInfoKeys[:], s[:]); key.present() {
-		return d.unknown(field, key)
+	unknown := collect(d.b, v, workerInfoKeySet, s[:])
+	return d.workerInfoOf(&s, unknown, w, legacyUsername, nil)
+}
+
+// workerInfoOf is workerInfo of the object whose members are s (unknown: its first unknown
+// key), username the username already decoded from s's (nil: none).
+func (d *decoder) workerInfoOf(s *[len(workerInfoKeys)]span, unknown span, w *WorkerInfo,
+	legacyUsername func(string) bool, username *string) error {
+	const field = "worker_info"
+	if unknown.present() {
+		return d.unknown(field, unknown)
 	}
 	f := &workerInfoFields
 	for k := range s {
@@ -447,7 +545,7 @@ func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) 
 		case wiMinThreads:
 			w.MinThreads, err = d.integer(s[k], f[k], true)
 		case wiUsername:
-			w.Username, err = d.username(s[k], f[k], legacyUsername)
+			w.Username, err = d.username(s[k], f[k], legacyUsername, username)
 		case wiVersion:
 			w.Version, err = d.integer(s[k], f[k], false)
 		case wiPythonVersion:
@@ -483,23 +581,27 @@ func (d *decoder) workerInfo(v span, w *WorkerInfo, legacyUsername func(string) 
 }
 
 func (d *decoder) architecture(v span, field string, dst *[2]string) error {
-	if d.b[v.start] != '[' || d.count(v) != 2 {
+	var els [2]span
+	if d.b[v.start] != '[' || d.elements(v, els[:]) != 2 {
 		return d.invalid(field, v, "is not an array of 2 strings")
 	}
-	e := newElements(d.b, v)
-	for i := range dst {
-		el, _ := e.next()
-		var err error
-		if dst[i], err = d.str(el, field+"["+strconv.Itoa(i)+"]"); err != nil {
-			return err
+	for i, el := range els {
+		s, ok := unquote(d.raw(el))
+		if !ok { // the element's path is made only for the error
+			return d.invalid(field+"["+strconv.Itoa(i)+"]", el, "is not a string")
 		}
+		dst[i] = s
 	}
 	return nil
 }
 
-func (d *decoder) username(v span, field string, legacy func(string) bool) (string, error) {
-	s, err := d.str(v, field)
-	if err != nil {
+// username reads a username; known, if not nil, is the string at v, decoded already.
+func (d *decoder) username(v span, field string, legacy func(string) bool, known *string) (string, error) {
+	var s string
+	var err error
+	if known != nil {
+		s = *known
+	} else if s, err = d.str(v, field); err != nil {
 		return "", err
 	}
 	if !ValidUsername(s) && (legacy == nil || !legacy(s)) {
@@ -551,14 +653,21 @@ func (d *decoder) compiler(v span, field string) (string, error) {
 	return "", d.invalid(field, v, `is not one of "clang++", "g++"`)
 }
 
-func (d *decoder) stats(v span, st *Stats) error {
+// stats reads the stats object at v, whose members ix holds if it is ix's (nil: none is).
+func (d *decoder) stats(v span, st *Stats, ix *index) error {
 	const field = "stats"
 	if err := d.object(v, field); err != nil {
 		return err
 	}
 	var s [len(statsKeys)]span
-	if key := collect(d.b, v, statsKeys[:], s[:]); key.present() {
-		return d.unknown(field, key)
+	var unknown span
+	if ix != nil && ix.stOf == v {
+		s, unknown = ix.st, ix.stUnknown
+	} else {
+		unknown = collect(d.b, v, statsKeySet, s[:])
+	}
+	if unknown.present() {
+		return d.unknown(field, unknown)
 	}
 	dst := [...]*int{&st.Wins, &st.Losses, &st.Draws, &st.Crashes, &st.TimeLosses}
 	for k := range s {
@@ -587,7 +696,7 @@ func (d *decoder) spsa(v span, r *SPSAResult) error {
 		return err
 	}
 	var s [len(spsaKeys)]span
-	if key := collect(d.b, v, spsaKeys[:], s[:]); key.present() {
+	if key := collect(d.b, v, spsaKeySet, s[:]); key.present() {
 		return d.unknown(field, key)
 	}
 	dst := [...]*int{&r.Wins, &r.Losses, &r.Draws, &r.NumGames, &r.Sig}

@@ -68,6 +68,7 @@ func runRequestCases(t *testing.T, cases []requestCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			body := c.bytes(t)
+			checkIndexedAgrees(t, body)
 			r, err := protocol.DecodeRequest(body, legacy)
 			if c.field == "" {
 				if err != nil {

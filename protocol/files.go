@@ -154,7 +154,10 @@ func netsOnLines(src []byte, word1, word2 string) []string {
 	return nets
 }
 
-var sourceKeys = [...]string{"password", "worker_info", "sha"}
+var (
+	sourceKeys   = [...]string{"password", "worker_info", "sha"}
+	sourceKeySet = newKeySet(sourceKeys[:])
+)
 
 // sha1Hex is a full commit SHA as a source request names it.
 var sha1Hex = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -168,7 +171,7 @@ func (p Body) SourceRequest(legacyUsername func(string) bool) (*SourceRequest, e
 		return nil, err
 	}
 	var s [len(sourceKeys)]span
-	if key := collect(p.b, p.top, sourceKeys[:], s[:]); key.present() {
+	if key := collect(p.b, p.top, sourceKeySet, s[:]); key.present() {
 		return nil, d.unknown(fieldRequest, key)
 	}
 	r := &SourceRequest{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"reflect"
@@ -52,7 +53,19 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte("\xef\xbb\xbf{}"))
 
+	// Keys the server's index of a body must find as collect does: repeated, escaped, a
+	// worker_info or stats that is not an object after one that is.
+	f.Add([]byte(strings.Replace(updateTaskBody, `"password"`, `"worker_info": 5, "password"`, 1)))
+	f.Add([]byte(strings.Replace(updateTaskBody, `"password"`, `"worker_\u0069nfo": {"username": "x"}, "password"`, 1)))
+	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "worker_info": "w"}`))
+	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "worker_info": {"username": "other"}}`))
+	f.Add([]byte(strings.Replace(updateTaskBody, `"username": "fakeworker"`, `"username": "fakeworker", "username": "wrk", "usern\u0061me": 7`, 1)))
+	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "stats": {"wins": 1}}`))
+	f.Add([]byte(updateTaskBody[:len(updateTaskBody)-1] + `, "stats": [1]}`))
+	f.Add([]byte(strings.Replace(updateTaskBody, `"stats": {`, `"stats": {"wins": 0}, "st\u0061ts": {`, 1)))
+
 	f.Fuzz(func(t *testing.T, body []byte) {
+		checkIndexedAgrees(t, body)
 		if _, _, err := protocol.DecodeAccess(body); err != nil {
 			checkRejection(t, body, err)
 		}
@@ -218,4 +231,52 @@ func bigSum(xs ...int) *big.Int {
 		s.Add(s, big.NewInt(int64(x)))
 	}
 	return s
+}
+
+// checkIndexedAgrees holds what the server does with a call's body (ParseBodyInto, Access, then
+// RequestInto from the members the check found, into a buffer that held another call) to what
+// DecodeAccess and DecodeRequest say of it: the same credentials, the same request, the same
+// errors. RequestInto is tried both after Access and without it.
+func checkIndexedAgrees(t *testing.T, body []byte) {
+	t.Helper()
+	wantUser, wantPassword, wantAccessErr := protocol.DecodeAccess(body)
+	want, wantErr := protocol.DecodeRequest(body, legacy)
+	for _, access := range []bool{true, false} {
+		buf := new(protocol.RequestBuffer)
+		// The buffer held another call's body and request, as a pooled one does.
+		other, err := protocol.ParseBodyInto(buf, []byte(spsaUpdateBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := other.Access(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.RequestInto(buf, legacy); err != nil {
+			t.Fatal(err)
+		}
+
+		p, err := protocol.ParseBodyInto(buf, body)
+		if err != nil {
+			if !errors.Is(err, protocol.ErrNotJSON) || !errors.Is(wantErr, protocol.ErrNotJSON) {
+				t.Fatalf("ParseBodyInto: %v, DecodeRequest: %v", err, wantErr)
+			}
+			continue
+		}
+		if access {
+			user, password, err := p.Access()
+			if fmt.Sprint(err) != fmt.Sprint(wantAccessErr) || user != wantUser || password != wantPassword {
+				t.Fatalf("indexed Access: %q %q %v, want %q %q %v", user, password, err, wantUser, wantPassword, wantAccessErr)
+			}
+			if err != nil {
+				continue // the server stops here
+			}
+		}
+		got, err := p.RequestInto(buf, legacy)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("indexed RequestInto (after Access: %v): error %v, want %v", access, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("indexed RequestInto (after Access: %v):\n got %+v\nwant %+v", access, got, want)
+		}
+	}
 }

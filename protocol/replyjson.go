@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -57,11 +58,12 @@ func (r *DoneReply) AppendJSON(b []byte) ([]byte, bool) {
 	return append(appendFloat(b, r.Duration), '}'), true
 }
 
-// AppendJSON appends r as encoding/json.Marshal writes it. A reply that hands out a task (Run
-// set) is left to encoding/json (false): its run's args are a raw message that encoding/json
-// compacts, and such replies are few.
+// AppendJSON appends r as encoding/json.Marshal writes it. A reply that hands out a task copies
+// its run's args compacted, as encoding/json writes a raw message; args that it does not vouch
+// for (not JSON, or not UTF-8, which encoding/json would copy as they are) are left to
+// encoding/json (false).
 func (r *TaskReply) AppendJSON(b []byte) ([]byte, bool) {
-	if r.Run != nil || !finite(r.Duration) || r.RetryAfter != nil && !finite(*r.RetryAfter) {
+	if !finite(r.Duration) || r.RetryAfter != nil && !finite(*r.RetryAfter) {
 		return b, false
 	}
 	start := len(b)
@@ -72,6 +74,12 @@ func (r *TaskReply) AppendJSON(b []byte) ([]byte, bool) {
 	}
 	b = appendOptionalString(b, `,"info":`, r.Info)
 	b = appendOptionalString(b, `,"error":`, r.Error)
+	if r.Run != nil {
+		var ok bool
+		if b, ok = r.Run.appendJSON(append(b, `,"run":`...)); !ok {
+			return b[:start], false
+		}
+	}
 	if r.TaskID != nil {
 		b = append(b, `,"task_id":`...)
 		b = strconv.AppendInt(b, int64(*r.TaskID), 10)
@@ -86,6 +94,93 @@ func (r *TaskReply) AppendJSON(b []byte) ([]byte, bool) {
 		b = append(b[:start+1], b[start+2:]...)
 	}
 	return b, true
+}
+
+// appendJSON appends r as encoding/json.Marshal writes it, or reports false (see
+// TaskReply.AppendJSON).
+func (r *TaskRun) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"_id":`...)
+	b = appendString(b, r.ID)
+	b, ok := appendRawMessage(append(b, `,"args":`...), r.Args)
+	if !ok {
+		return b, false
+	}
+	b = append(b, `,"my_task":{"num_games":`...)
+	b = strconv.AppendInt(b, int64(r.MyTask.NumGames), 10)
+	b = append(b, `,"start":`...)
+	b = strconv.AppendInt(b, int64(r.MyTask.Start), 10)
+	if st := r.MyTask.Stats; st != nil {
+		b = append(b, `,"stats":{"wins":`...)
+		b = strconv.AppendInt(b, int64(st.Wins), 10)
+		b = append(b, `,"losses":`...)
+		b = strconv.AppendInt(b, int64(st.Losses), 10)
+		b = append(b, `,"draws":`...)
+		b = strconv.AppendInt(b, int64(st.Draws), 10)
+		b = append(b, `,"crashes":`...)
+		b = strconv.AppendInt(b, int64(st.Crashes), 10)
+		b = append(b, `,"time_losses":`...)
+		b = strconv.AppendInt(b, int64(st.TimeLosses), 10)
+		b = append(b, `,"pentanomial":[`...)
+		for i, n := range st.Pentanomial {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(n), 10)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, "}}"...), true
+}
+
+// appendRawMessage appends raw as encoding/json writes a json.RawMessage: null if nil, else
+// without the spaces between tokens and with <, >, & and U+2028, U+2029 escaped (in strings,
+// the only place valid JSON has them). It reports false, having appended nothing, unless raw
+// is JSON and UTF-8 (parseBody's check, without its byte-order mark, which encoding/json
+// refuses).
+func appendRawMessage(b, raw []byte) ([]byte, bool) {
+	if raw == nil {
+		return append(b, "null"...), true
+	}
+	if len(raw) == 0 || bytes.HasPrefix(raw, utf8BOM) {
+		return b, false
+	}
+	if _, _, err := parseBody(raw, nil); err != nil {
+		return b, false
+	}
+	inString, start := false, 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		var esc string // what replaces raw[i:i+n]
+		n := 1
+		switch {
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+		case c == '"':
+			inString = !inString
+			continue
+		case !inString:
+			continue
+		case c == '\\':
+			i++ // the escaped character is copied as it is, a quote included
+			continue
+		case c == '<':
+			esc = `\u003c`
+		case c == '>':
+			esc = `\u003e`
+		case c == '&':
+			esc = `\u0026`
+		case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xA8:
+			esc, n = `\u2028`, 3
+			if raw[i+2] == 0xA9 {
+				esc = `\u2029`
+			}
+		default:
+			continue
+		}
+		b = append(append(b, raw[start:i]...), esc...)
+		i += n - 1
+		start = i + 1
+	}
+	return append(b, raw[start:]...), true
 }
 
 // appendOptionalString appends key (with its leading comma and colon) and s, unless s is ""

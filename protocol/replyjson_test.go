@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/shoal-chess/shoal/protocol"
 )
@@ -79,13 +80,74 @@ func TestRepliesAppendWhatMarshalWrites(t *testing.T) {
 	}
 }
 
-// A request_task reply that hands out a task is left to encoding/json.
-func TestATaskIsNotAppended(t *testing.T) {
-	id := 3
-	r := protocol.TaskReply{Run: &protocol.TaskRun{ID: "x", Args: json.RawMessage(`{}`)}, TaskID: &id}
-	if b, ok := r.AppendJSON(nil); ok || len(b) != 0 {
-		t.Errorf("appended %q", b)
+// replyArgs are run args as a reply may carry them: compact or not, with what encoding/json
+// escapes in a raw message, and some it refuses or copies as they are (not JSON, not UTF-8, a
+// byte-order mark, empty).
+var replyArgs = []string{
+	`{}`, `{"tc": "10+0.1", "book": "UHO_4060_v3.epd", "threads": 1, "sprt": {"elo0": 0, "elo1": 2.5}}`,
+	" {\n\t\"new_options\" : \"Hash=16 < 32 & > 8\" ,\r\n \"a\": [ 1 , 2.5e-3, true, null ] } ",
+	"{\"msg\": \"line \\u2028 sep \u2028 and \u2029 end\"," + ` "q": "a \" quote \\ and \/ <b>"}`,
+	`{"café": "😀"}`, `[1, {"a": []}]`, `"just a string"`, `12`,
+	"{\"bad\": \"\xff\"}", "\xef\xbb\xbf{}", `{"a": }`, `{"a": 1} {}`, ``, `  `,
+}
+
+// A request_task reply that hands out a task writes what encoding/json writes, its run's args
+// compacted and escaped as encoding/json does a raw message, or leaves the reply to
+// encoding/json when encoding/json would refuse it or copy the args as they are.
+func TestATaskIsAppendedAsMarshalWritesIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ints := []int{0, 1, -1, 17, 1000000, math.MaxInt, math.MinInt}
+	pick := func() int { return ints[rng.IntN(len(ints))] }
+	for i := range 5000 {
+		id := pick()
+		run := &protocol.TaskRun{ID: replyStrings[rng.IntN(len(replyStrings))],
+			MyTask: protocol.MyTask{NumGames: pick(), Start: pick()}}
+		if n := rng.IntN(len(replyArgs) + 1); n < len(replyArgs) {
+			run.Args = json.RawMessage(replyArgs[n])
+		} // else nil: null
+		if rng.IntN(3) > 0 {
+			run.MyTask.Stats = &protocol.Stats{Wins: pick(), Losses: pick(), Draws: pick(), Crashes: pick(),
+				TimeLosses: pick(), Pentanomial: [5]int{pick(), pick(), pick(), pick(), pick()}}
+		}
+		r := protocol.TaskReply{Run: run, TaskID: &id, Duration: replyFloats[rng.IntN(len(replyFloats))]}
+		if rng.IntN(4) == 0 {
+			r.Info = "extra"
+		}
+		want, err := json.Marshal(&r)
+		got, ok := r.AppendJSON([]byte("prefix"))
+		if !ok {
+			if string(got) != "prefix" {
+				t.Fatalf("case %d: refused but appended %q", i, got)
+			}
+			if err == nil && utf8.Valid(run.Args) {
+				t.Fatalf("case %d: %s: refused valid args encoding/json writes as %s", i, run.Args, want)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got, append([]byte("prefix"), want...)) {
+			t.Fatalf("case %d: %q:\n got %s\nwant prefix%s (%v)", i, run.Args, got, want, err)
+		}
 	}
+}
+
+// FuzzTaskArgs holds a task reply's args to encoding/json's writing of a raw message, on any
+// bytes: the same text, or a refusal where encoding/json refuses them or copies them as they
+// are (not UTF-8).
+func FuzzTaskArgs(f *testing.F) {
+	for _, a := range replyArgs {
+		f.Add([]byte(a))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		r := protocol.TaskReply{Run: &protocol.TaskRun{ID: "65a1b2c3d4e5f60718293a4b", Args: args}, Duration: 0.001}
+		want, err := json.Marshal(&r)
+		got, ok := r.AppendJSON(nil)
+		switch {
+		case ok && (err != nil || !bytes.Equal(got, want)):
+			t.Fatalf("%q:\n got %s\nwant %s (%v)", args, got, want, err)
+		case !ok && err == nil && utf8.Valid(args) && !bytes.HasPrefix(args, []byte("\xef\xbb\xbf")):
+			t.Fatalf("%q: refused, but encoding/json writes %s", args, want)
+		}
+	})
 }
 
 // FuzzReplyStrings holds the string escaping to encoding/json's on any text.

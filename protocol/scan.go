@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -26,12 +27,20 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // parseBody checks that body is JSON as Python's json.loads reads bytes (UTF-8, an optional BOM)
 // and returns the body without the BOM and the span of its top-level value. It accepts exactly
 // what utf8.Valid and json.Valid both accept, in one pass over the body instead of two and a
-// third to find the value's end (TestParseBodyAcceptsWhatValidAccepts, FuzzParseBody).
-func parseBody(body []byte) ([]byte, span, error) {
+// third to find the value's end (TestParseBodyAcceptsWhatValidAccepts, FuzzParseBody). If ix is
+// not nil and the value is an object, the same pass notes in ix where its members are (index).
+func parseBody(body []byte, ix *index) ([]byte, span, error) {
 	body = bytes.TrimPrefix(body, utf8BOM)
-	v := validator{b: body}
+	v := validator{b: body, ix: ix}
 	start := skipSpace(body, 0)
-	end, ok := v.value(start, 0)
+	var end int
+	var ok bool
+	if ix != nil && start < len(body) && body[start] == '{' {
+		end, ok = v.object(start, 1, requestKeySet, ix.top[:], &ix.unknown)
+		ix.indexed = ok
+	} else {
+		end, ok = v.value(start, 0)
+	}
 	if !ok || skipSpace(body, end) != len(body) {
 		return nil, span{}, ErrNotJSON
 	}
@@ -43,7 +52,10 @@ const maxNestingDepth = 10000
 
 // validator checks JSON's grammar, as json.Valid does, and that strings are UTF-8, as
 // utf8.Valid does (the grammar allows no other bytes past 0x7f outside strings).
-type validator struct{ b []byte }
+type validator struct {
+	b  []byte
+	ix *index // where object notes the members of the top-level object, if not nil
+}
 
 // value checks the value that starts at b[i], within depth arrays or objects, and returns the
 // offset just past it.
@@ -112,13 +124,78 @@ func (v *validator) container(i, depth int) (int, bool) {
 	}
 }
 
+// object is container for an object, at depth, that also notes where its members are: in
+// into[k] the value of the last member whose key is keys.names[k], in unknown the first key not in
+// keys, as collect does. In the top-level object (depth 1) the members of each worker_info
+// and stats that is an object are noted in v.ix likewise (index.nested).
+func (v *validator) object(i, depth int, keys *keySet, into []span, unknown *span) (int, bool) {
+	b, next := v.b, 0
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		key := span{start: i}
+		var ok bool
+		if key.end, ok = v.string(i); !ok {
+			return key.end, false
+		}
+		if i = skipSpace(b, key.end); i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+		val, k := span{start: i}, lookupFrom(b, key, keys, next)
+		if k >= 0 {
+			next = k + 1
+		}
+		var nested *keySet
+		var nestedInto []span
+		var nestedUnknown, nestedOf *span
+		if depth == 1 && i < len(b) && b[i] == '{' {
+			nested, nestedInto, nestedUnknown, nestedOf = v.ix.nested(k)
+		}
+		if nested != nil { // the last one's members are the ones read
+			clear(nestedInto)
+			*nestedUnknown = span{}
+			val.end, ok = v.object(i, depth+1, nested, nestedInto, nestedUnknown)
+			*nestedOf = val
+		} else {
+			val.end, ok = v.value(i, depth)
+		}
+		if !ok {
+			return val.end, false
+		}
+		if k >= 0 {
+			into[k] = val
+		} else if !unknown.present() {
+			*unknown = key
+		}
+		switch i = skipSpace(b, val.end); {
+		case i >= len(b):
+			return i, false
+		case b[i] == '}':
+			return i + 1, true
+		case b[i] != ',':
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
 // string checks the string that opens with the quote at b[i]: no control characters, only
 // JSON's escapes, UTF-8.
 func (v *validator) string(i int) (int, bool) {
 	b := v.b
 	start, ascii := i+1, true
 	for i++; i < len(b); i++ {
-		switch c := b[i]; {
+		c := b[i]
+		if plainInString[c] { // most bytes: one load and a branch instead of the switch's four
+			continue
+		}
+		switch {
 		case c == '"':
 			return i + 1, ascii || utf8.Valid(b[start:i])
 		case c < 0x20:
@@ -143,6 +220,15 @@ func (v *validator) string(i int) (int, bool) {
 	}
 	return i, false
 }
+
+// plainInString[c] is set for the bytes a JSON string holds as they are, with nothing to check:
+// ASCII from 0x20 on, but the quote and the backslash.
+var plainInString = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
@@ -328,10 +414,10 @@ func (e *elements) next() (val span, ok bool) {
 	return val, true
 }
 
-// collect records in spans[k] the value of each member whose key is keys[k]. A repeated key
-// keeps its last value, as Python's json.loads does. The first member whose key is not in keys
-// (in body order) is returned as unknown, the zero span if there is none.
-func collect(b []byte, obj span, keys []string, spans []span) (unknown span) {
+// collect records in spans[k] the value of each member whose key is keys.names[k]. A repeated
+// key keeps its last value, as Python's json.loads does. The first member whose key is not in
+// keys (in body order) is returned as unknown, the zero span if there is none.
+func collect(b []byte, obj span, keys *keySet, spans []span) (unknown span) {
 	m := newMembers(b, obj)
 	for {
 		key, val, ok := m.next()
@@ -349,8 +435,52 @@ func collect(b []byte, obj span, keys []string, spans []span) (unknown span) {
 	}
 }
 
+// keySet is a schema's keys, looked up by their length first: a key is compared with the one
+// or few of its length instead of with each in turn (worker_info has sixteen).
+type keySet struct {
+	names []string
+	byLen [maxKeyLen + 1]uint32 // bit k set: names[k] has that length
+}
+
+// maxKeyLen is the length of the longest key a keySet holds.
+const maxKeyLen = 31
+
+func newKeySet(names []string) *keySet {
+	ks := &keySet{names: names}
+	for k, name := range names {
+		if k >= 32 || len(name) > maxKeyLen {
+			panic("protocol: a keySet holds up to 32 keys of up to 31 bytes")
+		}
+		ks.byLen[len(name)] |= 1 << k
+	}
+	return ks
+}
+
+// find returns the index of the key raw (unquoted), or -1.
+func (ks *keySet) find(raw []byte) int {
+	if len(raw) > maxKeyLen {
+		return -1
+	}
+	for m := ks.byLen[len(raw)]; m != 0; m &= m - 1 {
+		k := bits.TrailingZeros32(m)
+		if string(raw) == ks.names[k] {
+			return k
+		}
+	}
+	return -1
+}
+
+// lookupFrom is lookup that tries keys.names[next] first: clients send an object's keys in one
+// order, often the schema's.
+func lookupFrom(b []byte, key span, keys *keySet, next int) int {
+	if next < len(keys.names) && key.end-key.start == len(keys.names[next])+2 && string(b[key.start+1:key.end-1]) == keys.names[next] {
+		return next
+	}
+	return lookup(b, key, keys)
+}
+
 // lookup returns the index in keys of the key token at a span, or -1.
-func lookup(b []byte, key span, keys []string) int {
+func lookup(b []byte, key span, keys *keySet) int {
 	raw := b[key.start+1 : key.end-1]
 	if bytes.IndexByte(raw, '\\') >= 0 { // rare: an escaped key, e.g. "pass\u0077ord"
 		s, ok := unquote(b[key.start:key.end])
@@ -359,12 +489,7 @@ func lookup(b []byte, key span, keys []string) int {
 		}
 		raw = []byte(s)
 	}
-	for k, name := range keys {
-		if string(raw) == name {
-			return k
-		}
-	}
-	return -1
+	return keys.find(raw)
 }
 
 // unquote decodes a string token, quotes included.

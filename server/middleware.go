@@ -43,7 +43,7 @@ func (s *Server) accessLog(c *gin.Context) {
 		return
 	}
 	attrs := []any{"method", c.Request.Method, "path", c.Request.URL.Path, "status", status,
-		"duration", guard.SinceStart(c).Seconds(), "remote", c.ClientIP()}
+		"duration", guard.SinceStart(c).Seconds(), "remote", guard.ClientIP(c)}
 	if status == http.StatusServiceUnavailable && s.shuttingDown.Load() {
 		s.logger.Debug("refused while shutting down", attrs...) // expected, by the thousand
 		return

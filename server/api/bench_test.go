@@ -8,16 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shoal-chess/shoal/metrics"
+	"github.com/shoal-chess/shoal/server"
 	"github.com/shoal-chess/shoal/server/api"
 )
 
 // BenchmarkWorkerAPI is one worker call through the server's whole handler (gin, the
 // middleware, authentication of a known worker, decoding, the scheduler, the reply), without
 // the network: what a request costs the server's processor beyond net/http's own work.
-// "bare" is a net/http handler that decodes a JSON body and answers a JSON object, the
+// The server counts and times each request as a deployed one does (metrics on a registry of
+// its own). "bare" is a net/http handler that decodes a JSON body and answers a JSON object, the
 // floor to compare with.
 func BenchmarkWorkerAPI(b *testing.B) {
-	f := newFleet(b)
+	f := newFleetWith(b, func(d *server.Deps) { d.Metrics = metrics.New(prometheus.NewRegistry()) })
 	// No rate limit: the same few workers ask again and again.
 	api.SetTaskLimits(f.srv.API(), time.Microsecond)
 	id := f.newRun(map[string]any{"num_games": 1000000})

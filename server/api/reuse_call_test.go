@@ -48,3 +48,41 @@ func TestACallsStoredValuesOutliveItsBuffers(t *testing.T) {
 		t.Errorf("task 0 changed with the other worker's calls:\nbefore %s\nafter  %s", before, after)
 	}
 }
+
+// An update shares its task's lists (architecture, python_version, gcc_version) when they are
+// the ones the worker sends again, and makes its own when they differ: a worker upgraded while
+// holding its task has the new ones stored, and its earlier ones are not changed under any
+// other task that holds them.
+func TestAnUpdateKeepsOrReplacesItsTasksLists(t *testing.T) {
+	f := newFleet(t)
+	id := f.newRun(map[string]any{"num_games": 100000})
+	if code, out := f.post("/api/request_task", call(0, nil)); code != http.StatusOK || out["task_id"] == nil {
+		t.Fatalf("request_task: %d %v", code, out)
+	}
+	lists := func() string {
+		wi := f.run(id).Tasks[0].WorkerInfo
+		return fmt.Sprint(wi.Architecture, wi.PythonVersion, wi.GCCVersion)
+	}
+	const first = "[64bit ELF] [3 11 2] [13 2 0]"
+	for i := range 3 {
+		if code, out := f.post("/api/update_task", call(0, map[string]any{"run_id": id, "task_id": 0, "stats": draws(i + 1)})); code != http.StatusOK {
+			t.Fatalf("update_task: %d %v", code, out)
+		}
+		if got := lists(); got != first {
+			t.Fatalf("update %d: lists %s, want %s", i, got, first)
+		}
+	}
+	kept := f.run(id).Tasks[0].WorkerInfo
+	upgraded := call(0, map[string]any{"run_id": id, "task_id": 0, "stats": draws(4)})
+	wi := upgraded["worker_info"].(map[string]any)
+	wi["architecture"], wi["python_version"], wi["gcc_version"] = []string{"64bit", "Mach-O"}, []int{3, 12, 1}, []int{14, 1, 0}
+	if code, out := f.post("/api/update_task", upgraded); code != http.StatusOK {
+		t.Fatalf("update_task: %d %v", code, out)
+	}
+	if got, want := lists(), "[64bit Mach-O] [3 12 1] [14 1 0]"; got != want {
+		t.Errorf("after the upgrade: lists %s, want %s", got, want)
+	}
+	if got := fmt.Sprint(kept.Architecture, kept.PythonVersion, kept.GCCVersion); got != first {
+		t.Errorf("the earlier worker_info's lists changed: %s, want %s", got, first)
+	}
+}

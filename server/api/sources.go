@@ -39,7 +39,7 @@ func (s *Server) Source(c *gin.Context) {
 	if !ok {
 		return
 	}
-	_, parsed, ok := s.authenticate(c, body)
+	_, parsed, ok := s.authenticate(c, body, nil)
 	if !ok {
 		return
 	}

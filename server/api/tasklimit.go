@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/gin-gonic/gin"
+
 	"github.com/shoal-chess/shoal/server/guard"
 )
 
@@ -107,7 +108,7 @@ func (l *taskLimiter) bucket(key string, r rate.Limit, burst int, now time.Time)
 // taskLimitAddress is the address c's request_task counts against: the client's, or "" when the
 // client is a trusted proxy itself (it speaks for many machines and limits them itself).
 func taskLimitAddress(c *gin.Context) string {
-	ip := c.ClientIP()
+	ip := guard.ClientIP(c)
 	if guard.FromProxy(c) && ip == c.RemoteIP() {
 		return ""
 	}

@@ -102,10 +102,10 @@ type workerRequest struct {
 	body *protocol.Request
 	user *rundb.User
 	run  rundb.ObjectID // zero if the call names no run
-	// ownerAddr is the address the call's task was created from (hasOwner: the call names a
-	// task), which its worker_info keeps.
-	ownerAddr string
-	hasOwner  bool
+	// owner is the worker_info of the call's task (hasOwner: the call names a task): its
+	// address, which the task keeps, and its lists, which a new worker_info shares if equal.
+	owner    rundb.WorkerInfo
+	hasOwner bool
 	// wi holds what info made, within the pooled call state.
 	wi rundb.WorkerInfo
 	// sched is the scheduler the call is handled by (PrimaryOnly's; for upload_pgn the
@@ -118,10 +118,12 @@ type workerRequest struct {
 // from (or the caller's, for a new task) and the country nginx reports. Made on demand: most
 // calls (beat) store none. It is w's own, valid as long as w.
 func (w *workerRequest) info(c *gin.Context) *rundb.WorkerInfo {
-	w.wi = toWorkerInfo(&w.body.WorkerInfo)
-	w.wi.RemoteAddr = w.ownerAddr
-	if !w.hasOwner {
-		w.wi.RemoteAddr = c.ClientIP()
+	if w.hasOwner {
+		w.wi = toWorkerInfoLike(&w.body.WorkerInfo, &w.owner)
+		w.wi.RemoteAddr = w.owner.RemoteAddr
+	} else {
+		w.wi = toWorkerInfo(&w.body.WorkerInfo)
+		w.wi.RemoteAddr = guard.ClientIP(c)
 	}
 	w.wi.CountryCode = countryCode(c)
 	return &w.wi
@@ -186,20 +188,6 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 	return readBodyInto(c, limit, nil)
 }
 
-// readPooledBody is readBody into a buffer of bodyBuffers, which the caller gives back with
-// release once nothing refers to the body any more. The protocol's decoders copy whatever
-// they keep (protocol.Body says so), so that is once the call is answered.
-func readPooledBody(c *gin.Context, limit int64) (*bodyBuffer, bool) {
-	buf := bodyBuffers.Get().(*bodyBuffer)
-	b, ok := readBodyInto(c, limit, buf)
-	if !ok {
-		buf.release()
-		return nil, false
-	}
-	buf.b = b
-	return buf, true
-}
-
 // release gives the buffer back to bodyBuffers; the body it held must not be read after.
 func (buf *bodyBuffer) release() {
 	if cap(buf.b) > maxPooledBody {
@@ -249,10 +237,17 @@ func bodyError(c *gin.Context, limit int64, err error) {
 // without them is a 400, wrong ones a 401 with the reason. Failed logins are limited per client
 // address (reserveAPILogin): over the limit the call is a 429 with Retry-After, whatever its
 // password, as the password is not checked then. It returns the body checked to be JSON, once
-// for the credentials and the request.
-func (s *Server) authenticate(c *gin.Context, raw []byte) (*rundb.User, protocol.Body, bool) {
+// for the credentials and the request; with buf not nil, parsed into buf
+// (protocol.ParseBodyInto), so that the request is decoded from what the check found.
+func (s *Server) authenticate(c *gin.Context, raw []byte, buf *protocol.RequestBuffer) (*rundb.User, protocol.Body, bool) {
 	var username, password string
-	body, err := protocol.ParseBody(raw)
+	var body protocol.Body
+	var err error
+	if buf != nil {
+		body, err = protocol.ParseBodyInto(buf, raw)
+	} else {
+		body, err = protocol.ParseBody(raw)
+	}
 	if err == nil {
 		username, password, err = body.Access()
 	}
@@ -271,7 +266,7 @@ func (s *Server) authenticate(c *gin.Context, raw []byte) (*rundb.User, protocol
 	}
 	// A worker token is accepted where the password goes, so that fishtest's worker runs with
 	// one unchanged.
-	access := rundb.Access{Username: username, Secret: password, Scope: rundb.ScopeWorker, Address: c.ClientIP()}
+	access := rundb.Access{Username: username, Secret: password, Scope: rundb.ScopeWorker, Address: guard.ClientIP(c)}
 	u, err := s.apiLogin(c.Request.Context(), access)
 	if res != nil {
 		res.Settle(err)
@@ -331,12 +326,14 @@ func (s *Server) apiLogin(ctx context.Context, a rundb.Access) (*rundb.User, err
 // RequestVersion answers the protocol version to any authenticated caller, however old its
 // worker_info: the worker updates itself if it is behind.
 func (s *Server) RequestVersion(c *gin.Context) {
-	body, ok := readPooledBody(c, maxWorkerBody)
+	st := callStates.Get().(*callState)
+	defer st.release()
+	body, ok := readBodyInto(c, maxWorkerBody, &st.body)
 	if !ok {
 		return
 	}
-	defer body.release()
-	if _, _, ok := s.authenticate(c, body.b); !ok {
+	st.body.b = body
+	if _, _, ok := s.authenticate(c, body, &st.req); !ok {
 		return
 	}
 	replyVersion(c, protocol.VersionReply{Version: protocol.Version, Duration: duration(c)})
@@ -378,7 +375,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 		return
 	}
 	st.body.b = body
-	user, parsed, ok := s.authenticate(c, body)
+	user, parsed, ok := s.authenticate(c, body, &st.req)
 	if !ok {
 		return
 	}
@@ -429,7 +426,7 @@ func (s *Server) workerCall(c *gin.Context, limit int64, handle func(*gin.Contex
 					return
 				}
 			}
-			w.ownerAddr, w.hasOwner = owner.RemoteAddr, true
+			w.owner, w.hasOwner = owner, true
 		}
 	}
 	handle(c, w)
@@ -495,15 +492,28 @@ func taskResults(st *protocol.Stats) rundb.Results {
 // their own: slices of w's arrays would keep, for as long as the task keeps its worker_info,
 // whatever holds w (the decoded request, every string of it): about 700 bytes a task, a quarter
 // of the server's live heap at 500,000 equivalent workers (27,500 tasks).
-func toWorkerInfo(w *protocol.WorkerInfo) rundb.WorkerInfo {
-	lists := &struct {
-		arch        [2]string
-		python, gcc [3]int
-	}{w.Architecture, w.PythonVersion, w.GCCVersion}
+func toWorkerInfo(w *protocol.WorkerInfo) rundb.WorkerInfo { return toWorkerInfoLike(w, nil) }
+
+// toWorkerInfoLike is toWorkerInfo that shares the lists of like (the task's worker_info, if
+// not nil) when they are equal to w's, as they are on every update but the rare one after a
+// worker's upgrade: no list of a worker_info is changed once made, only replaced.
+func toWorkerInfoLike(w *protocol.WorkerInfo, like *rundb.WorkerInfo) rundb.WorkerInfo {
+	var arch []string
+	var python, gcc []int
+	if like != nil && slices.Equal(like.Architecture, w.Architecture[:]) &&
+		slices.Equal(like.PythonVersion, w.PythonVersion[:]) && slices.Equal(like.GCCVersion, w.GCCVersion[:]) {
+		arch, python, gcc = like.Architecture, like.PythonVersion, like.GCCVersion
+	} else {
+		lists := &struct {
+			arch        [2]string
+			python, gcc [3]int
+		}{w.Architecture, w.PythonVersion, w.GCCVersion}
+		arch, python, gcc = lists.arch[:], lists.python[:], lists.gcc[:]
+	}
 	return rundb.WorkerInfo{
-		Uname: w.Uname, Architecture: lists.arch[:], Concurrency: w.Concurrency, MaxMemory: w.MaxMemory,
-		MinThreads: w.MinThreads, Username: w.Username, Version: w.Version, PythonVersion: lists.python[:],
-		GCCVersion: lists.gcc[:], Compiler: w.Compiler, UniqueKey: w.UniqueKey, Modified: w.Modified,
+		Uname: w.Uname, Architecture: arch, Concurrency: w.Concurrency, MaxMemory: w.MaxMemory,
+		MinThreads: w.MinThreads, Username: w.Username, Version: w.Version, PythonVersion: python,
+		GCCVersion: gcc, Compiler: w.Compiler, UniqueKey: w.UniqueKey, Modified: w.Modified,
 		WorkerArch: w.WorkerArch, ARCH: w.ARCH, NPS: w.NPS, NearGithubAPILimit: w.NearGithubAPILimit,
 	}
 }

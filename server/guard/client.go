@@ -16,7 +16,7 @@ func ProxyHeaders(c *gin.Context) bool {
 }
 
 // ClientKey is the address a client's attempts count against: ClientKeyOf its IP address.
-func ClientKey(c *gin.Context) string { return ClientKeyOf(c.ClientIP()) }
+func ClientKey(c *gin.Context) string { return ClientKeyOf(ClientIP(c)) }
 
 // ClientKeyOf is the address a client at ip is counted under, by the login limits, the live
 // streams and the request_task limits alike: an IPv4 address (also one mapped into IPv6), or

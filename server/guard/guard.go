@@ -21,10 +21,22 @@ const startedKey = "shoal.started"
 // requestState is what a request carries from Start to Done: when it arrived, and the map of
 // its gin keys (c.Set). Gin makes a new map for every request that sets a key, and every
 // request sets some (the start time, the scheduler of a worker call): reusing one spares a
-// map of a few hundred bytes per request.
+// map of a few hundred bytes per request. It also keeps what is worked out once per request:
+// whether the peer is a trusted proxy, and the client's address (ClientIP).
 type requestState struct {
-	start time.Time
-	keys  map[any]any
+	start     time.Time
+	keys      map[any]any
+	fromProxy bool
+	// clientIP is gin's ClientIP, once hasClientIP.
+	clientIP    string
+	hasClientIP bool
+}
+
+// stateOf is the request's requestState, nil for a request Start did not see.
+func stateOf(c *gin.Context) *requestState {
+	v, _ := c.Get(startedKey)
+	st, _ := v.(*requestState)
+	return st
 }
 
 // maxPooledKeys bounds the maps that go back to the pool: a request that set many keys (a
@@ -50,12 +62,12 @@ func Start(c *gin.Context) {
 // request nor anything it started may read its keys after Done (gin's own rule for a Context
 // once its handlers have returned).
 func Done(c *gin.Context) {
-	v, _ := c.Get(startedKey)
-	st, _ := v.(*requestState)
+	st := stateOf(c)
 	if st == nil {
 		return
 	}
 	c.Keys = nil
+	st.fromProxy, st.clientIP, st.hasClientIP = false, "", false
 	if len(st.keys) > maxPooledKeys {
 		st.keys = make(map[any]any, maxPooledKeys)
 	} else {
@@ -66,11 +78,24 @@ func Done(c *gin.Context) {
 
 // SinceStart is the time since Start saw the request arrive, 0 for a request it did not see.
 func SinceStart(c *gin.Context) time.Duration {
-	v, _ := c.Get(startedKey)
-	if st, ok := v.(*requestState); ok {
+	if st := stateOf(c); st != nil {
 		return time.Since(st.start)
 	}
 	return 0
+}
+
+// ClientIP is c.ClientIP(), worked out once per request: gin's parses the peer's address and,
+// for a trusted proxy, its forwarding headers each time, and a worker call asks for it up to
+// three times. Only from the request's own goroutine, as the Context itself.
+func ClientIP(c *gin.Context) string {
+	st := stateOf(c)
+	if st == nil {
+		return c.ClientIP()
+	}
+	if !st.hasClientIP {
+		st.clientIP, st.hasClientIP = c.ClientIP(), true
+	}
+	return st.clientIP
 }
 
 // expectedRefusalKey marks a 5xx that a limit answered by design (a refused live stream, a busy

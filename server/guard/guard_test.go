@@ -11,18 +11,19 @@ import (
 // A request's keys live in a map that the next request reuses once Done has run: nothing one
 // request set, a mark or a value, may be seen by the requests after it, however many reuse it.
 func TestRequestStateIsNotInheritedByTheNextRequest(t *testing.T) {
-	newContext := func() *gin.Context {
+	newContext := func(addr string) *gin.Context {
 		c, _ := gin.CreateTestContext(httptest.NewRecorder())
 		c.Request = httptest.NewRequest(http.MethodPost, "/api/beat", nil)
+		c.Request.RemoteAddr = addr + ":1234"
 		return c
 	}
 	for i := range 100 {
-		first := newContext()
+		first := newContext("192.0.2.1")
 		Start(first)
 		ExpectRefusal(first)
 		MarkFromProxy(first)
 		first.Set("shoal.scheduler", i)
-		if !RefusalExpected(first) || !FromProxy(first) || SinceStart(first) <= 0 {
+		if !RefusalExpected(first) || !FromProxy(first) || SinceStart(first) <= 0 || ClientIP(first) != "192.0.2.1" {
 			t.Fatalf("request %d: its own marks are not seen", i)
 		}
 		Done(first)
@@ -30,10 +31,13 @@ func TestRequestStateIsNotInheritedByTheNextRequest(t *testing.T) {
 			t.Fatalf("request %d: still holds its keys after Done: %v", i, first.Keys)
 		}
 
-		next := newContext()
+		next := newContext("198.51.100.2")
 		Start(next)
 		if RefusalExpected(next) || FromProxy(next) {
 			t.Fatalf("request %d: the next request inherits its marks", i)
+		}
+		if ip := ClientIP(next); ip != "198.51.100.2" {
+			t.Fatalf("request %d: the next request's client is %s, its predecessor's", i, ip)
 		}
 		if _, ok := next.Get("shoal.scheduler"); ok {
 			t.Fatalf("request %d: the next request inherits its keys: %v", i, next.Keys)

@@ -391,14 +391,14 @@ func (l *Logins) Checked(c *gin.Context, via, username string, err error) {
 	case err == nil:
 		l.limits.trusted.remember(username, ClientKey(c))
 	case errors.Is(err, rundb.ErrBadCredentials):
-		l.log.warn("failed login", "user", strings.ToLower(username), "via", via, "remote", c.ClientIP())
+		l.log.warn("failed login", "user", strings.ToLower(username), "via", via, "remote", ClientIP(c))
 	}
 }
 
 // Refused logs a login refused by the limits, without checking its password.
 func (l *Logins) Refused(c *gin.Context, via, username string, wait time.Duration) {
 	l.log.warn("login refused: too many failures", "user", strings.ToLower(username), "via", via,
-		"remote", c.ClientIP(), "retry_after", wait)
+		"remote", ClientIP(c), "retry_after", wait)
 }
 
 // throttledLog writes a warning at most once a period for each message, user and client: a

@@ -65,8 +65,20 @@ const fromProxyKey = "shoal.fromProxy"
 
 // MarkFromProxy records, for the handlers after it, that the request's peer is a trusted
 // proxy. The server's first middleware calls it, knowing the setting; handlers ask FromProxy.
-func MarkFromProxy(c *gin.Context) { c.Set(fromProxyKey, true) }
+// The mark is kept in the request's state (Start), else in its keys.
+func MarkFromProxy(c *gin.Context) {
+	if st := stateOf(c); st != nil {
+		st.fromProxy = true
+		return
+	}
+	c.Set(fromProxyKey, true)
+}
 
 // FromProxy reports whether the request came from a trusted proxy, whose forwarding headers
 // may be believed.
-func FromProxy(c *gin.Context) bool { return c.GetBool(fromProxyKey) }
+func FromProxy(c *gin.Context) bool {
+	if st := stateOf(c); st != nil {
+		return st.fromProxy
+	}
+	return c.GetBool(fromProxyKey)
+}
