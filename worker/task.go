@@ -29,6 +29,20 @@ type taskRun struct {
 	// lastUpdated is the unix-nano time of the last successful update or beat (or of the task's
 	// start): the heartbeat beats when it is a heartbeat period old.
 	lastUpdated atomic.Int64
+	// beatPeriod is the heartbeat's period, and beatTimer the heartbeat's wake-up, which an update
+	// moves to the new due time (reported): without that, the heartbeat would wake at the due time
+	// of the report before, only to find it postponed and sleep again, a wake-up per update for
+	// nothing. The heartbeat still beats by lastUpdated alone; the timer only wakes it.
+	beatPeriod time.Duration
+	beatTimer  *time.Timer
+}
+
+// reported records a successful update at the current time: the heartbeat's next beat is a
+// period later. Its timer is moved there, so that the heartbeat sleeps through.
+func (t *taskRun) reported() {
+	now := time.Now().UnixNano()
+	t.lastUpdated.Store(now)
+	t.beatTimer.Reset(time.Until(time.Unix(0, now).Add(t.beatPeriod)))
 }
 
 // handleTask plays one task to its end and tells the server how it ended. success false means
@@ -63,6 +77,8 @@ func (w *Worker) handleTask(ctx context.Context, run *protocol.TaskRun, taskID i
 
 	taskCtx, cancelTask := context.WithCancelCause(ctx)
 	t.lastUpdated.Store(time.Now().UnixNano())
+	t.beatPeriod = max(w.scaled(heartbeatPeriod), minHeartbeat)
+	t.beatTimer = time.NewTimer(t.beatPeriod)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -296,7 +312,7 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 				w.obs.Accepted(t.task.RunID, t.task.TaskID, stats, alive)
 			}
 			if alive {
-				t.lastUpdated.Store(time.Now().UnixNano())
+				t.reported()
 			}
 			return alive, recorded, "", ctx.Err()
 		}
@@ -315,8 +331,7 @@ func (t *taskRun) update(ctx context.Context, spsa *protocol.SPSAResult) (alive,
 // as fishtest's heartbeat thread. It returns when taskCtx ends.
 func (t *taskRun) heartbeat(taskCtx context.Context, abandon context.CancelCauseFunc) {
 	w := t.w
-	period := max(w.scaled(heartbeatPeriod), minHeartbeat)
-	timer := time.NewTimer(period)
+	period, timer := t.beatPeriod, t.beatTimer
 	defer timer.Stop()
 	for {
 		due := time.Unix(0, t.lastUpdated.Load()).Add(period)

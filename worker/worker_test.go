@@ -641,6 +641,41 @@ func TestHeartbeat(t *testing.T) {
 		}
 	})
 
+	t.Run("a beat comes a period after each update", func(t *testing.T) {
+		t.Parallel()
+		st := newStub(t, func(c call) answer {
+			switch c.endpoint {
+			case "request_task":
+				return taskAnswer(3, 6, 0, sprtArgs(1), nil)
+			case "update_task":
+				return ok("task_alive", c.games() < 6)
+			}
+			return nil
+		})
+		cfg := testConfig(st, &syncBuffer{})
+		cfg.MaxTasks = 1
+		// Batches of 200 ms against a 120 ms heartbeat: a beat 120 ms after every report, the
+		// heartbeat woken at the time an update set, not at the one the beat before had set.
+		r := start(t, context.Background(), cfg, blockingSource(200*time.Millisecond, nil))
+		if err := r.wait(t); err != nil {
+			t.Fatal(err)
+		}
+		updates, beats := st.got("update_task"), st.got("beat")
+		if len(updates) != 3 || len(beats) != 3 {
+			t.Fatalf("%d updates and %d beats, want 3 of each (a beat per 200 ms batch)", len(updates), len(beats))
+		}
+		last := st.got("request_task")[0].at
+		for i, b := range beats {
+			if gap := b.at.Sub(last); gap < period-10*time.Millisecond {
+				t.Errorf("beat %d came %v after the previous report, want at least %v", i+1, gap, period)
+			}
+			if !b.at.Before(updates[i].at) {
+				t.Errorf("beat %d came after update %d, want it between two updates", i+1, i+1)
+			}
+			last = updates[i].at
+		}
+	})
+
 	for _, tt := range []struct {
 		name  string
 		reply answer

@@ -122,8 +122,18 @@ func stubCalls(b *testing.B, url string) int64 {
 // small: 300 workers calling often (an update every 200 ms, a beat between), their start and
 // stop included. shard: a quarter of the bench's capacity fleet, 2,500 workers at time scale
 // 50 (a beat before most updates, a task every 15 s), measured over 20 s once they have all
-// started, their first tasks ending in it.
+// started, their first tasks ending in it. FLEET_BENCH_SHARD_WORKERS sets the shard's workers
+// instead (the same time scale): 10,000 is the capacity fleet in one process, 5,000 half of it,
+// to weigh a process's cost per request against the number of processes the fleet is split over.
 func BenchmarkFleetCycle(b *testing.B) {
+	shardWorkers := 2500
+	if s := os.Getenv("FLEET_BENCH_SHARD_WORKERS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("FLEET_BENCH_SHARD_WORKERS=%q: want a positive number", s)
+		}
+		shardWorkers = n
+	}
 	url := startStub(b)
 	b.Run("small", func(b *testing.B) {
 		var requests int64
@@ -149,7 +159,7 @@ func BenchmarkFleetCycle(b *testing.B) {
 		var requests int64
 		var cpu time.Duration
 		for b.Loop() {
-			opts := Options{ServerURL: url, Username: "bench", Password: "secret", Workers: 2500,
+			opts := Options{ServerURL: url, Username: "bench", Password: "secret", Workers: shardWorkers,
 				TimeScale: 50, Duration: warmUp + window + time.Second, StopGrace: time.Second, Seed: 1}
 			done := make(chan *Report, 1)
 			go func() {
