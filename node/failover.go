@@ -64,7 +64,7 @@ func (inst *Instance) becomePrimary(ctx context.Context, lease journal.Lease) (_
 	if cfg.Journal {
 		p.journal, err = journal.Open(ctx, inst.db, journal.Options{Lease: lease, Holder: inst.holder(),
 			LeaseTTL: cfg.LeaseTTL, OnFenced: inst.fenced, Dir: inst.db.JournalDir(), SyncEvery: cfg.JournalFsync,
-			GroupWait: cfg.JournalGroupWait})
+			GroupWait: cfg.JournalGroupWait, Metrics: inst.metrics})
 		if err != nil {
 			return nil, err
 		}

@@ -292,6 +292,14 @@ func TestE2EFixedGamesRunPlaysExactly2000Games(t *testing.T) {
 	if want := rep.Endpoints["update_task"].Requests; int64(updates) != want {
 		t.Errorf("update_task counted %v times, the fleet made %d", updates, want)
 	}
+	// The journal, which stored each task's results before its update_task was answered,
+	// reports its batches (an operator's alert on the journal's depth and latency reads these).
+	if batches := metric("shoal_journal_write_duration_seconds_count"); batches < 1 {
+		t.Errorf("the journal reports %v batches written, after %v update_task calls", batches, updates)
+	}
+	if records := metric("shoal_journal_batch_records_sum"); records < float64(len(tasks)) {
+		t.Errorf("the journal reports %v records written, fewer than the %d tasks it stored", records, len(tasks))
+	}
 	var excerpt []string
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, "shoal_") && !strings.Contains(line, "_bucket{") {
