@@ -78,7 +78,7 @@ var testImports = map[string][]string{
 	"cmd/shoal":          {"demo", "bench", "worker/fleet", "rundb/runcache", "rundb/journal"},
 	"node":               {"rundb/runcache"},
 	"server":             {"server/servertest"},
-	"server/api":         {"server", "server/servertest", "rundb/runcache", "rundb/journal"},
+	"server/api":         {"server", "server/servertest", "rundb/runcache", "rundb/journal", "metrics"},
 	"server/ui":          {"server", "server/ui/uitest", "rundb/runcache"},
 	"server/ui/runs":     {"server", "server/servertest", "server/ui/uitest", "rundb/runcache"},
 	"server/ui/people":   {"server", "server/servertest", "server/ui/uitest", "rundb/runcache"},
