@@ -327,7 +327,7 @@ func Run(ctx context.Context, s Settings, stdout, stderr io.Writer) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if set.bare == nil && name != "ceiling" && slices.Contains(yardstickUsers, name) && rep.Scenarios[yardstickScenario] == nil {
+		if set.bare == nil && slices.Contains(yardstickUsers, name) && rep.Scenarios[yardstickScenario] == nil {
 			if err := runYardstick(ctx, &set, rep, stdout); err != nil {
 				failed = append(failed, yardstickScenario)
 			}

@@ -222,7 +222,7 @@ func capacityFigures(sc, leg *scenarioReport, label string, v capacityVerdict) {
 		{"server CPU per wall second", "server CPU per wall second (whole run)"},
 		{"server CPU per request", "server CPU per request (whole run)"},
 		{serverRatioFigure, serverRatioFigure + " (whole run)"},
-		{"fleet CPU per request (the bench process and its fleet processes)", "fleet CPU per request (whole run)"},
+		{fleetCPUFigure, "fleet CPU per request (whole run)"},
 		{fleetRatioFigure, fleetRatioFigure + " (whole run)"},
 		{allocFigure, allocFigure},
 	} {

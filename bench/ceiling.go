@@ -23,7 +23,7 @@ func benchCeiling(ctx context.Context, set *plan, sc *scenarioReport, stderr io.
 	ratio, cpuRatio := (*float64)(nil), (*float64)(nil)
 	defer func() {
 		sc.target("beat throughput / bare net/http", ratio, "ratio", ">= 0.5", atLeast(0.5))
-		sc.target("server CPU per beat / bare net/http CPU per request", cpuRatio, "x", "<= 3", func(v float64) bool { return v <= 3 })
+		sc.target("server CPU per beat / bare net/http CPU per request", cpuRatio, "x", "<= 3", atMost(3))
 		sc.explainUnmet(*set)
 	}()
 	clients := set.CeilingClients
@@ -46,22 +46,12 @@ func benchCeiling(ctx context.Context, set *plan, sc *scenarioReport, stderr io.
 		}
 	}
 
-	// The yardstick: a bare net/http JSON handler in a process of its own on the server's
-	// core, so that both sides' CPU per request comes from /proc alike.
-	bare, err := startBare(ctx, *set)
+	bare, err := measureBare(ctx, *set, bodies, sc)
 	if err != nil {
 		return err
 	}
-	bareBefore, err := readProc(bare.cmd.Process.Pid)
-	if err != nil {
-		bare.stop()
-		return err
-	}
-	bareOK, bareSecs, bareErrs := loadGenerate(ctx, bare.url, bodies, set.ceilingDuration)
-	bareAfter, err := readProc(bare.cmd.Process.Pid)
-	bare.stop()
-	if err != nil {
-		return err
+	if set.bare == nil && bare.cpuUS > 0 {
+		set.bare = bare
 	}
 	before, err := readServer(s.cmd.Process.Pid)
 	if err != nil {
@@ -74,32 +64,23 @@ func benchCeiling(ctx context.Context, set *plan, sc *scenarioReport, stderr io.
 	if err != nil {
 		return err
 	}
-	bareRate, beatRate := float64(bareOK)/bareSecs, float64(beatOK)/beatSecs
-	sc.figure("bare net/http JSON handler", bareRate, "req/s")
-	sc.figure("bare net/http errors", float64(bareErrs), "requests")
+	beatRate := float64(beatOK) / beatSecs
 	sc.figure("shoal beat", beatRate, "req/s")
 	sc.figure("shoal beat errors (non-200 or task not alive)", float64(beatErrs), "requests")
 	sc.figure("concurrent clients", float64(clients), "clients")
-	if bareRate > 0 {
-		r := beatRate / bareRate
+	if bare.rate > 0 {
+		r := beatRate / bare.rate
 		sc.figure("beat / bare ratio", r, "ratio")
 		ratio = &r
 	}
 	// CPU per request, failed ones counted (they cost CPU too): /proc counts in hundredths of a
 	// second, well under a percent of the seconds a ceiling leg burns. Shoal's figure includes
 	// its CPU profile's sampling and its embedded database's background work.
-	if bareOK > 0 && beatOK > 0 {
-		bareUS := (bareAfter.CPUSeconds - bareBefore.CPUSeconds) / float64(bareOK+bareErrs) * 1e6
+	if bare.cpuUS > 0 && beatOK > 0 {
 		beatUS := (after.CPUSeconds - before.CPUSeconds) / float64(beatOK+beatErrs) * 1e6
-		sc.figure("bare net/http CPU per request", bareUS, "µs")
-		if set.bare == nil {
-			set.bare = &bareYardstick{rate: bareRate, cpuUS: bareUS}
-		}
 		sc.figure("shoal CPU per beat", beatUS, "µs")
-		if bareUS > 0 {
-			cpuRatio = new(beatUS / bareUS)
-			sc.figure("shoal CPU per beat / bare CPU per request", *cpuRatio, "x")
-		}
+		cpuRatio = new(beatUS / bare.cpuUS)
+		sc.figure("shoal CPU per beat / bare CPU per request", *cpuRatio, "x")
 	}
 	return nil
 }

@@ -49,6 +49,8 @@ func below(limit float64) func(float64) bool { return func(v float64) bool { ret
 
 func atLeast(limit float64) func(float64) bool { return func(v float64) bool { return v >= limit } }
 
+func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
+
 // fleetFigures records what every fleet scenario reports: per-endpoint latency and rates,
 // too-busy replies and 5xx.
 func fleetFigures(sc *scenarioReport, rep *fleet.Report) (fiveXX float64) {

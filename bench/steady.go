@@ -178,7 +178,7 @@ func steadyServerFigures(sc *scenarioReport, rep *fleet.Report, m map[string]flo
 		perRequest := func(secs float64) float64 { return secs / float64(rep.Requests) * 1e6 }
 		sc.figure("server CPU per request", perRequest(cpu), "µs")
 		sc.figure("server CPU per request: the embedded database's part", perRequest(after.ChildCPUSeconds-before.ChildCPUSeconds), "µs")
-		sc.figure("fleet CPU per request (the bench process and its fleet processes)", perRequest(fleetCPU), "µs")
+		sc.figure(fleetCPUFigure, perRequest(fleetCPU), "µs")
 	}
 	sc.figure("server resident memory (end)", after.RSSMiB, "MiB")
 	sc.figure("server resident memory (peak over the whole run, VmHWM)", after.HWMMiB, "MiB")

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/shoal-chess/shoal/protocol"
@@ -23,8 +24,9 @@ type bareYardstick struct {
 	rate, cpuUS float64
 }
 
-// yardstickUsers are the scenarios whose figures are ratios to the bare handler.
-var yardstickUsers = []string{"steady", "ceiling", "capacity"}
+// yardstickUsers are the scenarios whose figures are ratios to a yardstick they do not measure
+// themselves (the ceiling measures its own, which becomes the run's if it comes first).
+var yardstickUsers = []string{"steady", "capacity"}
 
 // The ratios to the bare handler each scenario reports, and the targets on them: a worker call
 // of the steady mix costs the server at most 3x a bare handler's request at 100,000 equivalent
@@ -36,20 +38,36 @@ const (
 	serverRatioFigure = "server CPU per request / bare net/http CPU per request"
 	fleetRatioFigure  = "fleet CPU per request / bare net/http CPU per request"
 	allocFigure       = "server allocations per request (whole process)"
+	fleetCPUFigure    = "fleet CPU per request (the bench process and its fleet processes)"
 	steadyRatioLimit  = 3.0
 	ladderRatioLimit  = 2.0
 	fleetRatioLimit   = 1.0
 	allocLimitBytes   = 3000
 )
 
-// measureYardstick runs the bare handler in a process of its own on the server's core, loaded
-// by set.CeilingClients clients for set.ceilingDuration with bodies of a beat's shape, and
-// records it in sc.
+// measureYardstick measures the bare handler alone (measureBare), with set.CeilingClients
+// clients whose bodies have a beat's shape, and records it in sc.
 func measureYardstick(ctx context.Context, set plan, sc *scenarioReport) (*bareYardstick, error) {
 	bodies, err := yardstickBodies(set.CeilingClients)
 	if err != nil {
 		return nil, err
 	}
+	y, err := measureBare(ctx, set, bodies, sc)
+	if err != nil {
+		return nil, err
+	}
+	sc.figure("concurrent clients", float64(len(bodies)), "clients")
+	if y.cpuUS == 0 {
+		return nil, errors.New("the bare net/http handler answered no request")
+	}
+	return y, nil
+}
+
+// measureBare runs the bare handler (bareHandler) in a process of its own on the server's core,
+// so that its CPU per request comes from /proc as the server's does, loaded by one client per
+// body for set.ceilingDuration, and records in sc what it did. Its CPU per request is 0 if it
+// answered no request.
+func measureBare(ctx context.Context, set plan, bodies [][]byte, sc *scenarioReport) (*bareYardstick, error) {
 	bare, err := startBare(ctx, set)
 	if err != nil {
 		return nil, err
@@ -65,14 +83,13 @@ func measureYardstick(ctx context.Context, set plan, sc *scenarioReport) (*bareY
 	if err != nil {
 		return nil, err
 	}
-	if ok == 0 {
-		return nil, fmt.Errorf("the bare net/http handler answered no request (%d failed)", failed)
-	}
-	y := &bareYardstick{rate: float64(ok) / secs, cpuUS: (after.CPUSeconds - before.CPUSeconds) / float64(ok+failed) * 1e6}
+	y := &bareYardstick{rate: float64(ok) / secs}
 	sc.figure("bare net/http JSON handler", y.rate, "req/s")
 	sc.figure("bare net/http errors", float64(failed), "requests")
-	sc.figure("concurrent clients", float64(len(bodies)), "clients")
-	sc.figure("bare net/http CPU per request", y.cpuUS, "µs")
+	if ok > 0 {
+		y.cpuUS = (after.CPUSeconds - before.CPUSeconds) / float64(ok+failed) * 1e6
+		sc.figure("bare net/http CPU per request", y.cpuUS, "µs")
+	}
 	return y, nil
 }
 
@@ -113,12 +130,9 @@ func ratioFigures(sc *scenarioReport, bare *bareYardstick, allocated float64, re
 		server = new(v / bare.cpuUS)
 		sc.figure(serverRatioFigure, *server, "x")
 	}
-	if v, ok := sc.value("fleet CPU per request (the bench process and its fleet processes)"); ok {
+	if v, ok := sc.value(fleetCPUFigure); ok {
 		fleet = new(v / bare.cpuUS)
 		sc.figure(fleetRatioFigure, *fleet, "x")
 	}
 	return server, fleet, alloc
 }
-
-// atMost is a target's test that a figure is no more than limit.
-func atMost(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
