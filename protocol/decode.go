@@ -46,47 +46,40 @@ type Body struct {
 	b   []byte
 	top span
 	// ix is where the members the worker calls' decoders read were found while the body was
-	// checked (ParseBodyInto), nil if they were not (ParseBody): then each read finds them.
+	// checked.
 	ix *index
 }
 
 // ParseBody checks that body is JSON (UTF-8, an optional BOM); the error is ErrNotJSON. The
 // Body keeps body, which must not change while it is used; what its methods return (and
 // their errors) copies what it keeps of body, so body may be reused once they have returned.
-func ParseBody(body []byte) (Body, error) {
-	b, top, err := parseBody(body, nil)
-	return Body{b: b, top: top}, err
-}
+func ParseBody(body []byte) (Body, error) { return parseIndexed(body, new(index)) }
 
 // ParseBodyInto is ParseBody that also notes, in the same pass, where the members that Access
 // and RequestInto read are, and keeps them in buf: each then reads them without walking the
 // body again, and RequestInto takes the credentials Access decoded. The Body is valid until
 // buf is used again; its RequestInto must be given buf.
-func ParseBodyInto(buf *RequestBuffer, body []byte) (Body, error) {
-	ix := &buf.ix
+func ParseBodyInto(buf *RequestBuffer, body []byte) (Body, error) { return parseIndexed(body, &buf.ix) }
+
+// parseIndexed is ParseBody noting body's members in ix, which the Body keeps.
+func parseIndexed(body []byte, ix *index) (Body, error) {
 	*ix = index{}
 	b, top, err := parseBody(body, ix)
-	p := Body{b: b, top: top}
-	if err == nil && ix.indexed {
-		p.ix = ix
-	}
-	return p, err
+	return Body{b: b, top: top, ix: ix}, err
 }
 
 // index is what a worker call's two reads of its body (Access, then RequestInto) need of it:
-// the values of the keys they know, found once.
+// the values of the keys they know, found once. All is zero unless the body is an object (the
+// reads' first check then fails).
 type index struct {
 	top     [len(requestKeys)]span
 	unknown span // the first top-level key not in requestKeys, in body order
-	// wi are the members of the last worker_info if it is an object (wiOf, zero otherwise).
+	// wi are the members of the last worker_info (top[keyWorkerInfo]) if it is an object.
 	wi        [len(workerInfoKeys)]span
 	wiUnknown span
-	wiOf      span
-	// st are the members of the last stats if it is an object (stOf), likewise.
+	// st are the members of the last stats (top[keyStats]) if it is an object.
 	st        [len(statsKeys)]span
 	stUnknown span
-	stOf      span
-	indexed   bool // the body is an object and the spans above are its
 	// accessed is set once Access has decoded username and password, which RequestInto reuses.
 	accessed           bool
 	username, password string
@@ -94,37 +87,19 @@ type index struct {
 
 // nested returns where the members of the top-level key k's object are noted: worker_info's
 // and stats', the objects read on every call or on the busiest; nil keys for any other key.
-func (ix *index) nested(k int) (keys *keySet, into []span, unknown, of *span) {
+func (ix *index) nested(k int) (keys *keySet, into []span, unknown *span) {
 	switch k {
 	case keyWorkerInfo:
-		return workerInfoKeySet, ix.wi[:], &ix.wiUnknown, &ix.wiOf
+		return workerInfoKeySet, ix.wi[:], &ix.wiUnknown
 	case keyStats:
-		return statsKeySet, ix.st[:], &ix.stUnknown, &ix.stOf
+		return statsKeySet, ix.st[:], &ix.stUnknown
 	}
-	return nil, nil, nil, nil
-}
-
-// members returns p's index: the one ParseBodyInto made, or else one made now in local.
-func (p Body) members(local *index) *index {
-	if p.ix != nil {
-		return p.ix
-	}
-	if p.top.start >= len(p.b) || p.b[p.top.start] != '{' {
-		return local // no member: the object checks fail first
-	}
-	local.unknown = collect(p.b, p.top, requestKeySet, local.top[:])
-	if v := local.top[keyWorkerInfo]; v.present() && p.b[v.start] == '{' {
-		local.wiUnknown = collect(p.b, v, workerInfoKeySet, local.wi[:])
-		local.wiOf = v
-	}
-	local.indexed = true
-	return local
+	return nil, nil, nil
 }
 
 // Access is DecodeAccess of a parsed body.
 func (p Body) Access() (username, password string, err error) {
-	var local index
-	ix := p.members(&local)
+	ix := p.ix
 	d := decoder{b: p.b}
 	if err := d.object(p.top, fieldRequest); err != nil {
 		return "", "", err
@@ -190,8 +165,7 @@ type RequestBuffer struct {
 // RequestInto is Request decoding into buf: the Request returned is buf's, valid until buf is
 // used again. Its strings are its own, as Request's.
 func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) (*Request, error) {
-	var local index
-	ix := p.members(&local)
+	ix := p.ix
 	var err error
 	d := decoder{b: p.b}
 	if err := d.object(p.top, fieldRequest); err != nil {
@@ -240,9 +214,6 @@ func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) 
 	if err := d.object(s[keyWorkerInfo], "worker_info"); err != nil {
 		return nil, err
 	}
-	if ix.wiOf != s[keyWorkerInfo] { // never, as the index is made; a guard all the same
-		ix.wiUnknown = collect(p.b, s[keyWorkerInfo], workerInfoKeySet, ix.wi[:])
-	}
 	var username *string
 	if ix.accessed {
 		username = &ix.username
@@ -257,7 +228,7 @@ func (p Body) RequestInto(buf *RequestBuffer, legacyUsername func(string) bool) 
 		r.SPSA = &st.spsa
 	}
 	if v := s[keyStats]; v.present() {
-		if err := d.stats(v, &st.stats, ix); err != nil {
+		if err := d.stats(v, &st.stats, &ix.st, ix.stUnknown); err != nil {
 			return nil, err
 		}
 		r.Stats = &st.stats
@@ -653,18 +624,11 @@ func (d *decoder) compiler(v span, field string) (string, error) {
 	return "", d.invalid(field, v, `is not one of "clang++", "g++"`)
 }
 
-// stats reads the stats object at v, whose members ix holds if it is ix's (nil: none is).
-func (d *decoder) stats(v span, st *Stats, ix *index) error {
+// stats reads the stats object at v, whose members are s (unknown: its first unknown key).
+func (d *decoder) stats(v span, st *Stats, s *[len(statsKeys)]span, unknown span) error {
 	const field = "stats"
 	if err := d.object(v, field); err != nil {
 		return err
-	}
-	var s [len(statsKeys)]span
-	var unknown span
-	if ix != nil && ix.stOf == v {
-		s, unknown = ix.st, ix.stUnknown
-	} else {
-		unknown = collect(d.b, v, statsKeySet, s[:])
 	}
 	if unknown.present() {
 		return d.unknown(field, unknown)

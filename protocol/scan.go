@@ -37,7 +37,6 @@ func parseBody(body []byte, ix *index) ([]byte, span, error) {
 	var ok bool
 	if ix != nil && start < len(body) && body[start] == '{' {
 		end, ok = v.object(start, 1, requestKeySet, ix.top[:], &ix.unknown)
-		ix.indexed = ok
 	} else {
 		end, ok = v.value(start, 0)
 	}
@@ -153,15 +152,14 @@ func (v *validator) object(i, depth int, keys *keySet, into []span, unknown *spa
 		}
 		var nested *keySet
 		var nestedInto []span
-		var nestedUnknown, nestedOf *span
+		var nestedUnknown *span
 		if depth == 1 && i < len(b) && b[i] == '{' {
-			nested, nestedInto, nestedUnknown, nestedOf = v.ix.nested(k)
+			nested, nestedInto, nestedUnknown = v.ix.nested(k)
 		}
 		if nested != nil { // the last one's members are the ones read
 			clear(nestedInto)
 			*nestedUnknown = span{}
 			val.end, ok = v.object(i, depth+1, nested, nestedInto, nestedUnknown)
-			*nestedOf = val
 		} else {
 			val.end, ok = v.value(i, depth)
 		}
