@@ -44,7 +44,7 @@ func (r *ErrorReply) AppendJSON(b []byte) ([]byte, bool) {
 		return b, false
 	}
 	b = append(b, `{"error":`...)
-	b = appendString(b, r.Error)
+	b = AppendString(b, r.Error)
 	b = append(b, `,"duration":`...)
 	return append(appendFloat(b, r.Duration), '}'), true
 }
@@ -100,7 +100,7 @@ func (r *TaskReply) AppendJSON(b []byte) ([]byte, bool) {
 // TaskReply.AppendJSON).
 func (r *TaskRun) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"_id":`...)
-	b = appendString(b, r.ID)
+	b = AppendString(b, r.ID)
 	b, ok := appendRawMessage(append(b, `,"args":`...), r.Args)
 	if !ok {
 		return b, false
@@ -189,7 +189,7 @@ func appendOptionalString(b []byte, key, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return appendString(append(b, key...), s)
+	return AppendString(append(b, key...), s)
 }
 
 func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }
@@ -215,10 +215,10 @@ func appendFloat(b []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string as encoding/json writes it, HTML-safe: <, > and &
+// AppendString appends s as a JSON string as encoding/json writes it, HTML-safe: <, > and &
 // escaped as \u003c, \u003e and \u0026, control characters as \b, \f, \n, \r, \t or \u00XX,
 // invalid UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
-func appendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -11,8 +11,9 @@ import (
 // This file encodes the worker's request bodies and decodes its replies without reflection,
 // byte for byte and value for value as encoding/json does: every call sends one and reads one,
 // and a fleet of thousands of simulated workers in one process spends more on encoding/json's
-// reflection than on the rest of the call. What the fast paths do not cover exactly (a string
-// that needs escaping, a reply with an escaped or non-ASCII string) goes to encoding/json itself.
+// reflection than on the rest of the call. Strings are written by protocol.AppendString, as the
+// server writes its replies' strings. What the fast paths do not cover exactly (a reply with an
+// escaped or non-ASCII string) goes to encoding/json itself.
 
 // encodedInfo is a worker_info with its JSON encoding.
 type encodedInfo struct {
@@ -80,10 +81,10 @@ func (w *Worker) infoJSON(info protocol.WorkerInfo) []byte {
 // order, leaving out the nil pointers (omitempty); with gz, the PGN is its base64 (r.PGN nil).
 func appendRequest(b []byte, r *protocol.Request, info, gz []byte) []byte {
 	b = append(b, `{"password":`...)
-	b = appendString(b, r.Password)
+	b = protocol.AppendString(b, r.Password)
 	if r.RunID != nil {
 		b = append(b, `,"run_id":`...)
-		b = appendString(b, *r.RunID)
+		b = protocol.AppendString(b, *r.RunID)
 	}
 	if r.TaskID != nil {
 		b = append(b, `,"task_id":`...)
@@ -91,7 +92,7 @@ func appendRequest(b []byte, r *protocol.Request, info, gz []byte) []byte {
 	}
 	if r.PGN != nil {
 		b = append(b, `,"pgn":`...)
-		b = appendString(b, *r.PGN)
+		b = protocol.AppendString(b, *r.PGN)
 	} else if gz != nil {
 		b = append(b, `,"pgn":"`...)
 		b = base64.StdEncoding.AppendEncode(b, gz)
@@ -99,7 +100,7 @@ func appendRequest(b []byte, r *protocol.Request, info, gz []byte) []byte {
 	}
 	if r.Message != nil {
 		b = append(b, `,"message":`...)
-		b = appendString(b, *r.Message)
+		b = protocol.AppendString(b, *r.Message)
 	}
 	b = append(b, `,"worker_info":`...)
 	b = append(b, info...)
@@ -135,21 +136,6 @@ func appendInts(b []byte, names []string, values ...int) []byte {
 		b = strconv.AppendInt(b, int64(values[i]), 10)
 	}
 	return append(b, '}')
-}
-
-// appendString appends s as a JSON string, as json.Marshal writes it: verbatim when every byte
-// is printable ASCII that encoding/json does not escape (its HTML escaping included), else
-// through json.Marshal.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // decodeObject is json.Unmarshal of a reply into a map: the replies parseValue covers parsed
