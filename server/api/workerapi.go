@@ -173,10 +173,7 @@ var callStates = sync.Pool{New: func() any { return new(callState) }}
 // release gives st back to callStates once the call is answered, keeping a small body's buffer
 // and nothing else: not a large upload's text, nor the user or the strings of the last call.
 func (st *callState) release() {
-	if cap(st.body.b) > maxPooledBody {
-		st.body.b = nil
-	}
-	st.body.b = st.body.b[:0]
+	st.body.reset()
 	st.req = protocol.RequestBuffer{}
 	st.w = workerRequest{}
 	callStates.Put(st)
@@ -190,11 +187,16 @@ func readBody(c *gin.Context, limit int64) ([]byte, bool) {
 
 // release gives the buffer back to bodyBuffers; the body it held must not be read after.
 func (buf *bodyBuffer) release() {
+	buf.reset()
+	bodyBuffers.Put(buf)
+}
+
+// reset empties the buffer for its next use, dropping one too large to keep (maxPooledBody).
+func (buf *bodyBuffer) reset() {
 	if cap(buf.b) > maxPooledBody {
 		buf.b = nil
 	}
 	buf.b = buf.b[:0]
-	bodyBuffers.Put(buf)
 }
 
 // readBodyInto is readBody, into buf's buffer when it is large enough (nil: a new one).
