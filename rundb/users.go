@@ -2,14 +2,12 @@ package rundb
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"regexp"
 	"slices"
 	"sync"
@@ -619,14 +617,10 @@ const (
 // wrong password is remembered as wrong (which stops a misconfigured worker from costing a
 // bcrypt per request). Safe for concurrent use.
 type credentialCache struct {
-	hmacKey [32]byte
-	ttl     time.Duration
-	max     int
-	now     func() time.Time
-
-	// macs holds HMAC states under hmacKey (*credentialMAC), reset and reused: a key is
-	// computed on every API call, and a fresh HMAC allocates two SHA-256 states.
-	macs sync.Pool
+	keys *KeyedHash // under a key of this process's
+	ttl  time.Duration
+	max  int
+	now  func() time.Time
 
 	mu      sync.Mutex
 	entries map[[32]byte]credentialEntry
@@ -638,37 +632,15 @@ type credentialEntry struct {
 }
 
 func newCredentialCache(ttl time.Duration, max int, now func() time.Time) *credentialCache {
-	c := &credentialCache{ttl: ttl, max: max, now: now, entries: make(map[[32]byte]credentialEntry)}
-	if _, err := rand.Read(c.hmacKey[:]); err != nil {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
 		panic(fmt.Sprintf("rundb: no randomness for the credential cache: %v", err))
 	}
-	return c
-}
-
-// credentialMAC is an HMAC state with a buffer for its input and its sum: a hash.Hash takes
-// bytes through an interface, so strings converted for it, and a sum's array, were allocated
-// on every call.
-type credentialMAC struct {
-	h   hash.Hash
-	buf []byte
+	return &credentialCache{keys: NewKeyedHash(key), ttl: ttl, max: max, now: now, entries: make(map[[32]byte]credentialEntry)}
 }
 
 func (c *credentialCache) key(username, secret, password string) [32]byte {
-	m, _ := c.macs.Get().(*credentialMAC)
-	if m == nil {
-		m = &credentialMAC{h: hmac.New(sha256.New, c.hmacKey[:])}
-	}
-	defer func() { m.h.Reset(); c.macs.Put(m) }()
-	b := m.buf[:0]
-	for _, part := range [...]string{username, secret, password} {
-		b = append(append(b, part...), 0)
-	}
-	m.h.Write(b)
-	clear(b) // the pool keeps no password
-	m.buf = m.h.Sum(b[:0])
-	var k [32]byte
-	copy(k[:], m.buf)
-	return k
+	return c.keys.Sum(username, secret, password)
 }
 
 func (c *credentialCache) get(k [32]byte) (ok, found bool) {

@@ -1,12 +1,10 @@
 package api
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"hash"
 	"sync"
 	"time"
 
+	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/server/guard"
 )
 
@@ -18,44 +16,20 @@ import (
 // Keys are HMACs under a per-process key, so the map holds no passwords. Safe for concurrent
 // use.
 type knownGood struct {
-	key []byte
-	ttl time.Duration
-	max int
-
-	// macs holds HMAC states under key (*mac), reset and reused: sum runs on every API call.
-	macs sync.Pool
+	keys *rundb.KeyedHash // under a key of this process's
+	ttl  time.Duration
+	max  int
 
 	mu   sync.Mutex
 	seen map[[32]byte]time.Time
 }
 
 func newKnownGood(ttl time.Duration, max int) *knownGood {
-	return &knownGood{key: []byte(guard.NewToken()), ttl: ttl, max: max, seen: make(map[[32]byte]time.Time)}
-}
-
-// mac is an HMAC state with a buffer for its input and its sum: a hash.Hash takes bytes
-// through an interface, so strings converted for it, and a sum's array, were allocated on
-// every call.
-type mac struct {
-	h   hash.Hash
-	buf []byte
+	return &knownGood{keys: rundb.NewKeyedHash([]byte(guard.NewToken())), ttl: ttl, max: max, seen: make(map[[32]byte]time.Time)}
 }
 
 // sum identifies a username and password: computed once per call, for has and settle.
-func (k *knownGood) sum(username, password string) [32]byte {
-	m, _ := k.macs.Get().(*mac)
-	if m == nil {
-		m = &mac{h: hmac.New(sha256.New, k.key)}
-	}
-	defer func() { m.h.Reset(); k.macs.Put(m) }()
-	m.buf = append(append(append(m.buf[:0], username...), 0), password...)
-	m.h.Write(m.buf)
-	clear(m.buf) // the pool keeps no password
-	m.buf = m.h.Sum(m.buf[:0])
-	var out [32]byte
-	copy(out[:], m.buf)
-	return out
-}
+func (k *knownGood) sum(username, password string) [32]byte { return k.keys.Sum(username, password) }
 
 // has reports whether the credentials of sum s succeeded within the ttl.
 func (k *knownGood) has(s [32]byte, now time.Time) bool {
