@@ -60,21 +60,6 @@ func (c *lightConn) writeRequest(req *http.Request) error {
 	return err
 }
 
-// appendRequest appends req as Request.Write writes it, body included, and closes its body; ok
-// is false (nothing done) when req is not a plain worker call (see the top of the file).
-func appendRequest(b []byte, req *http.Request) (_ []byte, ok bool, err error) {
-	if b, ok = appendHead(b, req); !ok {
-		return b, false, nil
-	}
-	if req.ContentLength > 0 {
-		b, err = appendBody(b, req.Body, req.ContentLength)
-	}
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	return b, true, err
-}
-
 // appendHead appends req's request line and header as Request.Write writes them; ok is false
 // (nothing appended) when req is not a plain worker call (see the top of the file).
 func appendHead(b []byte, req *http.Request) (_ []byte, ok bool) {
