@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// A request goes out byte for byte as Request.Write writes it, whatever of it appendRequest
+// A request goes out byte for byte as Request.Write writes it, whatever of it appendHead
 // takes; and it takes the worker's calls.
 func TestWriteRequestIsRequestWrite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
