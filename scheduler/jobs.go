@@ -26,7 +26,7 @@ func (s *Scheduler) Load(ctx context.Context) error {
 	// Everything below is rebuilt from the runs, so that Load can also be called again.
 	s.mu.Lock()
 	s.unfinished = make(map[rundb.ObjectID]bool)
-	s.sortedIDs, s.sortedOK = nil, false
+	s.sortedIDs = nil
 	s.wtt = make(map[string]taskRef)
 	s.connections = make(map[string]int)
 	s.workerRuns = make(map[string]map[string]bool)

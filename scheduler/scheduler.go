@@ -105,10 +105,9 @@ type Scheduler struct {
 
 	mu         sync.Mutex              // guards the fields below
 	unfinished map[rundb.ObjectID]bool // changed through addUnfinished and dropUnfinished
-	// sortedIDs is unfinished's keys in ID order, kept between calls while sortedOK (see
-	// unfinishedIDs): request_task reads it on every call and the set rarely changes.
+	// sortedIDs is unfinished's keys in ID order, kept between calls until the set changes
+	// (nil then; see unfinishedIDs): request_task reads it on every call.
 	sortedIDs   []rundb.ObjectID
-	sortedOK    bool
 	wtt         map[string]taskRef         // short worker name -> its latest task
 	connections map[string]int             // remote address -> active tasks
 	workerRuns  map[string]map[string]bool // short worker name -> run ids it has built
@@ -266,14 +265,14 @@ func (s *Scheduler) LegacyUsername(name string) bool {
 func (s *Scheduler) unfinishedIDs() []rundb.ObjectID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.sortedOK || len(s.sortedIDs) != len(s.unfinished) {
+	if s.sortedIDs == nil {
 		// A new slice, never the old one's array: earlier callers may still be reading it.
 		ids := make([]rundb.ObjectID, 0, len(s.unfinished))
 		for id := range s.unfinished {
 			ids = append(ids, id)
 		}
 		slices.SortFunc(ids, rundb.ObjectID.Compare)
-		s.sortedIDs, s.sortedOK = ids, true
+		s.sortedIDs = ids
 	}
 	return s.sortedIDs
 }
@@ -282,14 +281,14 @@ func (s *Scheduler) unfinishedIDs() []rundb.ObjectID {
 func (s *Scheduler) addUnfinished(id rundb.ObjectID) {
 	if !s.unfinished[id] {
 		s.unfinished[id] = true
-		s.sortedOK = false
+		s.sortedIDs = nil
 	}
 }
 
 func (s *Scheduler) dropUnfinished(id rundb.ObjectID) {
 	if _, ok := s.unfinished[id]; ok {
 		delete(s.unfinished, id)
-		s.sortedOK = false
+		s.sortedIDs = nil
 	}
 }
 
