@@ -12,6 +12,7 @@
 package quarantine
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"math"
@@ -71,8 +72,9 @@ func (s Settings) Validate() error {
 // The record's bounds: runs remembered per machine, machines, and runs of fleet totals. A
 // machine's window slides by run; the machines and runs least recently reported on are
 // forgotten first, an eighth at a time. They are kept in the order they were last reported
-// on, so that forgetting reads only those it forgets: a scan and sort of every machine took
-// tens of milliseconds under the record's lock, which update_task holds a run's lock across.
+// on (a container/list of their names), so that forgetting reads only those it forgets: a scan
+// and sort of every machine took tens of milliseconds under the record's lock, which every
+// update_task takes.
 const (
 	WindowRuns  = 16
 	MaxMachines = 1 << 16
@@ -96,16 +98,13 @@ type machineRun struct {
 type machine struct {
 	runs    []machineRun // oldest first, at most WindowRuns
 	flagged bool         // quarantined: judged no more until cleared
-	recent  recentLinks[machine]
+	recent  *list.Element
 }
 
 type fleetRun struct {
 	counts
-	recent recentLinks[fleetRun]
+	recent *list.Element
 }
-
-func (m *machine) links() *recentLinks[machine]   { return &m.recent }
-func (f *fleetRun) links() *recentLinks[fleetRun] { return &f.recent }
 
 // Record is the sliding record of every machine and the fleet's totals per run. Its methods
 // are O(WindowRuns) and take one mutex, a leaf: callers may hold their own locks. Safe for
@@ -120,9 +119,9 @@ type Record struct {
 	mu       sync.Mutex
 	machines map[string]*machine
 	runs     map[string]*fleetRun
-	// The machines and runs from the most to the least recently reported on.
-	machineOrder recency[machine, *machine]
-	runOrder     recency[fleetRun, *fleetRun]
+	// The machines' and runs' names from the most to the least recently reported on, each
+	// element the recent of the machine or run it names.
+	machineOrder, runOrder list.List
 }
 
 // New returns an empty record judging by s, which must be valid when enabled.
@@ -237,7 +236,7 @@ func (r *Record) Clear(mach string) bool {
 		return false
 	}
 	delete(r.machines, mach)
-	r.machineOrder.remove(m)
+	r.machineOrder.Remove(m.recent)
 	r.flagged.Add(-1)
 	return true
 }
@@ -269,21 +268,19 @@ func (r *Record) cell(mach, run string) (*machine, *counts, *counts) {
 				}
 			})
 		}
-		m = &machine{}
-		m.recent.key = mach
+		m = &machine{recent: r.machineOrder.PushFront(mach)}
 		r.machines[mach] = m
 	}
-	r.machineOrder.touch(m)
+	r.machineOrder.MoveToFront(m.recent)
 	f := r.runs[run]
 	if f == nil {
 		if len(r.runs) >= MaxRuns {
 			forgetOldest(r.runs, &r.runOrder, nil)
 		}
-		f = &fleetRun{}
-		f.recent.key = run
+		f = &fleetRun{recent: r.runOrder.PushFront(run)}
 		r.runs[run] = f
 	}
-	r.runOrder.touch(f)
+	r.runOrder.MoveToFront(f.recent)
 	i := slices.IndexFunc(m.runs, func(c machineRun) bool { return c.run == run })
 	if i < 0 {
 		if len(m.runs) == WindowRuns {
@@ -295,71 +292,17 @@ func (r *Record) cell(mach, run string) (*machine, *counts, *counts) {
 	return m, &m.runs[i].counts, &f.counts
 }
 
-// forgetOldest drops from all the eighth of it least recently reported on, and one more,
-// calling forgotten (if not nil) with each.
-func forgetOldest[T any, P recent[T]](all map[string]P, order *recency[T, P], forgotten func(P)) {
-	for n := len(all)/8 + 1; n > 0 && order.oldest != nil; n-- {
-		v := order.oldest
-		delete(all, P(v).links().key)
-		order.remove(v)
+// forgetOldest drops from all the eighth of it least recently reported on, and one more (the
+// oldest names in order), calling forgotten (if not nil) with each.
+func forgetOldest[V any](all map[string]V, order *list.List, forgotten func(V)) {
+	for n := len(all)/8 + 1; n > 0 && order.Len() > 0; n-- {
+		name := order.Remove(order.Back()).(string)
+		v := all[name]
+		delete(all, name)
 		if forgotten != nil {
 			forgotten(v)
 		}
 	}
-}
-
-// recentLinks place a value of a map in its recency, and name its key.
-type recentLinks[T any] struct {
-	key          string
-	newer, older *T
-}
-
-// recent is a pointer to a value that carries its recentLinks.
-type recent[T any] interface {
-	*T
-	links() *recentLinks[T]
-}
-
-// recency is a doubly linked list of values, from the most recently touched (newest) to the
-// least (oldest): touching and removing cost O(1).
-type recency[T any, P recent[T]] struct {
-	newest, oldest *T
-}
-
-// touch makes v, in the list or not yet, the newest.
-func (l *recency[T, P]) touch(v *T) {
-	if l.newest == v {
-		return
-	}
-	l.remove(v)
-	lv := P(v).links()
-	lv.older = l.newest
-	if l.newest != nil {
-		P(l.newest).links().newer = v
-	}
-	l.newest = v
-	if l.oldest == nil {
-		l.oldest = v
-	}
-}
-
-// remove takes v out of the list; a v not in it is left alone.
-func (l *recency[T, P]) remove(v *T) {
-	lv := P(v).links()
-	if lv.newer == nil && lv.older == nil && l.newest != v {
-		return // not in the list
-	}
-	if lv.newer != nil {
-		P(lv.newer).links().older = lv.older
-	} else {
-		l.newest = lv.older
-	}
-	if lv.older != nil {
-		P(lv.older).links().newer = lv.newer
-	} else {
-		l.oldest = lv.newer
-	}
-	lv.newer, lv.older = nil, nil
 }
 
 // judge applies the rule of kind to machine m, flagging it and returning a Verdict if it
