@@ -119,8 +119,7 @@ func (c *Cache) acquire(ctx context.Context, id rundb.ObjectID) (*cacheEntry, er
 	c.mu.Lock()
 	e, ok := c.entries[id]
 	if ok {
-		e.lastAccess = c.now()
-		e.users++
+		e.pin(c.now())
 		c.mu.Unlock()
 		return e, nil
 	}
@@ -133,14 +132,20 @@ func (c *Cache) acquire(ctx context.Context, id rundb.ObjectID) (*cacheEntry, er
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[id]; ok { // loaded concurrently: keep the first
-		e.lastAccess = c.now()
-		e.users++
+		e.pin(c.now())
 		return e, nil
 	}
 	now := c.now()
 	e = &cacheEntry{run: run, lastSync: now, lastAccess: now, users: 1}
 	c.entries[id] = e
 	return e, nil
+}
+
+// pin marks the entry used at now and pins it against eviction until released. c.mu must be
+// held.
+func (e *cacheEntry) pin(now time.Time) {
+	e.lastAccess = now
+	e.users++
 }
 
 // release unpins an entry returned by acquire.
@@ -218,8 +223,7 @@ func (c *Cache) ViewEach(ctx context.Context, ids []rundb.ObjectID, fn func(id r
 	for _, id := range ids {
 		e := c.entries[id]
 		if e != nil {
-			e.lastAccess = now
-			e.users++
+			e.pin(now)
 		}
 		entries = append(entries, e)
 	}
