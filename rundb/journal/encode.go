@@ -18,6 +18,11 @@ func appendCoreRecord(dst []byte, rec *journalRecord) ([]byte, bool) {
 	if !coreShaped(rec) {
 		return dst, false
 	}
+	return appendCoreShaped(dst, rec), true
+}
+
+// appendCoreShaped is appendCoreRecord of a record known to have the shape (coreShaped).
+func appendCoreShaped(dst []byte, rec *journalRecord) []byte {
 	outer, dst := bsoncore.AppendDocumentStart(dst)
 	dst = appendPosition(dst, rec)
 	// The record itself, as a binary value (see storedRecord): its length first, then the
@@ -41,7 +46,7 @@ func appendCoreRecord(dst []byte, rec *journalRecord) ([]byte, bool) {
 	n := len(dst) - int(inner)
 	dst[lenAt], dst[lenAt+1], dst[lenAt+2], dst[lenAt+3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, outer)
-	return dst, true
+	return dst
 }
 
 // coreShaped reports whether rec has the shape appendCoreRecord writes.

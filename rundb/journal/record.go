@@ -63,9 +63,8 @@ type storedRecord struct {
 
 // encodeRecord is rec as the journal stores it.
 func (j *Journal) encodeRecord(rec *journalRecord) ([]byte, error) {
-	if coreShaped(rec) { // else the buffer would be made for nothing
-		doc, _ := appendCoreRecord(make([]byte, 0, 512), rec)
-		return doc, nil
+	if coreShaped(rec) { // checked first, so that no buffer is made for another shape
+		return appendCoreShaped(make([]byte, 0, 512), rec), nil
 	}
 	return j.reflectRecord(rec)
 }
