@@ -427,20 +427,13 @@ func (m *Metrics) httpObserversOf(k httpKey) httpObservers {
 		requests: m.httpRequests.WithLabelValues(k.route, k.method, c),
 		duration: m.httpDuration.WithLabelValues(k.route, k.method, c),
 	}
-	next := make(map[httpKey]httpObservers, 1+lenOf(old))
+	next := map[httpKey]httpObservers{}
 	if old != nil {
-		maps.Copy(next, *old)
+		next = maps.Clone(*old)
 	}
 	next[k] = o
 	m.httpSeen.Store(&next)
 	return o
-}
-
-func lenOf(m *map[httpKey]httpObservers) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
 }
 
 // ConnectionOpened counts a client connection in.
