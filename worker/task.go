@@ -40,9 +40,8 @@ type taskRun struct {
 // reported records a successful update at the current time: the heartbeat's next beat is a
 // period later. Its timer is moved there, so that the heartbeat sleeps through.
 func (t *taskRun) reported() {
-	now := time.Now().UnixNano()
-	t.lastUpdated.Store(now)
-	t.beatTimer.Reset(time.Until(time.Unix(0, now).Add(t.beatPeriod)))
+	t.lastUpdated.Store(time.Now().UnixNano())
+	t.beatTimer.Reset(t.beatPeriod) // a period from now: from the time just stored, or later
 }
 
 // handleTask plays one task to its end and tells the server how it ended. success false means
