@@ -25,9 +25,12 @@ type segmentStore interface {
 	list(ctx context.Context) ([]string, error)
 	// read calls each with every record of segment name, in the order they were appended.
 	read(ctx context.Context, name string, each func(raw []byte) error) error
-	// append stores docs at the end of segment name (created if new); when it returns nil they
-	// are durable, or, for files with journal_fsync > 0, written and fsynced by the next tick.
-	append(ctx context.Context, name string, docs [][]byte) error
+	// append stores docs at the end of segment name (created if new), giving up at deadline
+	// where it may wait (zero: no deadline); when it returns nil they are durable, or, for
+	// files with journal_fsync > 0, written and fsynced by the next tick. It takes a deadline,
+	// not a context, so that a store that cannot wait (a file) makes no context for each of
+	// the writer's thousands of batches a second.
+	append(deadline time.Time, name string, docs [][]byte) error
 	// drop deletes segment name.
 	drop(ctx context.Context, name string) error
 	// close lets go of what the store holds open.
@@ -65,7 +68,13 @@ func (s dbSegments) read(ctx context.Context, name string, each func([]byte) err
 	return nil
 }
 
-func (s dbSegments) append(ctx context.Context, name string, docs [][]byte) error {
+func (s dbSegments) append(deadline time.Time, name string, docs [][]byte) error {
+	ctx := context.Background()
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	batch := make([]any, len(docs))
 	for i, d := range docs {
 		batch[i] = bson.Raw(d)
@@ -217,7 +226,7 @@ func (s *fileSegments) read(_ context.Context, name string, each func([]byte) er
 	return nil
 }
 
-func (s *fileSegments) append(_ context.Context, name string, docs [][]byte) error {
+func (s *fileSegments) append(_ time.Time, name string, docs [][]byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buf := s.frames[:0]

@@ -163,7 +163,7 @@ func (j *Journal) writeBatch(seg *segment, batch []*journalEntry, docs [][]byte)
 	// acknowledged.
 	err := j.checkLeaseBy(deadline)
 	if err == nil {
-		if err = j.appendBy(deadline, seg.name, docs); err != nil {
+		if err = j.out.append(deadline, seg.name, docs); err != nil {
 			j.nextSegmentAfter(seg)
 		}
 	}
@@ -201,17 +201,6 @@ func (j *Journal) checkLeaseBy(deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	return j.CheckLease(ctx)
-}
-
-// appendBy appends docs to segment name by the deadline. A file takes no context (its writes
-// are not cancelled), so none is made for it.
-func (j *Journal) appendBy(deadline time.Time, name string, docs [][]byte) error {
-	if _, file := j.out.(*fileSegments); file {
-		return j.out.append(context.Background(), name, docs)
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	return j.out.append(ctx, name, docs)
 }
 
 // nextSegmentAfter starts the next segment if seg, whose write failed, is still the current one:
