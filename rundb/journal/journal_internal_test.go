@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // A change to an existing task that keeps its worker is journalled as the task's core alone;

@@ -7,10 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // The primary's lease is one document in the journal's database. The primary renews it every

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/shoal-chess/shoal/rundb"
 )
 
 // staleSegment is a segment of an earlier epoch, and where it is.
