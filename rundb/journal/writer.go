@@ -195,7 +195,7 @@ func (j *Journal) writeBatch(seg *segment, batch []*journalEntry, docs [][]byte)
 // checkLeaseBy is CheckLease with a deadline, whose context (and timer) is made only if the
 // lease must be read: the writer checks twice a batch, thousands of batches a second.
 func (j *Journal) checkLeaseBy(deadline time.Time) error {
-	if j.LeaseAge() < j.ttl/2 {
+	if j.leaseFresh() {
 		return nil // as CheckLease would answer, without a read
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -220,7 +220,7 @@ func (j *Journal) nextSegmentAfter(seg *segment) {
 // to live without renewal, by their clocks, which must agree with this one's within the other
 // half: NTP does far better), so the batch is safe without a read; past that, the lease is read.
 func (j *Journal) CheckLease(ctx context.Context) error {
-	if j.LeaseAge() < j.ttl/2 {
+	if j.leaseFresh() {
 		return nil
 	}
 	lease, err := ReadLease(ctx, j.db)
@@ -234,6 +234,10 @@ func (j *Journal) CheckLease(ctx context.Context) error {
 	}
 	return nil
 }
+
+// leaseFresh reports whether the lease was renewed within half its term: no other instance
+// can have taken it since, so it need not be read.
+func (j *Journal) leaseFresh() bool { return j.LeaseAge() < j.ttl/2 }
 
 // Covered tells the journal that run's document, as written, covers its records up to p, so
 // that segments holding only covered records can be dropped.
