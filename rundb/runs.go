@@ -486,8 +486,14 @@ func (s *RunStore) ReplaceEncoded(ctx context.Context, id ObjectID, doc []byte) 
 }
 
 // replaceRaw writes an already encoded run document; upsert creates it if missing.
+//
+// It is the update command ReplaceOne sends (one statement, ordered, the collection's write
+// concern, retried as ReplaceOne is), sent as a bulk write of one replacement: ReplaceOne
+// re-encodes its replacement, a raw document too, into a copy of its own before it builds the
+// command, while a bulk write's replacement goes into the command as it is.
 func (s *RunStore) replaceRaw(ctx context.Context, id ObjectID, doc []byte, upsert bool) error {
-	res, err := s.coll.ReplaceOne(ctx, idFilter(id), bson.Raw(doc), options.Replace().SetUpsert(upsert))
+	replace := mongo.NewReplaceOneModel().SetFilter(idFilter(id)).SetReplacement(bson.Raw(doc)).SetUpsert(upsert)
+	res, err := s.coll.BulkWrite(ctx, []mongo.WriteModel{replace})
 	if err != nil {
 		return fmt.Errorf("replace run %s: %w", id, mapError(err))
 	}

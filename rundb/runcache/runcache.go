@@ -53,6 +53,11 @@ type Cache struct {
 	journal *journal.Journal // nil without one
 	// beforeWrite, if set, is called as each run write begins (fault-injection tests).
 	beforeWrite func()
+	// encoders holds flushEntry's *rundb.Encoder, each keeping its buffers from one run's
+	// encoding to the next: a run document of hundreds of kilobytes, encoded afresh, would
+	// grow its buffer from nothing on every flush. An Encoder returns once the write that
+	// sends its bytes has returned.
+	encoders sync.Pool
 
 	mu      sync.Mutex
 	entries map[rundb.ObjectID]*cacheEntry
@@ -103,6 +108,7 @@ type Options struct {
 func New(store *rundb.RunStore, opts Options) *Cache {
 	c := &Cache{store: store, now: opts.Now, logger: opts.Logger, metrics: opts.Metrics, journal: opts.Journal,
 		beforeWrite: opts.BeforeWrite, entries: make(map[rundb.ObjectID]*cacheEntry), changed: make(chan struct{})}
+	c.encoders.New = func() any { return store.Codec().NewEncoder() }
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -435,12 +441,14 @@ func (c *Cache) flushEntry(ctx context.Context, id rundb.ObjectID, e *cacheEntry
 	c.mu.Unlock()
 
 	start := time.Now()
+	enc := c.encoders.Get().(*rundb.Encoder)
+	defer c.encoders.Put(enc) // after the write: doc is enc's
 	e.mu.Lock()
 	if c.journal != nil {
 		e.run.JournalEpoch = c.journal.Epoch() // the document is this epoch's
 	}
 	covers := journal.PositionOf(e.run)
-	doc, err := c.store.Codec().Encode(e.run)
+	doc, err := enc.Encode(e.run)
 	e.mu.Unlock()
 	if err == nil && c.beforeWrite != nil {
 		c.beforeWrite()
