@@ -71,4 +71,18 @@ func BenchmarkJournalRecordEncode(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(buf)), "bytes/record")
 	})
+	// What Record does for request_task's new task.
+	b.Run("new task, as Record encodes it", func(b *testing.B) {
+		m := Mark{tasks: 1}
+		buf := make([]byte, 0, 512)
+		for b.Loop() {
+			run.Tasks[1].Stats.Wins++
+			doc, _, ok := j.appendNewTaskChange(buf[:0], run, -1, m)
+			if !ok {
+				b.Fatal("not a new task's record")
+			}
+			buf = doc
+		}
+		b.ReportMetric(float64(len(buf)), "bytes/record")
+	})
 }
