@@ -330,11 +330,7 @@ func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.
 			Start: r.TotalGames, Stats: rundb.NewResults()}
 		// The worker checks the book it downloads against book_sri, added when the book is
 		// known, as fishtest does.
-		sri := s.bookChecksum(r.Args.Book)
-		args, err := json.Marshal(struct {
-			rundb.RunArgs
-			BookSRI string `json:"book_sri,omitempty"`
-		}{r.Args, sri})
+		args, err := taskArgs(&r.Args, s.bookChecksum(r.Args.Book))
 		if err != nil {
 			return 0, fmt.Errorf("encode args of run %s: %w", id, err)
 		}
@@ -356,6 +352,16 @@ func (s *Scheduler) createTask(ctx context.Context, id rundb.ObjectID, wi rundb.
 		return TaskReply{Waiting: true}, taskRef{}, nil, false
 	}
 	return reply, ref, stored, !reply.Waiting
+}
+
+// taskArgs is the args of request_task's reply: the run's, with book_sri when the book's
+// checksum is known. The args are embedded by pointer, which encoding/json writes as it does
+// the value, so that the run's args (some 450 bytes) are not copied to the heap.
+func taskArgs(args *rundb.RunArgs, bookSRI string) ([]byte, error) {
+	return json.Marshal(&struct {
+		*rundb.RunArgs
+		BookSRI string `json:"book_sri,omitempty"`
+	}{args, bookSRI})
 }
 
 // workerCap is the number of games that keeps a worker busy for TaskDuration: a whole number

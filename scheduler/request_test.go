@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
 func TestRequestTaskCreatesTasksByFishtestsRules(t *testing.T) {
@@ -376,5 +379,26 @@ func TestRequestTaskPanicReleasesTheLock(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the request after a panic in the critical section is still waiting: the lock was never released")
+	}
+}
+
+// request_task's args are the run's args as encoding/json writes them, with book_sri when
+// the book's checksum is known: embedding them by pointer changes no byte.
+func TestTaskArgsAreTheRunsArgs(t *testing.T) {
+	full := rundbtest.SampleRun().Args
+	for name, args := range map[string]rundb.RunArgs{"every field": full, "no field": {}} {
+		for _, sri := range []string{"", "sha384-abc"} {
+			want, err := json.Marshal(struct {
+				rundb.RunArgs
+				BookSRI string `json:"book_sri,omitempty"`
+			}{args, sri})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := taskArgs(&args, sri)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s, book_sri %q: %s, %v\nwant %s", name, sri, got, err, want)
+			}
+		}
 	}
 }

@@ -24,7 +24,7 @@ func benchTask() rundb.Task {
 
 // BenchmarkJournalRecordEncode measures what update_task pays, under the run's lock, to encode
 // its journal record on the embedded database: the task's whole after-image, or its changing
-// part when the worker is the same.
+// part when the worker is the same; and what request_task pays for its new task's.
 func BenchmarkJournalRecordEncode(b *testing.B) {
 	j := &Journal{codec: rundb.NewCodec(true), epoch: 3}
 	run := &rundb.Run{ID: rundb.NewObjectID(), Tasks: []rundb.Task{benchTask(), benchTask()}, LastUpdated: time.Now().UTC()}
@@ -37,12 +37,17 @@ func BenchmarkJournalRecordEncode(b *testing.B) {
 	}{
 		{"whole task", Mark{tasks: 2, before: &moved}},
 		{"changing part", Mark{tasks: 2, before: &before}},
+		{"new task", Mark{tasks: 1}}, // request_task's record: task 1 appended
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			size := 0
 			for b.Loop() {
 				run.Tasks[1].Stats.Wins++
-				rec := j.makeRecord(run, 1, bc.m)
+				task := 1
+				if bc.m.before == nil {
+					task = -1
+				}
+				rec := j.makeRecord(run, task, bc.m)
 				doc, err := j.encodeRecord(rec)
 				if err != nil {
 					b.Fatal(err)
@@ -61,6 +66,20 @@ func BenchmarkJournalRecordEncode(b *testing.B) {
 			doc, _, ok := j.appendCoreChange(buf[:0], run, 1, m)
 			if !ok {
 				b.Fatal("not a core record")
+			}
+			buf = doc
+		}
+		b.ReportMetric(float64(len(buf)), "bytes/record")
+	})
+	// What Record does for request_task's new task.
+	b.Run("new task, as Record encodes it", func(b *testing.B) {
+		m := Mark{tasks: 1}
+		buf := make([]byte, 0, 512)
+		for b.Loop() {
+			run.Tasks[1].Stats.Wins++
+			doc, _, ok := j.appendNewTaskChange(buf[:0], run, -1, m)
+			if !ok {
+				b.Fatal("not a new task's record")
 			}
 			buf = doc
 		}

@@ -63,8 +63,14 @@ type storedRecord struct {
 
 // encodeRecord is rec as the journal stores it.
 func (j *Journal) encodeRecord(rec *journalRecord) ([]byte, error) {
-	if coreShaped(rec) { // checked first, so that no buffer is made for another shape
-		return appendCoreShaped(make([]byte, 0, 512), rec), nil
+	if plainShaped(rec) { // checked first, so that no buffer is made for another shape
+		size := 512 // a record of cores fits, and each whole task adds about 500 bytes
+		for _, t := range rec.Tasks {
+			if t.Task != nil {
+				size += 512
+			}
+		}
+		return appendShaped(make([]byte, 0, size), rec), nil
 	}
 	return j.reflectRecord(rec)
 }
@@ -185,6 +191,9 @@ func (j *Journal) Record(r *rundb.Run, task int, m Mark) (<-chan error, error) {
 	e := entries.Get().(*journalEntry)
 	doc, pos, ok := j.appendCoreChange(e.doc[:0], r, task, m)
 	if !ok {
+		doc, pos, ok = j.appendNewTaskChange(e.doc[:0], r, task, m)
+	}
+	if !ok {
 		entries.Put(e)
 		return j.push(r, j.makeRecord(r, task, m))
 	}
@@ -207,6 +216,40 @@ func (j *Journal) appendCoreChange(dst []byte, r *rundb.Run, task int, m Mark) (
 	rec := journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, Tasks: tasks[:], LastUpdated: r.LastUpdated}
 	doc, ok := appendCoreRecord(dst, &rec)
 	return doc, rec.pos(), ok
+}
+
+// maxStackThetas is the number of SPSA parameters whose thetas appendNewTaskChange gathers
+// without an allocation; a run with more has them in a slice of their own.
+const maxStackThetas = 32
+
+// appendNewTaskChange is Record's way for request_task's record: one task appended, whole, and
+// for an SPSA run its state (see appendShaped). It appends to dst the bytes makeRecord and
+// encodeRecord would give, without the record's allocations, and returns its position. It
+// returns false for any other record.
+func (j *Journal) appendNewTaskChange(dst []byte, r *rundb.Run, task int, m Mark) ([]byte, Position, bool) {
+	if (m.before != nil && task < len(r.Tasks)) || len(r.Tasks) != m.tasks+1 {
+		return dst, Position{}, false
+	}
+	tasks := [1]journalTask{{Index: m.tasks, Task: &r.Tasks[m.tasks]}}
+	rec := journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, Tasks: tasks[:], LastUpdated: r.LastUpdated}
+	var spsa journalSPSA
+	var thetas [maxStackThetas]float64
+	if s := r.Args.SPSA; s != nil {
+		// As newRecord makes it; thetas[:0] is never nil, as newRecord's slice is not.
+		from := min(m.history, len(s.ParamHistory))
+		spsa = journalSPSA{Iter: s.Iter, Theta: thetas[:0], HistoryFrom: from, History: s.ParamHistory[from:]}
+		if len(s.Params) > len(thetas) {
+			spsa.Theta = make([]float64, 0, len(s.Params))
+		}
+		for _, p := range s.Params {
+			spsa.Theta = append(spsa.Theta, p.Theta)
+		}
+		rec.SPSA = &spsa
+	}
+	if !plainShaped(&rec) {
+		return dst, Position{}, false
+	}
+	return appendShaped(dst, &rec), rec.pos(), true
 }
 
 // makeRecord is r's next record after a change about task, m being MarkOf(r, task) from before
