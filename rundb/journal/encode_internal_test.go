@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,4 +343,48 @@ func TestRecordNewTaskReplays(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHandEncodedTypesKeepTheirFields holds the fields of every type the hand encoder
+// (encode.go) writes to the list it writes. The byte-equality tests compare it with the
+// driver only over the fields their generator fills: a field added to one of these types would
+// be stored by the driver's path and silently dropped by the hand-written one. If this fails,
+// add the field to encode.go (in the type's order) and to taskGen, then to this list.
+func TestHandEncodedTypesKeepTheirFields(t *testing.T) {
+	want := map[reflect.Type]string{
+		reflect.TypeFor[rundb.Task]():       "num_games active last_updated start stats worker_info bad spsa_params task_id residual residual_color ,inline",
+		reflect.TypeFor[rundb.WorkerInfo](): "uname architecture concurrency max_memory min_threads username version python_version gcc_version compiler unique_key modified worker_arch ARCH nps near_github_api_limit remote_addr country_code ,inline",
+		reflect.TypeFor[rundb.Results]():    "wins losses draws crashes time_losses pentanomial,omitempty",
+		reflect.TypeFor[rundb.SPSAParams](): "iter packed_flips",
+		reflect.TypeFor[taskCore]():         "num_games active last_updated start stats bad,omitempty spsa_params,omitempty task_id,omitempty residual,omitempty residual_color,omitempty",
+		reflect.TypeFor[journalSPSA]():      "iter theta history_from history,omitempty",
+	}
+	for typ, fields := range want {
+		var got []string
+		for f := range typ.Fields() {
+			if tag, ok := f.Tag.Lookup("bson"); ok && tag != "-" {
+				got = append(got, tag)
+			}
+		}
+		if g := strings.Join(got, " "); !sameFields(g, fields) {
+			t.Errorf("%v's bson fields are now\n\t%s\nthe journal's hand encoder writes\n\t%s", typ, g, fields)
+		}
+	}
+}
+
+// sameFields compares two lists of bson tags by name, ignoring options other than inline and
+// omitempty's presence where the list gives it.
+func sameFields(got, want string) bool {
+	g, w := strings.Fields(got), strings.Fields(want)
+	if len(g) != len(w) {
+		return false
+	}
+	for i := range g {
+		name, _, _ := strings.Cut(g[i], ",")
+		wname, wopts, _ := strings.Cut(w[i], ",")
+		if name != wname || (wopts != "" && !strings.Contains(g[i], wopts)) {
+			return false
+		}
+	}
+	return true
 }
