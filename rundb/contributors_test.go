@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // statsRun returns a small run with one task by worker.

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/shoal-chess/shoal/rundb/embedded"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-chess/shoal/rundb/embedded"
 )
 
 // index is one index fishtest's deployments have, by collection.

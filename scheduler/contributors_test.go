@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // fishtest's estimate_game_duration: (base + 68 × increment) × 2 players × 0.92 of the clock.

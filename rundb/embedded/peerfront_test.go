@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-chess/shoal/rundb"
-	"github.com/shoal-chess/shoal/rundb/embedded"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-chess/shoal/rundb"
+	"github.com/shoal-chess/shoal/rundb/embedded"
 )
 
 // Finding 3: the embedded database is not open to every local account. By default it listens
