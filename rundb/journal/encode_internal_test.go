@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -326,12 +324,8 @@ func TestRecordNewTaskReplays(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: left to the driver", tt.name)
 			}
-			var stored storedRecord
-			read := new(journalRecord)
-			if err := bson.Unmarshal(raw, &stored); err != nil {
-				t.Fatal(err)
-			}
-			if err := j.codec.Decode(stored.Record, read); err != nil {
+			_, read, err := j.decodeStored(raw)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if err := applyRecord(before, read); err != nil {

@@ -46,12 +46,8 @@ func TestJournalRecordOfAnUpdateKeepsTheWorker(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var stored storedRecord
-			read := new(journalRecord)
-			if err := bson.Unmarshal(raw, &stored); err != nil {
-				t.Fatal(err)
-			}
-			if err := j.codec.Decode(stored.Record, read); err != nil {
+			_, read, err := j.decodeStored(raw)
+			if err != nil {
 				t.Fatal(err)
 			}
 			replayed := cloneForTest(t, before)

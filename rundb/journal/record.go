@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/shoal-chess/shoal/rundb"
@@ -302,6 +303,17 @@ func (j *Journal) push(r *rundb.Run, rec *journalRecord) (<-chan error, error) {
 	}
 	r.JournalEpoch, r.JournalSeq = rec.Epoch, rec.Seq
 	return j.enqueue(r.ID, rec.pos(), &journalEntry{doc: doc}), nil
+}
+
+// decodeStored decodes one stored record: its envelope, and the record the envelope carries.
+func (j *Journal) decodeStored(raw []byte) (storedRecord, *journalRecord, error) {
+	var stored storedRecord
+	rec := new(journalRecord)
+	err := bson.Unmarshal(raw, &stored)
+	if err == nil {
+		err = j.codec.Decode(stored.Record, rec)
+	}
+	return stored, rec, err
 }
 
 // applyRecord writes a record's after-images into r.

@@ -93,12 +93,8 @@ func TestRecordsSurviveTheReuseOfEntries(t *testing.T) {
 	seen := 0
 	for _, name := range names {
 		err := j.out.read(ctx, name, func(raw []byte) error {
-			var stored storedRecord
-			var rec journalRecord
-			if err := bson.Unmarshal(raw, &stored); err != nil {
-				return err
-			}
-			if err := j.codec.Decode(stored.Record, &rec); err != nil {
+			stored, rec, err := j.decodeStored(raw)
+			if err != nil {
 				return err
 			}
 			i := int(rec.Seq) - 1

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/shoal-chess/shoal/rundb"
 )
 
@@ -79,12 +77,7 @@ func (j *Journal) read(ctx context.Context) error {
 				continue
 			}
 			err := st.read(ctx, name, func(raw []byte) error {
-				var stored storedRecord
-				rec := new(journalRecord)
-				err := bson.Unmarshal(raw, &stored)
-				if err == nil {
-					err = j.codec.Decode(stored.Record, rec)
-				}
+				_, rec, err := j.decodeStored(raw)
 				if err != nil {
 					return fmt.Errorf("journal: decode a record of %s: %w", name, err)
 				}
