@@ -234,11 +234,7 @@ func appendInts(dst []byte, key string, vs []int) []byte {
 	}
 	arr, dst := bsoncore.AppendArrayElementStart(dst, key)
 	for i, v := range vs {
-		if v >= math.MinInt32 && v <= math.MaxInt32 {
-			dst = bsoncore.AppendInt32(appendIndexedHeader(dst, bsoncore.TypeInt32, i), int32(v))
-		} else {
-			dst = bsoncore.AppendInt64(appendIndexedHeader(dst, bsoncore.TypeInt64, i), int64(v))
-		}
+		dst = appendIntValue(appendIndexedHeader(dst, intType(v), i), v)
 	}
 	dst, _ = bsoncore.AppendArrayEnd(dst, arr)
 	return dst
@@ -267,8 +263,21 @@ func appendIndexedHeader(dst []byte, t bsoncore.Type, i int) []byte {
 
 // appendInt appends a Go int as the driver does: an int32 where it fits, else an int64.
 func appendInt(dst []byte, key string, v int) []byte {
+	return appendIntValue(bsoncore.AppendHeader(dst, intType(v), key), v)
+}
+
+// intType is the type the driver writes a Go int as: int32 where it fits, else int64.
+func intType(v int) bsoncore.Type {
 	if v >= math.MinInt32 && v <= math.MaxInt32 {
-		return bsoncore.AppendInt32Element(dst, key, int32(v))
+		return bsoncore.TypeInt32
 	}
-	return bsoncore.AppendInt64Element(dst, key, int64(v))
+	return bsoncore.TypeInt64
+}
+
+// appendIntValue appends v's bytes in intType(v).
+func appendIntValue(dst []byte, v int) []byte {
+	if intType(v) == bsoncore.TypeInt32 {
+		return bsoncore.AppendInt32(dst, int32(v))
+	}
+	return bsoncore.AppendInt64(dst, int64(v))
 }
