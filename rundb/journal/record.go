@@ -214,13 +214,13 @@ func (j *Journal) appendCoreChange(dst []byte, r *rundb.Run, task int, m Mark) (
 	}
 	core := coreValue(&r.Tasks[task])
 	tasks := [1]journalTask{{Index: task, Core: &core}}
-	rec := journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, Tasks: tasks[:], LastUpdated: r.LastUpdated}
+	rec := j.nextRecord(r, tasks[:])
 	doc, ok := appendCoreRecord(dst, &rec)
 	return doc, rec.pos(), ok
 }
 
 // maxStackThetas is the number of SPSA parameters whose thetas appendNewTaskChange gathers
-// without an allocation; a run with more has them in a slice of their own.
+// without an allocation; a run with more has them in a slice of its own.
 const maxStackThetas = 32
 
 // appendNewTaskChange is Record's way for request_task's record: one task appended, whole, and
@@ -232,19 +232,11 @@ func (j *Journal) appendNewTaskChange(dst []byte, r *rundb.Run, task int, m Mark
 		return dst, Position{}, false
 	}
 	tasks := [1]journalTask{{Index: m.tasks, Task: &r.Tasks[m.tasks]}}
-	rec := journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, Tasks: tasks[:], LastUpdated: r.LastUpdated}
+	rec := j.nextRecord(r, tasks[:])
 	var spsa journalSPSA
 	var thetas [maxStackThetas]float64
 	if s := r.Args.SPSA; s != nil {
-		// As newRecord makes it; thetas[:0] is never nil, as newRecord's slice is not.
-		from := min(m.history, len(s.ParamHistory))
-		spsa = journalSPSA{Iter: s.Iter, Theta: thetas[:0], HistoryFrom: from, History: s.ParamHistory[from:]}
-		if len(s.Params) > len(thetas) {
-			spsa.Theta = make([]float64, 0, len(s.Params))
-		}
-		for _, p := range s.Params {
-			spsa.Theta = append(spsa.Theta, p.Theta)
-		}
+		spsa = spsaState(s, m.history, thetas[:0])
 		rec.SPSA = &spsa
 	}
 	if !plainShaped(&rec) {
@@ -280,19 +272,30 @@ func (j *Journal) queueRecord(r *rundb.Run, tasks []int, historyFrom int) (<-cha
 
 // newRecord is r's next record with the whole after-images of tasks (see queueRecord).
 func (j *Journal) newRecord(r *rundb.Run, tasks []int, historyFrom int) *journalRecord {
-	rec := &journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, LastUpdated: r.LastUpdated}
+	rec := j.nextRecord(r, nil)
 	for _, i := range tasks {
 		rec.Tasks = append(rec.Tasks, journalTask{Index: i, Task: &r.Tasks[i]})
 	}
 	if s := r.Args.SPSA; s != nil {
-		from := min(historyFrom, len(s.ParamHistory))
-		js := &journalSPSA{Iter: s.Iter, Theta: make([]float64, len(s.Params)), HistoryFrom: from, History: s.ParamHistory[from:]}
-		for i, p := range s.Params {
-			js.Theta[i] = p.Theta
-		}
-		rec.SPSA = js
+		js := spsaState(s, historyFrom, make([]float64, 0, len(s.Params)))
+		rec.SPSA = &js
 	}
-	return rec
+	return &rec
+}
+
+// nextRecord is r's next record, with tasks and without SPSA state.
+func (j *Journal) nextRecord(r *rundb.Run, tasks []journalTask) journalRecord {
+	return journalRecord{Run: r.ID, Epoch: j.epoch, Seq: r.JournalSeq + 1, Tasks: tasks, LastUpdated: r.LastUpdated}
+}
+
+// spsaState is an SPSA run's state for a record: its iteration, its thetas appended to thetas
+// (never nil: pass an empty slice), and its history rows from historyFrom on.
+func spsaState(s *rundb.SPSA, historyFrom int, thetas []float64) journalSPSA {
+	from := min(historyFrom, len(s.ParamHistory))
+	for _, p := range s.Params {
+		thetas = append(thetas, p.Theta)
+	}
+	return journalSPSA{Iter: s.Iter, Theta: thetas, HistoryFrom: from, History: s.ParamHistory[from:]}
 }
 
 // push encodes rec, queues it and advances r's position to it. r's lock is held.
