@@ -414,13 +414,7 @@ func (c Codec) Encode(v any) ([]byte, error) {
 	if !c.flat {
 		return bson.Marshal(v)
 	}
-	var buf bytes.Buffer
-	enc := bson.NewEncoder(bson.NewDocumentWriter(&buf))
-	enc.SetRegistry(ferretRegistry)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return c.NewEncoder().Encode(v) // a fresh encoder's bytes are the caller's
 }
 
 // decode reads a run document written by encode or by fishtest.
