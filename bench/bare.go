@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/metrics"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,8 +35,14 @@ func bareHandler() http.Handler {
 	})
 }
 
-// ServeBare serves the bare JSON handler on addr until ctx ends (`shoal-bench bench-bare ADDR`).
-func ServeBare(ctx context.Context, args []string) error {
+// bareAllocatedLine starts the line ServeBare prints as it returns: the bytes the Go runtime
+// allocated while it served, the same count as the server's go_memstats_alloc_bytes_total.
+const bareAllocatedLine = "allocated bytes:"
+
+// ServeBare serves the bare JSON handler on addr until ctx ends (`shoal-bench bench-bare ADDR`),
+// then prints to stdout what it allocated while it served (bareAllocatedLine), so that the
+// yardstick's allocations per request stand beside the server's.
+func ServeBare(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) != 1 {
 		return fmt.Errorf("usage: shoal-bench %s HOST:PORT", BareCommand)
 	}
@@ -44,16 +53,38 @@ func ServeBare(ctx context.Context, args []string) error {
 	srv := &http.Server{Handler: bareHandler(), ReadHeaderTimeout: 10 * time.Second}
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
+	start := heapAllocated()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	_, err = fmt.Fprintln(stdout, bareAllocatedLine, heapAllocated()-start)
+	return err
+}
+
+// heapAllocated is the bytes the Go runtime has allocated on the heap since the process started.
+func heapAllocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// bareAllocated finds the bytes a bare server reported allocating (bareAllocatedLine) in its
+// output; false if it reported none.
+func bareAllocated(out string) (uint64, bool) {
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), bareAllocatedLine); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // bareServer is a running `shoal-bench bench-bare`.
 type bareServer struct {
 	cmd  *exec.Cmd
 	url  string
+	out  *strings.Builder // its stdout and stderr; read only once done is closed
 	done chan struct{}
 }
 
@@ -65,10 +96,9 @@ func startBare(ctx context.Context, set plan) (*bareServer, error) {
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
-	b := &bareServer{url: "http://" + addr + "/api/beat", done: make(chan struct{})}
+	b := &bareServer{url: "http://" + addr + "/api/beat", out: new(strings.Builder), done: make(chan struct{})}
 	b.cmd = set.onServerCore(set.self, BareCommand, addr)
-	var out strings.Builder
-	b.cmd.Stdout, b.cmd.Stderr = &out, &out
+	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", BareCommand, err)
 	}
@@ -80,7 +110,7 @@ func startBare(ctx context.Context, set plan) (*bareServer, error) {
 		}
 		select {
 		case <-b.done:
-			return nil, fmt.Errorf("%s exited before it listened: %s", BareCommand, strings.TrimSpace(out.String()))
+			return nil, fmt.Errorf("%s exited before it listened: %s", BareCommand, strings.TrimSpace(b.out.String()))
 		case <-ctx.Done():
 			b.stop()
 			return nil, ctx.Err()

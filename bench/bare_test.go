@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,7 +13,8 @@ import (
 )
 
 // The bare server answers a beat's JSON body with a JSON object, as the ceiling's load
-// generator counts success, rejects what is not JSON, and ends with its context.
+// generator counts success, rejects what is not JSON, ends with its context, and then reports
+// what it allocated while it served, which the bench divides by the requests it sent.
 func TestServeBareAnswersJSONAndStops(t *testing.T) {
 	port, err := LoopbackPort()
 	if err != nil {
@@ -21,7 +23,8 @@ func TestServeBareAnswersJSONAndStops(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	ctx, cancel := context.WithCancel(t.Context())
 	served := make(chan error, 1)
-	go func() { served <- ServeBare(ctx, []string{addr}) }()
+	var out strings.Builder
+	go func() { served <- ServeBare(ctx, []string{addr}, &out) }()
 	post := func(body string) (*http.Response, error) {
 		var resp *http.Response
 		var err error
@@ -61,7 +64,14 @@ func TestServeBareAnswersJSONAndStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ServeBare did not return after its context ended")
 	}
-	if err := ServeBare(t.Context(), nil); err == nil {
+	// Two requests through net/http and a JSON decode and encode each: a few kB at the least.
+	if n, ok := bareAllocated(out.String()); !ok || n < 2_000 {
+		t.Errorf("ServeBare's report %q: allocated %d (found %v), want at least 2,000 bytes", out.String(), n, ok)
+	}
+	if _, ok := bareAllocated("listening\n"); ok {
+		t.Error("bareAllocated found a count in output that has none")
+	}
+	if err := ServeBare(t.Context(), nil, io.Discard); err == nil {
 		t.Error("ServeBare without an address: no error")
 	}
 }

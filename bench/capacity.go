@@ -225,6 +225,7 @@ func capacityFigures(sc, leg *scenarioReport, label string, v capacityVerdict) {
 		{fleetCPUFigure, "fleet CPU per request (whole run)"},
 		{fleetRatioFigure, fleetRatioFigure + " (whole run)"},
 		{allocFigure, allocFigure},
+		{allocRatioFigure, allocRatioFigure},
 	} {
 		if x, ok := leg.value(f.figure); ok {
 			sc.figure(label+": "+f.name, x, unitOf([]*scenarioReport{leg}, f.figure))
@@ -296,6 +297,9 @@ func heldSummary(sc *scenarioReport, rep *benchReport, set plan, largest int) {
 		}
 		if b, ok := leg.value(allocFigure); ok {
 			line += fmt.Sprintf(", %s B allocated a request", humanize.Comma(int64(b)))
+			if r, ok := leg.value(allocRatioFigure); ok {
+				line += fmt.Sprintf(" (%.2fx bare)", r)
+			}
 		}
 		held = append([]string{line}, held...)
 	}

@@ -143,6 +143,11 @@ func (s *scenarioReport) explainUnmet(set plan) {
 				continue
 			}
 		}
+		if t.Name == allocFigure && set.bare != nil && set.bare.allocB > 0 {
+			s.Limits = append(s.Limits, fmt.Sprintf("%s: the yardstick, a bare net/http handler, allocated %.0f B a request in this run (%.2fx the target); "+
+				"what the server allocates is in its allocation profile below (go tool pprof -sample_index=alloc_space).", t.Name, set.bare.allocB, set.bare.allocB/allocLimitBytes))
+			continue
+		}
 		server, ok := s.value("steady: server-side beat p99 (bucket upper bound)")
 		if t.Name != "beat p99 (steady window)" || !ok {
 			s.Limits = append(s.Limits, fmt.Sprintf("%s: see the CPU profiles below.", t.Name))

@@ -18,10 +18,11 @@ import (
 // the same run travels between machines; a figure in microseconds does not.
 const yardstickScenario = "yardstick"
 
-// bareYardstick is what the bare handler did under the ceiling's load: requests a second and
-// CPU microseconds a request, from /proc, failed requests counted (they cost CPU too).
+// bareYardstick is what the bare handler did under the ceiling's load: requests a second, CPU
+// microseconds a request, from /proc, and bytes allocated a request, from its Go runtime (0 if
+// it reported none), failed requests counted in both (they cost too).
 type bareYardstick struct {
-	rate, cpuUS float64
+	rate, cpuUS, allocB float64
 }
 
 // yardstickUsers are the scenarios whose figures are ratios to a yardstick they do not measure
@@ -38,6 +39,8 @@ const (
 	serverRatioFigure = "server CPU per request / bare net/http CPU per request"
 	fleetRatioFigure  = "fleet CPU per request / bare net/http CPU per request"
 	allocFigure       = "server allocations per request (whole process)"
+	bareAllocFigure   = "bare net/http allocations per request"
+	allocRatioFigure  = "server allocations per request / bare net/http allocations per request"
 	fleetCPUFigure    = "fleet CPU per request (the bench process and its fleet processes)"
 	steadyRatioLimit  = 3.0
 	ladderRatioLimit  = 2.0
@@ -89,6 +92,10 @@ func measureBare(ctx context.Context, set plan, bodies [][]byte, sc *scenarioRep
 	if ok > 0 {
 		y.cpuUS = (after.CPUSeconds - before.CPUSeconds) / float64(ok+failed) * 1e6
 		sc.figure("bare net/http CPU per request", y.cpuUS, "µs")
+		if b, reported := bareAllocated(bare.out.String()); reported {
+			y.allocB = float64(b) / float64(ok+failed)
+			sc.figure(bareAllocFigure, y.allocB, "bytes")
+		}
 	}
 	return y, nil
 }
@@ -126,6 +133,10 @@ func ratioFigures(sc *scenarioReport, bare *bareYardstick, allocated float64, re
 		return server, fleet, alloc
 	}
 	sc.figure("bare net/http CPU per request (this run's yardstick)", bare.cpuUS, "µs")
+	if alloc != nil && bare.allocB > 0 {
+		sc.figure(bareAllocFigure+" (this run's yardstick)", bare.allocB, "bytes")
+		sc.figure(allocRatioFigure, *alloc/bare.allocB, "x")
+	}
 	if v, ok := sc.value("server CPU per request"); ok {
 		server = new(v / bare.cpuUS)
 		sc.figure(serverRatioFigure, *server, "x")

@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "bench":
 		err = benchCmd(ctx, rest, getenv, stdout, stderr)
 	case bench.BareCommand: // the bench's yardstick, started by its ceiling scenario; not for people
-		err = bench.ServeBare(ctx, rest)
+		err = bench.ServeBare(ctx, rest, stdout)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "shoal-bench %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case "help", "--help", "-help", "-h":
