@@ -387,6 +387,15 @@ func TestExplainUnmet(t *testing.T) {
 	if len(sc.Limits) != 1 || sc.Limits[0] != "server resident memory (peak, steady window): see the CPU profiles below." {
 		t.Errorf("another target's limit: %q", sc.Limits)
 	}
+
+	// Allocations over the target are set beside what the yardstick allocated in the same run.
+	sc = &scenarioReport{}
+	sc.target(allocFigure, new(4200.0), "bytes", "<= 3000", atMost(allocLimitBytes))
+	set.bare = &bareYardstick{cpuUS: 30, allocB: 7500}
+	sc.explainUnmet(set)
+	if len(sc.Limits) != 1 || !strings.Contains(sc.Limits[0], "allocated 7500 B a request in this run (2.50x the target)") {
+		t.Errorf("the allocation target's limit: %q", sc.Limits)
+	}
 }
 
 func TestExplainStorm(t *testing.T) {
