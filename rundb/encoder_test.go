@@ -11,13 +11,9 @@ import (
 
 // withTasks is the sample run with n tasks, their results told apart by seed.
 func withTasks(n, seed int) *rundb.Run {
-	r := rundbtest.SampleRun()
-	proto := r.Tasks[1]
-	r.Tasks = make([]rundb.Task, n)
+	r := rundbtest.SampleRunWithTasks(n)
 	for i := range r.Tasks {
-		r.Tasks[i] = proto
-		r.Tasks[i].Start = i * proto.NumGames
-		r.Tasks[i].Stats.Wins = seed + i
+		r.Tasks[i].Stats.Wins += seed
 	}
 	r.CommittedGames = seed
 	return r

@@ -4,38 +4,18 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/shoal-chess/shoal/rundb"
 	"github.com/shoal-chess/shoal/rundb/runcache"
 	"github.com/shoal-chess/shoal/rundb/rundbtest"
 )
 
-// bigRun is a run of n tasks, each with its worker_info and results, the shape whose whole
-// document the cache rewrites on every flush.
-func bigRun(n int) *rundb.Run {
-	r := rundbtest.SampleRun()
-	r.ID = rundb.NewObjectID()
-	r.Finished = false
-	proto := r.Tasks[1]
-	r.Tasks = make([]rundb.Task, n)
-	for i := range r.Tasks {
-		t := proto
-		t.Start = i * t.NumGames
-		t.LastUpdated = proto.LastUpdated.Add(time.Duration(i) * time.Second)
-		t.Stats.Pentanomial = append([]int(nil), proto.Stats.Pentanomial...)
-		t.Stats.Wins += i
-		r.Tasks[i] = t
-	}
-	return r
-}
-
 // BenchmarkRunEncode is the part of a flush done under the run's lock: encoding the whole run,
 // afresh (Codec.Encode) or by an Encoder that encoded it before, as the cache's flush does.
 func BenchmarkRunEncode(b *testing.B) {
 	for _, ferret := range []bool{false, true} {
 		for _, n := range []int{200, 2000} {
-			r := bigRun(n)
+			r := rundbtest.SampleRunWithTasks(n)
 			codec := rundb.NewCodec(ferret)
 			b.Run(fmt.Sprintf("ferret=%v/tasks=%d/codec", ferret, n), func(b *testing.B) {
 				b.ReportAllocs()
@@ -67,7 +47,7 @@ func BenchmarkRunEncode(b *testing.B) {
 func BenchmarkRunCacheFlush(b *testing.B) {
 	ctx := context.Background()
 	db := rundbtest.Open(b)
-	r := bigRun(200)
+	r := rundbtest.SampleRunWithTasks(200)
 	cache := runcache.New(db.Runs, runcache.Options{})
 	if err := cache.Create(ctx, r); err != nil {
 		b.Fatal(err)

@@ -25,7 +25,7 @@ func TestRunCacheFlushStoresWhatIsCached(t *testing.T) {
 			f()
 		}
 	}})
-	big, small := bigRun(60), bigRun(3)
+	big, small := rundbtest.SampleRunWithTasks(60), rundbtest.SampleRunWithTasks(3)
 	for _, r := range []*rundb.Run{big, small} {
 		if err := cache.Create(ctx, r); err != nil {
 			t.Fatal(err)

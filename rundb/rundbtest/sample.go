@@ -70,3 +70,23 @@ func SampleRun() *rundb.Run {
 		},
 	}
 }
+
+// SampleRunWithTasks is SampleRun, unfinished and with an ID of its own, holding n copies of its
+// second task told apart by their start, last update and wins: the shape whose whole document
+// the run cache rewrites on every flush, at a size of the caller's choosing.
+func SampleRunWithTasks(n int) *rundb.Run {
+	r := SampleRun()
+	r.ID = rundb.NewObjectID()
+	r.Finished = false
+	proto := r.Tasks[1]
+	r.Tasks = make([]rundb.Task, n)
+	for i := range r.Tasks {
+		t := proto
+		t.Start = i * t.NumGames
+		t.LastUpdated = proto.LastUpdated.Add(time.Duration(i) * time.Second)
+		t.Stats.Pentanomial = append([]int(nil), proto.Stats.Pentanomial...)
+		t.Stats.Wins += i
+		r.Tasks[i] = t
+	}
+	return r
+}
