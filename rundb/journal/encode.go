@@ -212,45 +212,39 @@ func appendWorkerInfo(dst []byte, w *rundb.WorkerInfo) []byte {
 func appendSPSA(dst []byte, s *journalSPSA) []byte {
 	doc, dst := bsoncore.AppendDocumentElementStart(dst, "spsa")
 	dst = appendInt(dst, "iter", s.Iter)
-	if s.Theta == nil {
-		dst = bsoncore.AppendNullElement(dst, "theta")
-	} else {
-		var arr int32
-		arr, dst = bsoncore.AppendArrayElementStart(dst, "theta")
-		for i, v := range s.Theta {
-			dst = bsoncore.AppendDouble(appendIndexedHeader(dst, bsoncore.TypeDouble, i), v)
-		}
-		dst, _ = bsoncore.AppendArrayEnd(dst, arr)
-	}
+	dst = appendArray(dst, "theta", s.Theta, typeOf[float64](bsoncore.TypeDouble), bsoncore.AppendDouble)
 	dst = appendInt(dst, "history_from", s.HistoryFrom)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, doc)
 	return dst
 }
 
-// appendInts appends vs as the driver does a []int: null if nil, else an array.
+// appendInts appends vs as the driver does a []int.
 func appendInts(dst []byte, key string, vs []int) []byte {
+	return appendArray(dst, key, vs, intType, appendIntValue)
+}
+
+// appendStrings appends vs as the driver does a []string.
+func appendStrings(dst []byte, key string, vs []string) []byte {
+	return appendArray(dst, key, vs, typeOf[string](bsoncore.TypeString), bsoncore.AppendString)
+}
+
+// appendArray appends vs as the driver writes a slice: null if nil, else an array whose
+// element i is vs[i], of type elemType(vs[i]), its value's bytes appended by appendValue.
+func appendArray[T any](dst []byte, key string, vs []T, elemType func(T) bsoncore.Type, appendValue func([]byte, T) []byte) []byte {
 	if vs == nil {
 		return bsoncore.AppendNullElement(dst, key)
 	}
 	arr, dst := bsoncore.AppendArrayElementStart(dst, key)
 	for i, v := range vs {
-		dst = appendIntValue(appendIndexedHeader(dst, intType(v), i), v)
+		dst = appendValue(appendIndexedHeader(dst, elemType(v), i), v)
 	}
 	dst, _ = bsoncore.AppendArrayEnd(dst, arr)
 	return dst
 }
 
-// appendStrings appends vs as the driver does a []string: null if nil, else an array.
-func appendStrings(dst []byte, key string, vs []string) []byte {
-	if vs == nil {
-		return bsoncore.AppendNullElement(dst, key)
-	}
-	arr, dst := bsoncore.AppendArrayElementStart(dst, key)
-	for i, v := range vs {
-		dst = bsoncore.AppendString(appendIndexedHeader(dst, bsoncore.TypeString, i), v)
-	}
-	dst, _ = bsoncore.AppendArrayEnd(dst, arr)
-	return dst
+// typeOf is an elemType for appendArray whose elements all have type t.
+func typeOf[T any](t bsoncore.Type) func(T) bsoncore.Type {
+	return func(T) bsoncore.Type { return t }
 }
 
 // appendIndexedHeader appends the header of an array's element i, whose key is i in decimal,
