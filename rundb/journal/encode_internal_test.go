@@ -79,26 +79,18 @@ func (g *taskGen) time() time.Time {
 // sliceLen is -1 for a nil slice, else a length, 0 among them.
 func (g *taskGen) sliceLen() int { return g.rnd.IntN(6) - 1 }
 
-func (g *taskGen) ints() []int {
-	n := g.sliceLen()
-	if n < 0 {
-		return nil
-	}
-	vs := make([]int, n)
-	for i := range vs {
-		vs[i] = g.int()
-	}
-	return vs
-}
+func (g *taskGen) ints() []int       { return genSlice(g, g.int) }
+func (g *taskGen) strings() []string { return genSlice(g, g.str) }
 
-func (g *taskGen) strings() []string {
+// genSlice is nil or a slice of gen's values (sliceLen).
+func genSlice[T any](g *taskGen, gen func() T) []T {
 	n := g.sliceLen()
 	if n < 0 {
 		return nil
 	}
-	vs := make([]string, n)
+	vs := make([]T, n)
 	for i := range vs {
-		vs[i] = g.str()
+		vs[i] = gen()
 	}
 	return vs
 }
